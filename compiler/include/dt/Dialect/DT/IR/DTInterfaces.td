@@ -1,0 +1,51 @@
+//===- DTInterfaces.td - dt op interfaces ------------------------*- tablegen -*-===//
+//
+// The two interfaces through which passes ask ops about themselves instead of
+// switching over op kinds: autodiff asks for a vector-Jacobian product, fusion lowering
+// asks for the scalar computation of an elementwise op.
+//
+//===----------------------------------------------------------------------------===//
+
+#ifndef DT_INTERFACES_TD
+#define DT_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def DT_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::dt";
+  let description = [{
+    An op that can be differentiated in reverse mode. Given the adjoints of its results
+    (a null Value for a result whose adjoint is zero), the op builds the adjoints of the
+    operands that `needed` asks for, at the builder's insertion point, and appends one
+    Value per operand to `operandGrads` (null where not needed or where the operand is
+    not differentiable, e.g. integer labels). Ops whose derivative is not available
+    (second-order derivative ops) emit an error and fail.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the vector-Jacobian product of this op.",
+      "::mlir::LogicalResult", "buildVJP",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ValueRange":$resultGrads,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
+def DT_ScalarizableOpInterface : OpInterface<"ScalarizableOpInterface"> {
+  let cppNamespace = "::dt";
+  let description = [{
+    An elementwise op that can compute one element from one element of each operand.
+    Fusion lowering builds the body of a single loop nest from these scalar bodies.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Builds the scalar computation of one element; operands are scalars of the "
+      "operands' element types. Returns the scalar result.",
+      "::mlir::Value", "buildScalar",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
+           "::mlir::ValueRange":$operands)>
+  ];
+}
+
+#endif // DT_INTERFACES_TD

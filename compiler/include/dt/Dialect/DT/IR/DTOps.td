@@ -1,0 +1,564 @@
+//===- DTOps.td - dt dialect operations --------------------------*- tablegen -*-===//
+//
+// The operations of the dt dialect: state (globals, loads, stores), constants,
+// elementwise math, shape manipulation, linear algebra, the neural-network ops with
+// hand-written kernels, their gradient ops, the LR schedule, and fused regions.
+//
+//===----------------------------------------------------------------------------===//
+
+#ifndef DT_OPS_TD
+#define DT_OPS_TD
+
+include "dt/Dialect/DT/IR/DTDialect.td"
+include "dt/Dialect/DT/IR/DTInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------------===//
+// Types and attributes
+//===----------------------------------------------------------------------------===//
+
+def DT_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
+def DT_IntTensor : StaticShapeTensorOf<[I32, I64]>;
+def DT_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
+def DT_FloatScalar : 0DTensorOf<[F16, BF16, F32, F64]>;
+def DT_IntScalar : 0DTensorOf<[I32, I64]>;
+
+def DT_RoleParam : I32EnumAttrCase<"param", 0>;
+def DT_RoleGrad : I32EnumAttrCase<"grad", 1>;
+def DT_RoleState : I32EnumAttrCase<"state", 2>;
+def DT_RoleInput : I32EnumAttrCase<"input", 3>;
+def DT_RoleOutput : I32EnumAttrCase<"output", 4>;
+def DT_RoleAttr : I32EnumAttr<"Role", "what a global holds and who writes it",
+    [DT_RoleParam, DT_RoleGrad, DT_RoleState, DT_RoleInput, DT_RoleOutput]> {
+  let cppNamespace = "::dt";
+}
+
+def DifferentiableOp : DeclareOpInterfaceMethods<DT_DifferentiableOpInterface>;
+def ScalarizableOp : DeclareOpInterfaceMethods<DT_ScalarizableOpInterface>;
+
+//===----------------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------------===//
+
+def DT_GlobalOp : DT_Op<"global", [Symbol]> {
+  let summary = "a persistent tensor of the program";
+  let description = [{
+    A tensor that outlives entry-point calls: a parameter, its gradient, optimizer state,
+    an input batch staged by the runtime, or an output the runtime reads. Parameters carry
+    their initialiser (`{kind = "uniform", low, high}`, `{kind = "normal", mean, std}` or
+    `{kind = "constant", value}`); memory planning assigns every global its byte `offset`
+    in the arena.
+
+    ```mlir
+    dt.global param @"fc1.weight" : tensor<256x784xf32>
+        {init = {kind = "uniform", low = -0.0357 : f64, high = 0.0357 : f64}}
+    dt.global input @"in/train.x" : tensor<128x784xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<DT_Tensor>:$type,
+                       DT_RoleAttr:$role,
+                       OptionalAttr<DictionaryAttr>:$init,
+                       OptionalAttr<I64Attr>:$offset);
+  let assemblyFormat = "$role $sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def DT_LoadOp : DT_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                               MemoryEffects<[MemRead]>]> {
+  let summary = "reads the current value of a global";
+  let description = [{
+    ```mlir
+    %w = dt.load @"fc1.weight" : tensor<256x784xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$global);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$global attr-dict `:` type($result)";
+}
+
+def DT_StoreOp : DT_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                                 MemoryEffects<[MemWrite]>]> {
+  let summary = "replaces the value of a global";
+  let description = [{
+    ```mlir
+    dt.store %new, @"fc1.weight" : tensor<256x784xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$value, FlatSymbolRefAttr:$global);
+  let assemblyFormat = "$value `,` $global attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------------===//
+
+def DT_ConstantOp : DT_Op<"constant", [ConstantLike, Pure, ScalarizableOp,
+                                       AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %half = dt.constant dense<5.000000e-01> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def DT_IotaOp : DT_Op<"iota", [Pure]> {
+  let summary = "0, 1, ..., n-1";
+  let description = [{
+    ```mlir
+    %pos = dt.iota : tensor<128xi32>
+    ```
+  }];
+  let results = (outs 1DTensorOf<[I32, I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------===//
+
+class DT_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : DT_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+                                   ScalarizableOp], traits)> {
+  let arguments = (ins DT_Tensor:$input);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+class DT_FloatUnaryOp<string mnemonic, string formula>
+    : DT_UnaryOp<mnemonic, [DifferentiableOp]> {
+  let summary = "elementwise " # formula;
+  let description = [{
+    ```mlir
+    %y = dt.}] # mnemonic # [{ %x : tensor<128x256xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input);
+  let results = (outs DT_FloatTensor:$result);
+}
+
+def DT_NegOp : DT_UnaryOp<"neg", [DifferentiableOp]> {
+  let summary = "elementwise -x";
+}
+def DT_ReluOp : DT_FloatUnaryOp<"relu", "max(x, 0)">;
+def DT_GeluOp : DT_FloatUnaryOp<"gelu",
+    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's tanh approximation">;
+def DT_TanhOp : DT_FloatUnaryOp<"tanh", "tanh(x)">;
+def DT_SigmoidOp : DT_FloatUnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def DT_ExpOp : DT_FloatUnaryOp<"exp", "exp(x)">;
+def DT_LogOp : DT_FloatUnaryOp<"log", "log(x)">;
+def DT_SqrtOp : DT_FloatUnaryOp<"sqrt", "sqrt(x)">;
+
+// Derivative helpers: they appear in backward graphs and have no derivative themselves.
+def DT_StepOp : DT_UnaryOp<"step"> {
+  let summary = "elementwise Heaviside step: 1 where x > 0, else 0";
+  let description = [{ The derivative of `relu`, and the selector of `maximum`/`minimum`. }];
+  let arguments = (ins DT_FloatTensor:$input);
+  let results = (outs DT_FloatTensor:$result);
+}
+def DT_GeluDerivOp : DT_UnaryOp<"gelu_deriv"> {
+  let summary = "elementwise derivative of dt.gelu";
+  let arguments = (ins DT_FloatTensor:$input);
+  let results = (outs DT_FloatTensor:$result);
+}
+
+def DT_ConvertOp : DT_Op<"convert", [Pure, Elementwise, SameOperandsAndResultShape,
+                                     ScalarizableOp, DifferentiableOp]> {
+  let summary = "elementwise element-type conversion";
+  let description = [{
+    Integer to float, float to float (rounding to nearest even), float to integer
+    (truncating) and integer to integer.
+
+    ```mlir
+    %t = dt.convert %step : tensor<i64> to tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+class DT_BinaryOp<string mnemonic, string formula, list<Trait> traits = []>
+    : DT_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
+                                   ScalarizableOp, DifferentiableOp], traits)> {
+  let summary = "elementwise " # formula;
+  let description = [{
+    Operands have equal types; MLIRGen makes NumPy broadcasting explicit.
+
+    ```mlir
+    %z = dt.}] # mnemonic # [{ %x, %y : tensor<128x256xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$lhs, DT_Tensor:$rhs);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def DT_AddOp : DT_BinaryOp<"add", "x + y", [Commutative]>;
+def DT_SubOp : DT_BinaryOp<"sub", "x - y">;
+def DT_MulOp : DT_BinaryOp<"mul", "x * y", [Commutative]>;
+def DT_DivOp : DT_BinaryOp<"div", "x / y">;
+def DT_PowOp : DT_BinaryOp<"pow", "x ^ y (floats)"> {
+  let arguments = (ins DT_FloatTensor:$lhs, DT_FloatTensor:$rhs);
+  let results = (outs DT_FloatTensor:$result);
+}
+def DT_MaximumOp : DT_BinaryOp<"maximum", "max(x, y)", [Commutative]>;
+def DT_MinimumOp : DT_BinaryOp<"minimum", "min(x, y)", [Commutative]>;
+
+//===----------------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------------===//
+
+def DT_BroadcastToOp : DT_Op<"broadcast_to", [Pure, DifferentiableOp]> {
+  let summary = "NumPy broadcasting to a larger shape";
+  let description = [{
+    Dimensions are aligned on the right; an operand dimension equals the result's or is 1,
+    and missing leading dimensions are added.
+
+    ```mlir
+    %b2 = dt.broadcast_to %b : tensor<256xf32> -> tensor<128x256xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def DT_ReshapeOp : DT_Op<"reshape", [Pure, DifferentiableOp]> {
+  let summary = "the same elements in row-major order, another shape";
+  let description = [{
+    ```mlir
+    %h = dt.reshape %x : tensor<4x32x128xf32> -> tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def DT_TransposeOp : DT_Op<"transpose", [Pure, DifferentiableOp]> {
+  let summary = "a permutation of dimensions";
+  let description = [{
+    Result dimension i is operand dimension `perm[i]`.
+
+    ```mlir
+    %t = dt.transpose %x [0, 2, 1, 3] : tensor<4x128x4x32xf32> -> tensor<4x4x128x32xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input $perm attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_SplitOp : DT_Op<"split", [Pure, DifferentiableOp]> {
+  let summary = "consecutive pieces along one axis";
+  let description = [{
+    ```mlir
+    %q, %k, %v = dt.split %qkv axis 2 : tensor<4x128x384xf32>
+        -> tensor<4x128x128xf32>, tensor<4x128x128xf32>, tensor<4x128x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<DT_Tensor>:$results);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+def DT_ConcatOp : DT_Op<"concat", [Pure, DifferentiableOp]> {
+  let summary = "tensors joined along one axis";
+  let description = [{
+    ```mlir
+    %c = dt.concat %a, %b axis 1 : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<DT_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
+// Reductions and linear algebra
+//===----------------------------------------------------------------------------===//
+
+def DT_ReduceSumOp : DT_Op<"reduce_sum", [Pure, DifferentiableOp]> {
+  let summary = "sum over some axes, which are removed";
+  let description = [{
+    ```mlir
+    %db = dt.reduce_sum %g [0] : tensor<128x256xf32> -> tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input $axes attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_MatmulOp : DT_Op<"matmul", [Pure, DifferentiableOp]> {
+  let summary = "matrix product, batched over equal leading dimensions";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is `[..., K, N]`
+    (`[..., N, K]` with `transpose_rhs`); both have the same leading (batch) dimensions and
+    the result is `[..., M, N]`. MLIRGen flattens `x[B, T, C] @ w[C, N]` into one 2-D
+    product, so a 2-D right operand never needs broadcasting here.
+
+    ```mlir
+    %y = dt.matmul %x, %w {transpose_rhs}
+        : tensor<128x784xf32>, tensor<256x784xf32> -> tensor<128x256xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$lhs, DT_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
+// Neural-network ops (hand-written kernels) and their gradients
+//===----------------------------------------------------------------------------===//
+
+def DT_SoftmaxOp : DT_Op<"softmax", [Pure, SameOperandsAndResultType, DifferentiableOp]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    ```mlir
+    %p = dt.softmax %x axis 1 : tensor<128x10xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_LayerNormOp : DT_Op<"layer_norm", [Pure, DifferentiableOp]> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) * weight + bias`, with the biased variance, over the last
+    dimension of `x`; `weight` and `bias` have that dimension's size.
+
+    ```mlir
+    %y = dt.layer_norm %x, %w, %b {eps = 1.0e-05 : f64}
+        : tensor<4x128x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<4x128x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$weight, DT_FloatTensor:$bias,
+                       F64Attr:$eps);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight `,` $bias attr-dict `:` type($input) `,` "
+                       "type($weight) `,` type($bias) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_LayerNormGradOp : DT_Op<"layer_norm_grad", [Pure]> {
+  let summary = "the gradients of dt.layer_norm";
+  let description = [{
+    Given the layer-norm input, its weight and the adjoint of its result, the adjoints of
+    input, weight and bias (statistics are recomputed, not stored).
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$weight,
+                       DT_FloatTensor:$result_grad, F64Attr:$eps);
+  let results = (outs DT_FloatTensor:$input_grad, DT_FloatTensor:$weight_grad,
+                      DT_FloatTensor:$bias_grad);
+  let assemblyFormat = "$input `,` $weight `,` $result_grad attr-dict `:` type($input) `,` "
+                       "type($weight) `,` type($result_grad) `->` type(results)";
+  let hasVerifier = 1;
+}
+
+def DT_EmbeddingOp : DT_Op<"embedding", [Pure, DifferentiableOp]> {
+  let summary = "rows of a table picked by integer ids";
+  let description = [{
+    ```mlir
+    %h = dt.embedding %table, %ids
+        : tensor<256x128xf32>, tensor<4x128xi32> -> tensor<4x128x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$table, DT_IntTensor:$ids);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat =
+      "$table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_EmbeddingGradOp : DT_Op<"embedding_grad", [Pure]> {
+  let summary = "the gradient of dt.embedding with respect to its table";
+  let description = [{
+    Scatter-adds the rows of `result_grad` into a zero table at the rows named by `ids`.
+  }];
+  let arguments = (ins DT_IntTensor:$ids, DT_FloatTensor:$result_grad);
+  let results = (outs DT_FloatTensor:$table_grad);
+  let assemblyFormat = "$ids `,` $result_grad attr-dict `:` type($ids) `,` "
+                       "type($result_grad) `->` type($table_grad)";
+  let hasVerifier = 1;
+}
+
+def DT_CrossEntropyOp : DT_Op<"cross_entropy", [Pure, DifferentiableOp]> {
+  let summary = "mean softmax cross-entropy over labelled positions";
+  let description = [{
+    `logits` are `[..., C]`, `labels` `[...]` integers in `[0, C)`; a negative label marks a
+    position to ignore (padding). The result is the mean over non-ignored positions (0 when
+    there are none).
+
+    ```mlir
+    %l = dt.cross_entropy %logits, %y : tensor<128x10xf32>, tensor<128xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels);
+  let results = (outs DT_FloatScalar:$result);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_CrossEntropyGradOp : DT_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "the gradient of dt.cross_entropy with respect to its logits";
+  let description = [{ `(softmax(logits) - onehot(labels)) * result_grad / count`. }];
+  let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels,
+                       DT_FloatScalar:$result_grad);
+  let results = (outs DT_FloatTensor:$logits_grad);
+  let assemblyFormat = "$logits `,` $labels `,` $result_grad attr-dict `:` type($logits) `,` "
+                       "type($labels) `,` type($result_grad) `->` type($logits_grad)";
+  let hasVerifier = 1;
+}
+
+def DT_CountCorrectOp : DT_Op<"count_correct", [Pure]> {
+  let summary = "how many positions' arg-max equals their (non-negative) label";
+  let description = [{
+    ```mlir
+    %n = dt.count_correct %logits, %y : tensor<128x10xf32>, tensor<128xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels);
+  let results = (outs DT_FloatScalar:$result);
+  let assemblyFormat =
+      "$logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_AttentionOp : DT_Op<"attention", [Pure, DifferentiableOp,
+    AllTypesMatch<["query", "key", "value", "result"]>]> {
+  let summary = "scaled dot-product attention";
+  let description = [{
+    `softmax(q k^T / sqrt(D) [+ causal mask]) v` over `[..., H, T, D]` operands.
+
+    ```mlir
+    %o = dt.attention %q, %k, %v {causal} : tensor<4x4x128x32xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$query, DT_FloatTensor:$key, DT_FloatTensor:$value,
+                       UnitAttr:$causal);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_AttentionGradOp : DT_Op<"attention_grad", [Pure,
+    AllTypesMatch<["query", "key", "value", "result_grad", "query_grad", "key_grad",
+                   "value_grad"]>]> {
+  let summary = "the gradients of dt.attention";
+  let description = [{
+    The adjoints of query, key and value given the adjoint of the output; the attention
+    probabilities are recomputed.
+  }];
+  let arguments = (ins DT_FloatTensor:$query, DT_FloatTensor:$key, DT_FloatTensor:$value,
+                       DT_FloatTensor:$result_grad, UnitAttr:$causal);
+  let results = (outs DT_FloatTensor:$query_grad, DT_FloatTensor:$key_grad,
+                      DT_FloatTensor:$value_grad);
+  let assemblyFormat = "$query `,` $key `,` $value `,` $result_grad attr-dict `:` "
+                       "type($result_grad)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------------===//
+
+def DT_ScheduleOp : DT_Op<"schedule", [Pure]> {
+  let summary = "the learning rate at an optimizer step";
+  let description = [{
+    `step` is the 1-based optimizer step, `total` the run's number of steps. `kind` is
+    `constant`, `cosine` (`warmup`, `min`), `linear` (`warmup`, `final`) or `step`
+    (`every`, `gamma`); `lr` is the base rate. Warm-up is linear from `lr / warmup`
+    at step 1 to `lr` at step `warmup`.
+
+    ```mlir
+    %lr = dt.schedule %t, %total {kind = "cosine", lr = 1.0e-03 : f64,
+                                  warmup = 100 : i64, min = 0.0 : f64}
+        : tensor<i64>, tensor<i64> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_IntScalar:$step, DT_IntScalar:$total, StrAttr:$kind, F64Attr:$lr,
+                       DefaultValuedAttr<I64Attr, "0">:$warmup,
+                       DefaultValuedAttr<F64Attr, "0.0">:$min,
+                       DefaultValuedAttr<F64Attr, "0.0">:$final,
+                       DefaultValuedAttr<I64Attr, "1">:$every,
+                       DefaultValuedAttr<F64Attr, "1.0">:$gamma);
+  let results = (outs DT_FloatScalar:$result);
+  let assemblyFormat = "$step `,` $total attr-dict `:` type($step) `,` type($total) `->` "
+                       "type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------------===//
+
+def DT_FusedOp : DT_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "a fused elementwise region, code-generated as one loop nest";
+  let description = [{
+    All results have one shape, the iteration shape. The body's block arguments have the
+    iteration shape and the operands' element types; an operand of a smaller shape is
+    broadcast to the iteration shape (NumPy rules), which is how `dt.broadcast_to` is
+    absorbed. The body holds only elementwise ops (`ScalarizableOpInterface`) and ends with
+    `dt.yield`.
+
+    ```mlir
+    %h = dt.fused (%y, %b) : (tensor<128x256xf32>, tensor<256xf32>) -> tensor<128x256xf32> {
+    ^bb0(%a: tensor<128x256xf32>, %c: tensor<128x256xf32>):
+      %s = dt.add %a, %c : tensor<128x256xf32>
+      %r = dt.relu %s : tensor<128x256xf32>
+      dt.yield %r : tensor<128x256xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<DT_Tensor>:$inputs);
+  let results = (outs Variadic<DT_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "`(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The shape every result has and the loop nest iterates over.
+    ::llvm::ArrayRef<int64_t> getIterationShape() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult(0).getType()).getShape();
+    }
+  }];
+}
+
+def DT_YieldOp : DT_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
+  let summary = "the results of a dt.fused region";
+  let arguments = (ins Variadic<DT_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+}
+
+#endif // DT_OPS_TD

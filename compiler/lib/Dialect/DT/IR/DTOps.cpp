@@ -1,0 +1,451 @@
+//===- DTOps.cpp - dt dialect: registration, verifiers, folders -----------===//
+//
+// The dialect's registration and the structural rules of its ops: every verifier states
+// the shape relation between operands and results that later passes rely on (the
+// lowering never re-checks a shape). VJPs live in DTVJP.cpp, scalar bodies of
+// elementwise ops in DTScalar.cpp.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace dt;
+
+#include "dt/Dialect/DT/IR/DTOpsDialect.cpp.inc"
+#include "dt/Dialect/DT/IR/DTOpsEnums.cpp.inc"
+#include "dt/Dialect/DT/IR/DTInterfaces.cpp.inc"
+
+void DTDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dt/Dialect/DT/IR/DTOps.cpp.inc"
+      >();
+}
+
+Operation *DTDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                          Location loc) {
+  auto elements = llvm::dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, elements);
+}
+
+//===----------------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------------===//
+
+bool dt::isBroadcastable(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i])
+      return false;
+  return true;
+}
+
+Value dt::createSplat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  Type elem = type.getElementType();
+  Attribute scalar;
+  if (auto f = llvm::dyn_cast<FloatType>(elem))
+    scalar = b.getFloatAttr(f, value);
+  else
+    scalar = b.getIntegerAttr(elem, static_cast<int64_t>(value));
+  return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, scalar));
+}
+
+GlobalOp dt::lookupGlobal(Operation *from, StringRef name) {
+  return SymbolTable::lookupNearestSymbolFrom<GlobalOp>(
+      from, StringAttr::get(from->getContext(), name));
+}
+
+static int64_t numElements(Type t) {
+  return llvm::cast<RankedTensorType>(t).getNumElements();
+}
+
+static RankedTensorType tensorType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+/// Checks that `axis` names a dimension of a rank-`rank` tensor.
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------------===//
+
+LogicalResult GlobalOp::verify() {
+  if (getInit() && getRole() != Role::param)
+    return emitOpError("only parameters have an initialiser");
+  if (getRole() == Role::param && !getInit())
+    return emitOpError("a parameter needs an initialiser");
+  if (auto init = getInit()) {
+    auto kind = init->getAs<StringAttr>("kind");
+    if (!kind)
+      return emitOpError("initialiser needs a string 'kind'");
+    auto need = [&](ArrayRef<StringRef> keys) -> LogicalResult {
+      for (StringRef key : keys)
+        if (!init->getAs<FloatAttr>(key))
+          return emitOpError("'") << kind.getValue() << "' initialiser needs a float '"
+                                  << key << "'";
+      return success();
+    };
+    if (kind == "uniform")
+      return need({"low", "high"});
+    if (kind == "normal")
+      return need({"mean", "std"});
+    if (kind == "constant")
+      return need({"value"});
+    return emitOpError("unknown initialiser kind '") << kind.getValue() << "'";
+  }
+  if (auto offset = getOffset(); offset && *offset % 64 != 0)
+    return emitOpError("offset ") << *offset << " is not 64-byte aligned";
+  return success();
+}
+
+/// Shared by load and store: the symbol names a global of exactly `type`.
+static LogicalResult verifyGlobalUse(Operation *op, SymbolTableCollection &symbols,
+                                     FlatSymbolRefAttr ref, Type type) {
+  auto global = symbols.lookupNearestSymbolFrom<GlobalOp>(op, ref.getAttr());
+  if (!global)
+    return op->emitOpError("'") << ref.getValue() << "' does not name a dt.global";
+  if (global.getType() != type)
+    return op->emitOpError("type ") << type << " does not match the global's type "
+                                    << global.getType();
+  return success();
+}
+
+LogicalResult LoadOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyGlobalUse(*this, symbols, getGlobalAttr(), getType());
+}
+
+LogicalResult StoreOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyGlobalUse(*this, symbols, getGlobalAttr(), getValue().getType());
+}
+
+//===----------------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ConstantOp::verify() {
+  if (!llvm::isa<DenseElementsAttr>(getValue()))
+    return emitOpError("value must be a dense elements attribute");
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------------===//
+
+LogicalResult BroadcastToOp::verify() {
+  if (getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError("element types differ");
+  if (!isBroadcastable(shapeOf(getInput()), shapeOf(getResult())))
+    return emitOpError("operand shape does not broadcast to the result shape");
+  return success();
+}
+
+OpFoldResult BroadcastToOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // A splat constant broadcasts to a splat constant.
+  if (auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
+    return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
+  return {};
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError("element types differ");
+  if (numElements(getInput().getType()) != numElements(getType()))
+    return emitOpError("operand has ") << numElements(getInput().getType())
+                                       << " elements but the result " << numElements(getType());
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) => reshape(x)
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  if (auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
+    return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  ArrayRef<int64_t> perm = getPerm();
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  if (perm.size() != in.size() || out.size() != in.size())
+    return emitOpError("permutation, operand and result must have one rank");
+  SmallVector<bool> seen(perm.size(), false);
+  for (auto [i, p] : llvm::enumerate(perm)) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[p])
+      return emitOpError("'perm' is not a permutation");
+    seen[p] = true;
+    if (out[i] != in[p])
+      return emitOpError("result dimension ") << i << " must be operand dimension " << p;
+  }
+  if (getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError("element types differ");
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType in = getInput().getType();
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, in.getRank())))
+    return failure();
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  int64_t total = 0;
+  for (Value r : getResults()) {
+    RankedTensorType t = tensorType(r);
+    if (t.getRank() != in.getRank() || t.getElementType() != in.getElementType())
+      return emitOpError("results must have the operand's rank and element type");
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != in.getDimSize(d))
+        return emitOpError("results may differ from the operand only along the axis");
+    total += t.getDimSize(axis);
+  }
+  if (total != in.getDimSize(axis))
+    return emitOpError("pieces add up to ") << total << " along axis " << axis << ", not "
+                                            << in.getDimSize(axis);
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  RankedTensorType out = getType();
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, out.getRank())))
+    return failure();
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    RankedTensorType t = tensorType(v);
+    if (t.getRank() != out.getRank() || t.getElementType() != out.getElementType())
+      return emitOpError("operands must have the result's rank and element type");
+    for (int64_t d = 0; d < out.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != out.getDimSize(d))
+        return emitOpError("operands may differ from the result only along the axis");
+    total += t.getDimSize(axis);
+  }
+  if (total != out.getDimSize(axis))
+    return emitOpError("operands add up to ") << total << " along axis " << axis
+                                              << ", not " << out.getDimSize(axis);
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Reductions and linear algebra
+//===----------------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  SmallVector<bool> reduced(in.size(), false);
+  int64_t prev = -1;
+  for (int64_t a : getAxes()) {
+    if (failed(verifyAxis(*this, a, in.size())))
+      return failure();
+    if (a <= prev)
+      return emitOpError("axes must be strictly increasing");
+    prev = a;
+    reduced[a] = true;
+  }
+  SmallVector<int64_t> expected;
+  for (auto [i, d] : llvm::enumerate(in))
+    if (!reduced[i])
+      expected.push_back(d);
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError("result shape must be the operand's without the reduced axes");
+  if (getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError("element types differ");
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs()), c = shapeOf(getResult());
+  if (a.size() < 2 || a.size() != b.size() || c.size() != a.size())
+    return emitOpError("operands and result must have one rank, at least 2");
+  size_t r = a.size();
+  if (a.drop_back(2) != b.drop_back(2) || a.drop_back(2) != c.drop_back(2))
+    return emitOpError("batch dimensions differ");
+  int64_t m = getTransposeLhs() ? a[r - 1] : a[r - 2];
+  int64_t k = getTransposeLhs() ? a[r - 2] : a[r - 1];
+  int64_t kb = getTransposeRhs() ? b[r - 1] : b[r - 2];
+  int64_t n = getTransposeRhs() ? b[r - 2] : b[r - 1];
+  if (k != kb)
+    return emitOpError("contracting dimensions differ: ") << k << " vs " << kb;
+  if (c[r - 2] != m || c[r - 1] != n)
+    return emitOpError("result must be ") << m << "x" << n;
+  Type e = getLhs().getType().getElementType();
+  if (getRhs().getType().getElementType() != e || getType().getElementType() != e)
+    return emitOpError("element types differ");
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Neural-network ops
+//===----------------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getType().getRank());
+}
+
+/// weight (and bias) are vectors of the last dimension of x.
+static LogicalResult verifyNormParams(Operation *op, Value x, ArrayRef<Value> vectors) {
+  ArrayRef<int64_t> xs = shapeOf(x);
+  if (xs.empty())
+    return op->emitOpError("input must have at least one dimension");
+  for (Value v : vectors)
+    if (shapeOf(v) != xs.take_back())
+      return op->emitOpError("weight and bias must have shape [") << xs.back() << "]";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (getInput().getType() != getType())
+    return emitOpError("result must have the input's type");
+  return verifyNormParams(*this, getInput(), {getWeight(), getBias()});
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (getInput().getType() != getResultGrad().getType() ||
+      getInputGrad().getType() != getInput().getType())
+    return emitOpError("input, result_grad and input_grad must have one type");
+  if (getWeightGrad().getType() != getWeight().getType() ||
+      getBiasGrad().getType() != getWeight().getType())
+    return emitOpError("weight_grad and bias_grad must have the weight's type");
+  return verifyNormParams(*this, getInput(), {getWeight()});
+}
+
+LogicalResult EmbeddingOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getTable());
+  if (table.size() != 2)
+    return emitOpError("table must be 2-D");
+  SmallVector<int64_t> expected(shapeOf(getIds()));
+  expected.push_back(table[1]);
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
+    return emitOpError("result must have shape ids + [") << table[1] << "]";
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  ArrayRef<int64_t> table = shapeOf(getTableGrad());
+  if (table.size() != 2)
+    return emitOpError("table_grad must be 2-D");
+  SmallVector<int64_t> expected(shapeOf(getIds()));
+  expected.push_back(table[1]);
+  if (ArrayRef<int64_t>(expected) != shapeOf(getResultGrad()))
+    return emitOpError("result_grad must have shape ids + [") << table[1] << "]";
+  return success();
+}
+
+/// logits [..., C] and labels [...].
+static LogicalResult verifyLogitsLabels(Operation *op, Value logits, Value labels) {
+  ArrayRef<int64_t> l = shapeOf(logits), y = shapeOf(labels);
+  if (l.empty() || l.drop_back() != y)
+    return op->emitOpError("labels must have the logits' shape without the class dimension");
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (getLogitsGrad().getType() != getLogits().getType())
+    return emitOpError("logits_grad must have the logits' type");
+  return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult CountCorrectOp::verify() {
+  return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+static LogicalResult verifyAttentionOperands(Operation *op, ArrayRef<Value> operands) {
+  Type t = operands.front().getType();
+  for (Value v : operands)
+    if (v.getType() != t)
+      return op->emitOpError("query, key, value and result must have one type");
+  if (shapeOf(operands.front()).size() < 3)
+    return op->emitOpError("operands must be [..., heads, T, head_dim]");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(), getResult()});
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(), getResultGrad(),
+                                         getQueryGrad(), getKeyGrad(), getValueGrad()});
+}
+
+//===----------------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------------===//
+
+LogicalResult ScheduleOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "constant" && kind != "cosine" && kind != "linear" && kind != "step")
+    return emitOpError("unknown schedule '") << kind << "'";
+  if (getWarmup() < 0)
+    return emitOpError("warmup must not be negative");
+  if (kind == "step" && getEvery() <= 0)
+    return emitOpError("'every' must be positive");
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------------===//
+
+LogicalResult FusedOp::verify() {
+  if (getResults().empty())
+    return emitOpError("needs at least one result");
+  ArrayRef<int64_t> shape = getIterationShape();
+  for (Value r : getResults())
+    if (shapeOf(r) != shape)
+      return emitOpError("all results must have the iteration shape");
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("needs one block argument per operand");
+  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments())) {
+    auto argType = llvm::cast<RankedTensorType>(arg.getType());
+    if (argType.getShape() != shape ||
+        argType.getElementType() != tensorType(input).getElementType())
+      return emitOpError("block arguments must have the iteration shape and the operand's "
+                         "element type");
+    if (!isBroadcastable(shapeOf(input), shape))
+      return emitOpError("operand shape does not broadcast to the iteration shape");
+  }
+  for (Operation &op : body.without_terminator())
+    if (!llvm::isa<ScalarizableOpInterface>(op))
+      return op.emitOpError("is not elementwise and cannot be part of a dt.fused region");
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yielded types must match the result types");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dt/Dialect/DT/IR/DTOps.cpp.inc"

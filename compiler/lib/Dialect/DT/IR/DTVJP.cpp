@@ -1,0 +1,414 @@
+//===- DTVJP.cpp - vector-Jacobian products of dt ops ----------------------===//
+//
+// DifferentiableOpInterface: given the adjoint of each result, every differentiable op
+// builds the adjoints of the operands the autodiff pass asks for. Products are written
+// with dt ops themselves, so backward graphs are ordinary dt IR that fusion, sharding and
+// memory planning see like any other. Each rule is checked against central finite
+// differences in float64 by test/unit/dialect/VJPTest.cpp.
+//
+// Conventions: `g` is the adjoint of the (first) result, `y` the result itself. Rules
+// only build what `needed` asks for; the adjoint of a non-float operand is always null.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace dt;
+
+namespace {
+/// Builds dt ops at one location; shortens the rules below.
+struct Emit {
+  OpBuilder &b;
+  Location loc;
+
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
+  Value neg(Value x) { return b.create<NegOp>(loc, x); }
+  Value splat(Value like, double v) {
+    return createSplat(b, loc, llvm::cast<RankedTensorType>(like.getType()), v);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    auto t = llvm::cast<RankedTensorType>(x.getType());
+    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), x);
+  }
+  Value broadcast(Value x, Type to) { return b.create<BroadcastToOp>(loc, to, x); }
+  Value matmul(Value x, Value y, bool ta, bool tb, Type resultType) {
+    auto op = b.create<MatmulOp>(loc, resultType, x, y);
+    op.setTransposeLhs(ta);
+    op.setTransposeRhs(tb);
+    return op;
+  }
+  /// Sums `x` over `axes` and keeps them as size-1 dimensions.
+  Value sumKeepDims(Value x, ArrayRef<int64_t> axes) {
+    if (axes.empty())
+      return x;
+    auto t = llvm::cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> reduced, kept(t.getShape());
+    for (auto [i, d] : llvm::enumerate(t.getShape()))
+      if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
+        reduced.push_back(d);
+    for (int64_t a : axes)
+      kept[a] = 1;
+    Value sum = b.create<ReduceSumOp>(loc, RankedTensorType::get(reduced, t.getElementType()),
+                                      x, b.getDenseI64ArrayAttr(axes));
+    return reshape(sum, kept);
+  }
+};
+
+bool isFloatTensor(Value v) {
+  return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+/// Appends the adjoints of a unary op whose operand adjoint is `f()`.
+template <typename Fn>
+LogicalResult unary(Operation *, ArrayRef<bool> needed, ValueRange grads,
+                    SmallVectorImpl<Value> &out, Fn f) {
+  out.push_back(needed[0] && grads[0] ? f(grads[0]) : Value());
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------------===//
+
+LogicalResult NegOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) { return e.neg(g); });
+}
+
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    return e.mul(g, b.create<StepOp>(getLoc(), getInput()));
+  });
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    return e.mul(g, b.create<GeluDerivOp>(getLoc(), getInput()));
+  });
+}
+
+LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    Value y = getResult();
+    return e.mul(g, e.sub(e.splat(y, 1), e.mul(y, y)));
+  });
+}
+
+LogicalResult SigmoidOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    Value y = getResult();
+    return e.mul(g, e.mul(y, e.sub(e.splat(y, 1), y)));
+  });
+}
+
+LogicalResult ExpOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) { return e.mul(g, getResult()); });
+}
+
+LogicalResult LogOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) { return e.div(g, getInput()); });
+}
+
+LogicalResult SqrtOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    Value y = getResult();
+    return e.div(e.mul(g, e.splat(y, 0.5)), y);
+  });
+}
+
+LogicalResult ConvertOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  // Only float-to-float conversions carry a derivative: the adjoint converts back.
+  if (!isFloatTensor(getInput()) || !isFloatTensor(getResult())) {
+    out.push_back(Value());
+    return success();
+  }
+  return unary(*this, needed, grads, out, [&](Value g) {
+    return b.create<ConvertOp>(getLoc(), getInput().getType(), g).getResult();
+  });
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  out.push_back(needed[0] ? g : Value());
+  out.push_back(needed[1] ? g : Value());
+  return success();
+}
+
+LogicalResult SubOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  Value g = grads[0];
+  out.push_back(needed[0] ? g : Value());
+  out.push_back(needed[1] && g ? e.neg(g) : Value());
+  return success();
+}
+
+LogicalResult MulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  Value g = grads[0];
+  out.push_back(needed[0] && g ? e.mul(g, getRhs()) : Value());
+  out.push_back(needed[1] && g ? e.mul(g, getLhs()) : Value());
+  return success();
+}
+
+LogicalResult DivOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  // d(a/b) = g/b, -g a/b^2 = -(g/b) * y
+  Emit e{b, getLoc()};
+  Value g = grads[0];
+  Value gOverB = g ? e.div(g, getRhs()) : Value();
+  out.push_back(needed[0] ? gOverB : Value());
+  out.push_back(needed[1] && g ? e.neg(e.mul(gOverB, getResult())) : Value());
+  return success();
+}
+
+LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                              SmallVectorImpl<Value> &out) {
+  // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log a.
+  Emit e{b, getLoc()};
+  Value g = grads[0], a = getLhs(), p = getRhs();
+  Value da, db;
+  if (g && needed[0]) {
+    Value aPow = b.create<PowOp>(getLoc(), a, e.sub(p, e.splat(p, 1)));
+    da = e.mul(g, e.mul(p, aPow));
+  }
+  if (g && needed[1])
+    db = e.mul(g, e.mul(getResult(), b.create<LogOp>(getLoc(), a)));
+  out.push_back(da);
+  out.push_back(db);
+  return success();
+}
+
+/// maximum and minimum route the adjoint to the selected operand; on a tie, to the rhs.
+static LogicalResult selectVJP(Operation *op, OpBuilder &b, Value chosenIfPositive,
+                               Value other, ValueRange grads, ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  Emit e{b, op->getLoc()};
+  Value g = grads[0];
+  Value da, db;
+  if (g) {
+    Value sel = b.create<StepOp>(op->getLoc(), e.sub(chosenIfPositive, other));
+    da = e.mul(g, sel);
+    db = e.sub(g, da);
+  }
+  out.push_back(needed[0] ? da : Value());
+  out.push_back(needed[1] ? db : Value());
+  return success();
+}
+
+LogicalResult MaximumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  return selectVJP(*this, b, getLhs(), getRhs(), grads, needed, out);
+}
+
+LogicalResult MinimumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  return selectVJP(*this, b, getRhs(), getLhs(), grads, needed, out);
+}
+
+//===----------------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------------===//
+
+LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &out) {
+  // Sum over the dimensions broadcasting created or expanded, then restore the
+  // operand's shape (expanded dims of size 1 come back as such).
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    ArrayRef<int64_t> from = shapeOf(getInput()), to = shapeOf(getResult());
+    int64_t lead = to.size() - from.size();
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < static_cast<int64_t>(to.size()); ++i)
+      if (i < lead || (from[i - lead] == 1 && to[i] != 1))
+        axes.push_back(i);
+    return e.reshape(e.sumKeepDims(g, axes), from);
+  });
+}
+
+LogicalResult ReshapeOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out,
+               [&](Value g) { return e.reshape(g, shapeOf(getInput())); });
+}
+
+LogicalResult TransposeOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  return unary(*this, needed, grads, out, [&](Value g) {
+    ArrayRef<int64_t> perm = getPerm();
+    SmallVector<int64_t> inverse(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      inverse[p] = i;
+    return b.create<TransposeOp>(getLoc(), getInput().getType(), g,
+                                 b.getDenseI64ArrayAttr(inverse))
+        .getResult();
+  });
+}
+
+LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                SmallVectorImpl<Value> &out) {
+  // The pieces' adjoints joined again; a piece nobody used contributes zeros.
+  if (!needed[0] || llvm::all_of(grads, [](Value g) { return !g; })) {
+    out.push_back(Value());
+    return success();
+  }
+  Emit e{b, getLoc()};
+  SmallVector<Value> pieces;
+  for (auto [r, g] : llvm::zip(getResults(), grads))
+    pieces.push_back(g ? g : e.splat(r, 0));
+  out.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), pieces, getAxis()));
+  return success();
+}
+
+LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
+    out.append(getInputs().size(), Value());
+    return success();
+  }
+  auto split = b.create<SplitOp>(getLoc(), getInputs().getTypes(), g, getAxis());
+  for (auto [i, r] : llvm::enumerate(split.getResults()))
+    out.push_back(needed[i] ? r : Value());
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Reductions and linear algebra
+//===----------------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    SmallVector<int64_t> kept(shapeOf(getInput()));
+    for (int64_t a : getAxes())
+      kept[a] = 1;
+    return e.broadcast(e.reshape(g, kept), getInput().getType());
+  });
+}
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &out) {
+  // With op(X) = X or X^T: C = op(A) op(B). Each case keeps the adjoints in A's and B's
+  // stored layouts, so no transpose is ever materialised:
+  //   C = A B      dA = dC B^T      dB = A^T dC
+  //   C = A B^T    dA = dC B        dB = dC^T A
+  //   C = A^T B    dA = B dC^T      dB = A dC
+  //   C = A^T B^T  dA = B^T dC^T    dB = dC^T A^T
+  Emit e{b, getLoc()};
+  Value g = grads[0], a = getLhs(), bb = getRhs();
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  Type aType = a.getType(), bType = bb.getType();
+  Value da, db;
+  if (g && needed[0]) {
+    if (!ta)
+      da = e.matmul(g, bb, false, !tb, aType);
+    else
+      da = e.matmul(bb, g, tb, true, aType);
+  }
+  if (g && needed[1]) {
+    if (!tb)
+      db = e.matmul(a, g, !ta, false, bType);
+    else
+      db = e.matmul(g, a, true, ta, bType);
+  }
+  out.push_back(da);
+  out.push_back(db);
+  return success();
+}
+
+//===----------------------------------------------------------------------------===//
+// Neural-network ops
+//===----------------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  // dx = y * (g - sum(g * y, axis)) = g*y - y * sum(g*y, axis)
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    Value y = getResult();
+    Value gy = e.mul(g, y);
+    Value s = e.broadcast(e.sumKeepDims(gy, {static_cast<int64_t>(getAxis())}), y.getType());
+    return e.sub(gy, e.mul(y, s));
+  });
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
+    out.append(3, Value());
+    return success();
+  }
+  auto grad = b.create<LayerNormGradOp>(getLoc(), getInput().getType(), getWeight().getType(),
+                                        getBias().getType(), getInput(), getWeight(), g,
+                                        getEpsAttr());
+  out.push_back(needed[0] ? grad.getInputGrad() : Value());
+  out.push_back(needed[1] ? grad.getWeightGrad() : Value());
+  out.push_back(needed[2] ? grad.getBiasGrad() : Value());
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  out.push_back(needed[0] && g ? b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
+                                                           getIds(), g)
+                                     .getResult()
+                               : Value());
+  out.push_back(Value()); // integer ids
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                       SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  out.push_back(needed[0] && g ? b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                                              getLogits(), getLabels(), g)
+                                     .getResult()
+                               : Value());
+  out.push_back(Value()); // integer labels
+  return success();
+}
+
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
+    out.append(3, Value());
+    return success();
+  }
+  Type t = getType();
+  auto grad = b.create<AttentionGradOp>(getLoc(), t, t, t, getQuery(), getKey(), getValue(),
+                                        g, getCausal());
+  for (auto [i, r] : llvm::enumerate(grad.getResults()))
+    out.push_back(needed[i] ? r : Value());
+  return success();
+}

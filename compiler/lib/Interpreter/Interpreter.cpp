@@ -1,0 +1,632 @@
+//===- Interpreter.cpp - reference evaluator for dt IR --------------------===//
+//
+// A straightforward evaluator: every op is implemented by the plainest loops that
+// state its definition, independent of the kernels and of code generation, so that it
+// can serve as the oracle for both. See Interpreter.h.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Interpreter/Interpreter.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+using namespace mlir;
+using namespace dt;
+using namespace dt::interp;
+
+Tensor::Tensor(ArrayRef<int64_t> s, double fill) : shape(s) {
+  int64_t n = std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+  data.assign(n, fill);
+}
+
+Tensor::Tensor(ArrayRef<int64_t> s, std::vector<double> d) : shape(s), data(std::move(d)) {}
+
+namespace {
+
+Tensor scalar(double v) { return Tensor(ArrayRef<int64_t>{}, std::vector<double>{v}); }
+
+int64_t product(ArrayRef<int64_t> s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// Rounds a value to what an element of `type` can hold.
+double roundTo(Type type, double v) {
+  if (type.isF32())
+    return static_cast<double>(static_cast<float>(v));
+  if (type.isF64())
+    return v;
+  if (type.isF16() || type.isBF16()) {
+    // Round through float to the 16-bit format's precision by clearing mantissa bits
+    // (ties away are close enough for a reference); range is not modelled.
+    int mantissa = type.isF16() ? 10 : 7;
+    int exp;
+    double m = std::frexp(v, &exp);
+    double scale = std::ldexp(1.0, mantissa + 1);
+    return std::ldexp(std::nearbyint(m * scale) / scale, exp);
+  }
+  if (type.isInteger(32))
+    return static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(v)));
+  return static_cast<double>(static_cast<int64_t>(v));
+}
+
+Tensor roundTensor(Type tensorType, Tensor t) {
+  Type elem = llvm::cast<RankedTensorType>(tensorType).getElementType();
+  for (double &v : t.data)
+    v = roundTo(elem, v);
+  return t;
+}
+
+/// `t` broadcast to `shape` under NumPy rules.
+Tensor broadcast(const Tensor &t, ArrayRef<int64_t> shape) {
+  if (ArrayRef<int64_t>(t.shape) == shape)
+    return t;
+  Tensor out(shape);
+  SmallVector<int64_t> inStrides = stridesOf(t.shape);
+  int64_t lead = shape.size() - t.shape.size();
+  SmallVector<int64_t> outStrides = stridesOf(shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t src = 0, rem = i;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t idx = rem / outStrides[d];
+      rem %= outStrides[d];
+      if (static_cast<int64_t>(d) >= lead && t.shape[d - lead] != 1)
+        src += idx * inStrides[d - lead];
+    }
+    out.data[i] = t.data[src];
+  }
+  return out;
+}
+
+/// Views shape as [outer, n, inner] around `axis`.
+struct AxisView {
+  int64_t outer, n, inner;
+  AxisView(ArrayRef<int64_t> shape, int64_t axis)
+      : outer(product(shape.take_front(axis))), n(shape[axis]),
+        inner(product(shape.drop_front(axis + 1))) {}
+  int64_t at(int64_t o, int64_t j, int64_t i) const { return (o * n + j) * inner + i; }
+};
+
+double geluScalar(double x) {
+  const double k = 0.7978845608028654, c = 0.044715;
+  return 0.5 * x * (1 + std::tanh(k * (x + c * x * x * x)));
+}
+
+double geluDerivScalar(double x) {
+  const double k = 0.7978845608028654, c = 0.044715;
+  double t = std::tanh(k * (x + c * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+}
+
+/// Scalar semantics of every elementwise op, by op; shared by plain ops and dt.fused.
+FailureOr<double> elementwise(Operation *op, ArrayRef<double> a) {
+  Type elem = llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  bool isFloat = llvm::isa<FloatType>(elem);
+  auto intDiv = [](double x, double y) { return std::trunc(x / y); };
+  return llvm::TypeSwitch<Operation *, FailureOr<double>>(op)
+      .Case([&](NegOp) { return -a[0]; })
+      .Case([&](ReluOp) { return a[0] > 0 ? a[0] : 0.0; })
+      .Case([&](GeluOp) { return geluScalar(a[0]); })
+      .Case([&](GeluDerivOp) { return geluDerivScalar(a[0]); })
+      .Case([&](TanhOp) { return std::tanh(a[0]); })
+      .Case([&](SigmoidOp) { return 1.0 / (1.0 + std::exp(-a[0])); })
+      .Case([&](ExpOp) { return std::exp(a[0]); })
+      .Case([&](LogOp) { return std::log(a[0]); })
+      .Case([&](SqrtOp) { return std::sqrt(a[0]); })
+      .Case([&](StepOp) { return a[0] > 0 ? 1.0 : 0.0; })
+      .Case([&](ConvertOp) { return isFloat ? a[0] : std::trunc(a[0]); })
+      .Case([&](AddOp) { return a[0] + a[1]; })
+      .Case([&](SubOp) { return a[0] - a[1]; })
+      .Case([&](MulOp) { return a[0] * a[1]; })
+      .Case([&](DivOp) { return isFloat ? a[0] / a[1] : intDiv(a[0], a[1]); })
+      .Case([&](PowOp) { return std::pow(a[0], a[1]); })
+      .Case([&](MaximumOp) { return std::max(a[0], a[1]); })
+      .Case([&](MinimumOp) { return std::min(a[0], a[1]); })
+      .Default([&](Operation *) -> FailureOr<double> {
+        return op->emitOpError("is not elementwise"), failure();
+      });
+}
+
+/// Applies an elementwise op over operands already of the result's shape.
+FailureOr<Tensor> mapElementwise(Operation *op, ArrayRef<Tensor> operands) {
+  Tensor out(operands.front().shape);
+  SmallVector<double, 3> args(operands.size());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    for (size_t k = 0; k < operands.size(); ++k)
+      args[k] = operands[k].data[i];
+    FailureOr<double> v = elementwise(op, args);
+    if (failed(v))
+      return failure();
+    out.data[i] = *v;
+  }
+  return out;
+}
+
+Tensor constantTensor(ConstantOp op) {
+  auto attr = llvm::cast<DenseElementsAttr>(op.getValue());
+  Tensor t(attr.getType().getShape());
+  if (llvm::isa<FloatType>(attr.getElementType())) {
+    int64_t i = 0;
+    for (APFloat v : attr.getValues<APFloat>())
+      t.data[i++] = v.convertToDouble();
+  } else {
+    int64_t i = 0;
+    for (APInt v : attr.getValues<APInt>())
+      t.data[i++] = static_cast<double>(v.getSExtValue());
+  }
+  return t;
+}
+
+Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> outShape;
+  for (int64_t p : perm)
+    outShape.push_back(x.shape[p]);
+  Tensor out(outShape);
+  SmallVector<int64_t> inStrides = stridesOf(x.shape), outStrides = stridesOf(outShape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t src = 0, rem = i;
+    for (size_t d = 0; d < perm.size(); ++d) {
+      src += (rem / outStrides[d]) * inStrides[perm[d]];
+      rem %= outStrides[d];
+    }
+    out.data[i] = x.data[src];
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb, ArrayRef<int64_t> outShape) {
+  size_t r = a.shape.size();
+  int64_t batch = product(ArrayRef<int64_t>(a.shape).drop_back(2));
+  int64_t m = outShape[r - 2], n = outShape[r - 1];
+  int64_t k = ta ? a.shape[r - 2] : a.shape[r - 1];
+  int64_t aRows = a.shape[r - 2], aCols = a.shape[r - 1];
+  int64_t bRows = b.shape[r - 2], bCols = b.shape[r - 1];
+  Tensor c(outShape);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          double av = ta ? a.data[p * aRows * aCols + q * aCols + i]
+                         : a.data[p * aRows * aCols + i * aCols + q];
+          double bv = tb ? b.data[p * bRows * bCols + j * bCols + q]
+                         : b.data[p * bRows * bCols + q * bCols + j];
+          s += av * bv;
+        }
+        c.data[p * m * n + i * n + j] = s;
+      }
+  return c;
+}
+
+Tensor softmax(const Tensor &x, int64_t axis) {
+  AxisView v(x.shape, axis);
+  Tensor y(x.shape);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t j = 0; j < v.n; ++j)
+        mx = std::max(mx, x.data[v.at(o, j, i)]);
+      for (int64_t j = 0; j < v.n; ++j)
+        sum += std::exp(x.data[v.at(o, j, i)] - mx);
+      for (int64_t j = 0; j < v.n; ++j)
+        y.data[v.at(o, j, i)] = std::exp(x.data[v.at(o, j, i)] - mx) / sum;
+    }
+  return y;
+}
+
+/// Row statistics of layer norm: mean and 1/sqrt(var + eps) of each row.
+void rowStats(const double *row, int64_t n, double eps, double &mean, double &rstd) {
+  mean = 0;
+  for (int64_t j = 0; j < n; ++j)
+    mean += row[j];
+  mean /= n;
+  double var = 0;
+  for (int64_t j = 0; j < n; ++j)
+    var += (row[j] - mean) * (row[j] - mean);
+  var /= n;
+  rstd = 1.0 / std::sqrt(var + eps);
+}
+
+/// Log-softmax probability helpers for one row of logits.
+double logSumExp(const double *row, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, row[j]);
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j)
+    s += std::exp(row[j] - mx);
+  return mx + std::log(s);
+}
+
+/// Attention over [batch*heads, T, D] slices; returns P (probabilities) per slice.
+void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh, int64_t t,
+                    int64_t d, std::vector<double> &p) {
+  double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  p.assign(t * t, 0);
+  const double *qs = q.data.data() + bh * t * d, *ks = k.data.data() + bh * t * d;
+  for (int64_t i = 0; i < t; ++i) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < t; ++j) {
+      if (causal && j > i) {
+        p[i * t + j] = -std::numeric_limits<double>::infinity();
+        continue;
+      }
+      double s = 0;
+      for (int64_t c = 0; c < d; ++c)
+        s += qs[i * d + c] * ks[j * d + c];
+      p[i * t + j] = s * scale;
+      mx = std::max(mx, p[i * t + j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < t; ++j) {
+      p[i * t + j] = (causal && j > i) ? 0.0 : std::exp(p[i * t + j] - mx);
+      sum += p[i * t + j];
+    }
+    for (int64_t j = 0; j < t; ++j)
+      p[i * t + j] /= sum;
+  }
+}
+
+double scheduleValue(ScheduleOp op, double step, double total) {
+  double lr = op.getLr().convertToDouble(), warmup = static_cast<double>(op.getWarmup());
+  StringRef kind = op.getKind();
+  if (kind == "step")
+    return lr * std::pow(op.getGamma().convertToDouble(),
+                         std::floor((step - 1) / static_cast<double>(op.getEvery())));
+  if (kind == "constant")
+    return lr;
+  if (warmup > 0 && step <= warmup)
+    return lr * step / warmup;
+  double span = std::max(1.0, total - warmup);
+  double progress = std::min(1.0, std::max(0.0, (step - warmup) / span));
+  if (kind == "cosine") {
+    double mn = op.getMin().convertToDouble();
+    return mn + (lr - mn) * 0.5 * (1 + std::cos(M_PI * progress));
+  }
+  double fin = op.getFinal().convertToDouble(); // linear
+  return lr + (fin - lr) * progress;
+}
+
+/// Evaluates one function body.
+class Frame {
+public:
+  Frame(Interpreter &interp, ModuleOp module) : interp(interp), module(module) {}
+
+  FailureOr<std::vector<Tensor>> run(func::FuncOp fn, ArrayRef<Tensor> args) {
+    Block &entry = fn.getBody().front();
+    if (entry.getNumArguments() != args.size())
+      return fn.emitError("expected ") << entry.getNumArguments() << " arguments", failure();
+    for (auto [arg, t] : llvm::zip(entry.getArguments(), args))
+      values[arg] = t;
+    return runBlock(entry);
+  }
+
+private:
+  Interpreter &interp;
+  ModuleOp module;
+  llvm::DenseMap<Value, Tensor> values;
+
+  const Tensor &get(Value v) { return values[v]; }
+
+  FailureOr<std::vector<Tensor>> runBlock(Block &block) {
+    for (Operation &op : block) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        std::vector<Tensor> out;
+        for (Value v : ret.getOperands())
+          out.push_back(get(v));
+        return out;
+      }
+      if (auto yield = llvm::dyn_cast<YieldOp>(op)) {
+        std::vector<Tensor> out;
+        for (Value v : yield.getValues())
+          out.push_back(get(v));
+        return out;
+      }
+      FailureOr<SmallVector<Tensor>> results = evaluate(&op);
+      if (failed(results))
+        return failure();
+      for (auto [r, t] : llvm::zip(op.getResults(), *results))
+        values[r] = roundTensor(r.getType(), std::move(t));
+    }
+    return std::vector<Tensor>{};
+  }
+
+  FailureOr<SmallVector<Tensor>> evaluate(Operation *op);
+};
+
+FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
+  using Results = SmallVector<Tensor>;
+  auto shape = [](Value v) { return shapeOf(v); };
+  // Elementwise ops: operands already have the result's shape.
+  if (op->hasTrait<OpTrait::Elementwise>()) {
+    SmallVector<Tensor> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(get(v));
+    FailureOr<Tensor> r = mapElementwise(op, operands);
+    if (failed(r))
+      return failure();
+    return Results{std::move(*r)};
+  }
+  return llvm::TypeSwitch<Operation *, FailureOr<Results>>(op)
+      .Case([&](ConstantOp c) { return Results{constantTensor(c)}; })
+      .Case([&](IotaOp i) {
+        Tensor t(shape(i.getResult()));
+        for (int64_t k = 0; k < t.numel(); ++k)
+          t.data[k] = k;
+        return Results{t};
+      })
+      .Case([&](LoadOp l) -> FailureOr<Results> {
+        auto it = interp.globals.find(l.getGlobal().str());
+        if (it == interp.globals.end())
+          return Results{Tensor(shape(l.getResult()))};
+        return Results{it->second};
+      })
+      .Case([&](StoreOp s) {
+        interp.globals[s.getGlobal().str()] = get(s.getValue());
+        return Results{};
+      })
+      .Case([&](BroadcastToOp b) {
+        return Results{broadcast(get(b.getInput()), shape(b.getResult()))};
+      })
+      .Case([&](ReshapeOp r) {
+        return Results{Tensor(shape(r.getResult()), get(r.getInput()).data)};
+      })
+      .Case([&](TransposeOp t) { return Results{transpose(get(t.getInput()), t.getPerm())}; })
+      .Case([&](SplitOp s) {
+        const Tensor &x = get(s.getInput());
+        AxisView v(x.shape, s.getAxis());
+        Results out;
+        int64_t start = 0;
+        for (Value r : s.getResults()) {
+          Tensor piece(shape(r));
+          int64_t n = shape(r)[s.getAxis()];
+          for (int64_t o = 0; o < v.outer; ++o)
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t i = 0; i < v.inner; ++i)
+                piece.data[(o * n + j) * v.inner + i] = x.data[v.at(o, start + j, i)];
+          start += n;
+          out.push_back(std::move(piece));
+        }
+        return out;
+      })
+      .Case([&](ConcatOp c) {
+        Tensor out(shape(c.getResult()));
+        AxisView v(out.shape, c.getAxis());
+        int64_t start = 0;
+        for (Value in : c.getInputs()) {
+          const Tensor &x = get(in);
+          int64_t n = x.shape[c.getAxis()];
+          for (int64_t o = 0; o < v.outer; ++o)
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t i = 0; i < v.inner; ++i)
+                out.data[v.at(o, start + j, i)] = x.data[(o * n + j) * v.inner + i];
+          start += n;
+        }
+        return Results{out};
+      })
+      .Case([&](ReduceSumOp r) {
+        const Tensor &x = get(r.getInput());
+        Tensor out(shape(r.getResult()));
+        SmallVector<int64_t> strides = stridesOf(x.shape);
+        ArrayRef<int64_t> axes = r.getAxes();
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          int64_t dst = 0, rem = i;
+          for (size_t d = 0; d < x.shape.size(); ++d) {
+            int64_t idx = rem / strides[d];
+            rem %= strides[d];
+            if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+              dst = dst * x.shape[d] + idx;
+          }
+          out.data[dst] += x.data[i];
+        }
+        return Results{out};
+      })
+      .Case([&](MatmulOp m) {
+        return Results{matmul(get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
+                              m.getTransposeRhs(), shape(m.getResult()))};
+      })
+      .Case([&](SoftmaxOp s) { return Results{softmax(get(s.getInput()), s.getAxis())}; })
+      .Case([&](LayerNormOp l) {
+        const Tensor &x = get(l.getInput()), &w = get(l.getWeight()), &b = get(l.getBias());
+        int64_t n = x.shape.back(), rows = x.numel() / n;
+        Tensor y(x.shape);
+        for (int64_t r = 0; r < rows; ++r) {
+          double mean, rstd;
+          rowStats(&x.data[r * n], n, l.getEps().convertToDouble(), mean, rstd);
+          for (int64_t j = 0; j < n; ++j)
+            y.data[r * n + j] = (x.data[r * n + j] - mean) * rstd * w.data[j] + b.data[j];
+        }
+        return Results{y};
+      })
+      .Case([&](LayerNormGradOp l) {
+        const Tensor &x = get(l.getInput()), &w = get(l.getWeight()),
+                     &g = get(l.getResultGrad());
+        int64_t n = x.shape.back(), rows = x.numel() / n;
+        Tensor dx(x.shape), dw(w.shape), db(w.shape);
+        for (int64_t r = 0; r < rows; ++r) {
+          double mean, rstd;
+          rowStats(&x.data[r * n], n, l.getEps().convertToDouble(), mean, rstd);
+          double meanD = 0, meanDX = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            double xhat = (x.data[r * n + j] - mean) * rstd;
+            double d = g.data[r * n + j] * w.data[j];
+            meanD += d;
+            meanDX += d * xhat;
+            dw.data[j] += g.data[r * n + j] * xhat;
+            db.data[j] += g.data[r * n + j];
+          }
+          meanD /= n;
+          meanDX /= n;
+          for (int64_t j = 0; j < n; ++j) {
+            double xhat = (x.data[r * n + j] - mean) * rstd;
+            double d = g.data[r * n + j] * w.data[j];
+            dx.data[r * n + j] = rstd * (d - meanD - xhat * meanDX);
+          }
+        }
+        return Results{dx, dw, db};
+      })
+      .Case([&](EmbeddingOp e) -> FailureOr<Results> {
+        const Tensor &table = get(e.getTable()), &ids = get(e.getIds());
+        int64_t count = table.shape[0], width = table.shape[1];
+        Tensor out(shape(e.getResult()));
+        for (int64_t i = 0; i < ids.numel(); ++i) {
+          int64_t id = static_cast<int64_t>(ids.data[i]);
+          if (id < 0 || id >= count)
+            return e.emitOpError("id ") << id << " is out of range [0, " << count << ")",
+                   failure();
+          for (int64_t c = 0; c < width; ++c)
+            out.data[i * width + c] = table.data[id * width + c];
+        }
+        return Results{out};
+      })
+      .Case([&](EmbeddingGradOp e) {
+        const Tensor &ids = get(e.getIds()), &g = get(e.getResultGrad());
+        Tensor out(shape(e.getTableGrad()));
+        int64_t width = out.shape[1];
+        for (int64_t i = 0; i < ids.numel(); ++i)
+          for (int64_t c = 0; c < width; ++c)
+            out.data[static_cast<int64_t>(ids.data[i]) * width + c] += g.data[i * width + c];
+        return Results{out};
+      })
+      .Case([&](CrossEntropyOp c) {
+        const Tensor &l = get(c.getLogits()), &y = get(c.getLabels());
+        int64_t n = l.shape.back();
+        double sum = 0;
+        int64_t count = 0;
+        for (int64_t r = 0; r < y.numel(); ++r) {
+          if (y.data[r] < 0)
+            continue;
+          sum += logSumExp(&l.data[r * n], n) - l.data[r * n + static_cast<int64_t>(y.data[r])];
+          ++count;
+        }
+        return Results{scalar(count ? sum / count : 0.0)};
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        const Tensor &l = get(c.getLogits()), &y = get(c.getLabels());
+        double g = get(c.getResultGrad()).data[0];
+        int64_t n = l.shape.back(), count = 0;
+        for (double label : y.data)
+          count += label >= 0;
+        Tensor d(l.shape);
+        for (int64_t r = 0; r < y.numel(); ++r) {
+          if (y.data[r] < 0)
+            continue;
+          double lse = logSumExp(&l.data[r * n], n);
+          for (int64_t j = 0; j < n; ++j)
+            d.data[r * n + j] = std::exp(l.data[r * n + j] - lse) * g / count;
+          d.data[r * n + static_cast<int64_t>(y.data[r])] -= g / count;
+        }
+        return Results{d};
+      })
+      .Case([&](CountCorrectOp c) {
+        const Tensor &l = get(c.getLogits()), &y = get(c.getLabels());
+        int64_t n = l.shape.back();
+        double correct = 0;
+        for (int64_t r = 0; r < y.numel(); ++r) {
+          if (y.data[r] < 0)
+            continue;
+          int64_t best = 0;
+          for (int64_t j = 1; j < n; ++j)
+            if (l.data[r * n + j] > l.data[r * n + best])
+              best = j;
+          correct += best == static_cast<int64_t>(y.data[r]);
+        }
+        return Results{scalar(correct)};
+      })
+      .Case([&](AttentionOp a) {
+        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()), &v = get(a.getValue());
+        ArrayRef<int64_t> s = q.shape;
+        int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
+        Tensor o(s);
+        std::vector<double> p;
+        for (int64_t bh = 0; bh < slices; ++bh) {
+          attentionProbs(q, k, a.getCausal(), bh, t, d, p);
+          for (int64_t i = 0; i < t; ++i)
+            for (int64_t c = 0; c < d; ++c) {
+              double acc = 0;
+              for (int64_t j = 0; j < t; ++j)
+                acc += p[i * t + j] * v.data[bh * t * d + j * d + c];
+              o.data[bh * t * d + i * d + c] = acc;
+            }
+        }
+        return Results{o};
+      })
+      .Case([&](AttentionGradOp a) {
+        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()), &v = get(a.getValue()),
+                     &go = get(a.getResultGrad());
+        ArrayRef<int64_t> s = q.shape;
+        int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
+        double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        Tensor dq(s), dk(s), dv(s);
+        std::vector<double> p, dp(t * t);
+        for (int64_t bh = 0; bh < slices; ++bh) {
+          int64_t base = bh * t * d;
+          attentionProbs(q, k, a.getCausal(), bh, t, d, p);
+          for (int64_t i = 0; i < t; ++i)
+            for (int64_t j = 0; j < t; ++j) {
+              double acc = 0;
+              for (int64_t c = 0; c < d; ++c)
+                acc += go.data[base + i * d + c] * v.data[base + j * d + c];
+              dp[i * t + j] = acc;
+            }
+          for (int64_t j = 0; j < t; ++j)
+            for (int64_t c = 0; c < d; ++c) {
+              double acc = 0;
+              for (int64_t i = 0; i < t; ++i)
+                acc += p[i * t + j] * go.data[base + i * d + c];
+              dv.data[base + j * d + c] = acc;
+            }
+          for (int64_t i = 0; i < t; ++i) {
+            double rowDot = 0;
+            for (int64_t j = 0; j < t; ++j)
+              rowDot += dp[i * t + j] * p[i * t + j];
+            for (int64_t j = 0; j < t; ++j) {
+              double ds = p[i * t + j] * (dp[i * t + j] - rowDot) * scale;
+              for (int64_t c = 0; c < d; ++c) {
+                dq.data[base + i * d + c] += ds * k.data[base + j * d + c];
+                dk.data[base + j * d + c] += ds * q.data[base + i * d + c];
+              }
+            }
+          }
+        }
+        return Results{dq, dk, dv};
+      })
+      .Case([&](ScheduleOp s) {
+        return Results{
+            scalar(scheduleValue(s, get(s.getStep()).data[0], get(s.getTotal()).data[0]))};
+      })
+      .Case([&](FusedOp f) -> FailureOr<Results> {
+        // The body on operands broadcast to the iteration shape.
+        Block &body = f.getBody().front();
+        Frame inner(interp, module);
+        for (auto [arg, in] : llvm::zip(body.getArguments(), f.getInputs()))
+          inner.values[arg] = broadcast(get(in), f.getIterationShape());
+        FailureOr<std::vector<Tensor>> out = inner.runBlock(body);
+        if (failed(out))
+          return failure();
+        return Results(out->begin(), out->end());
+      })
+      .Default([&](Operation *o) -> FailureOr<Results> {
+        return o->emitOpError("is not supported by the interpreter"), failure();
+      });
+}
+
+} // namespace
+
+FailureOr<std::vector<Tensor>> Interpreter::call(func::FuncOp fn, ArrayRef<Tensor> args) {
+  Frame frame(*this, module);
+  return frame.run(fn, args);
+}

@@ -1,0 +1,44 @@
+# lit configuration for dt: dialect and pass tests (dt-opt), driver tests (dtc) and
+# end-to-end trainings of emitted programs.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "dt"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".dt", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "fuzz"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.dt_obj_root, "test")
+
+llvm_config.with_system_environment(["HOME", "TMPDIR", "OMPI_ALLOW_RUN_AS_ROOT",
+                                     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"])
+llvm_config.use_default_substitutions()  # FileCheck, not, count, split-file from llvm_tools_dir
+llvm_config.with_environment("PATH", config.dt_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+config.substitutions.append(("%src_root", config.dt_src_root))
+config.substitutions.append(("%data", os.path.join(config.dt_src_root, "data")))
+config.substitutions.append(("%spec", config.dt_spec_dir))
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+# Features a test can REQUIRE.
+if os.path.isdir(config.dt_spec_dir):
+    config.available_features.add("spec")
+if os.path.exists(os.path.join(config.dt_src_root, "data", "fashion", "train-images-idx3-ubyte.gz")):
+    config.available_features.add("fashion-data")
+if os.path.exists(os.path.join(config.dt_src_root, "data", "text", "train.bin")):
+    config.available_features.add("text-data")
+def _has_gpu():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        return subprocess.run([smi, "-L"], capture_output=True, timeout=20).returncode == 0
+    except Exception:
+        return False
+if _has_gpu():
+    config.available_features.add("cuda")
