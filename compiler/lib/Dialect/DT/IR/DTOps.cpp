@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -300,6 +301,48 @@ LogicalResult MatmulOp::verify() {
   if (getRhs().getType().getElementType() != e || getType().getElementType() != e)
     return emitOpError("element types differ");
   return success();
+}
+
+namespace {
+/// Pattern: matmul(transpose(a, swap last two), b) => matmul(a, b) {transpose_lhs toggled}
+/// (and likewise for the rhs): BLAS reads either layout, so the copy is never needed.
+/// This is how `x @ transpose(weight)` in nn.Linear becomes one GEMM.
+struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static Value swappedInput(Value v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return {};
+    ArrayRef<int64_t> perm = t.getPerm();
+    int64_t r = perm.size();
+    for (int64_t i = 0; i < r - 2; ++i)
+      if (perm[i] != i)
+        return {};
+    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2 ? t.getInput() : Value();
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+    Value lhs = swappedInput(op.getLhs()), rhs = swappedInput(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs);
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs);
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+  patterns.add<FoldTransposeIntoMatmul>(ctx);
 }
 
 //===----------------------------------------------------------------------------===//

@@ -43,20 +43,32 @@ struct Emit {
     op.setTransposeRhs(tb);
     return op;
   }
-  /// Sums `x` over `axes` and keeps them as size-1 dimensions.
-  Value sumKeepDims(Value x, ArrayRef<int64_t> axes) {
+  /// Sums `x` over `axes`, which disappear.
+  Value sum(Value x, ArrayRef<int64_t> axes) {
     if (axes.empty())
       return x;
     auto t = llvm::cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> reduced, kept(t.getShape());
+    SmallVector<int64_t> reduced;
     for (auto [i, d] : llvm::enumerate(t.getShape()))
       if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
         reduced.push_back(d);
-    for (int64_t a : axes)
-      kept[a] = 1;
-    Value sum = b.create<ReduceSumOp>(loc, RankedTensorType::get(reduced, t.getElementType()),
-                                      x, b.getDenseI64ArrayAttr(axes));
-    return reshape(sum, kept);
+    return b.create<ReduceSumOp>(loc, RankedTensorType::get(reduced, t.getElementType()), x,
+                                 b.getDenseI64ArrayAttr(axes));
+  }
+  /// `x`, the result of reducing `axes` of `full`, broadcast back to `full`'s shape. The
+  /// reduced axes come back as size-1 dimensions unless they were leading ones, which
+  /// broadcasting adds by itself.
+  Value unreduce(Value x, ArrayRef<int64_t> axes, RankedTensorType full) {
+    int64_t leading = 0;
+    while (leading < static_cast<int64_t>(axes.size()) && axes[leading] == leading)
+      ++leading;
+    if (leading != static_cast<int64_t>(axes.size())) {
+      SmallVector<int64_t> kept(full.getShape().drop_front(leading));
+      for (int64_t a : axes.drop_front(leading))
+        kept[a - leading] = 1;
+      x = reshape(x, kept);
+    }
+    return broadcast(x, full);
   }
 };
 
@@ -247,7 +259,8 @@ LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<b
     for (int64_t i = 0; i < static_cast<int64_t>(to.size()); ++i)
       if (i < lead || (from[i - lead] == 1 && to[i] != 1))
         axes.push_back(i);
-    return e.reshape(e.sumKeepDims(g, axes), from);
+    Value summed = e.sum(g, axes);
+    return shapeOf(summed) == from ? summed : e.reshape(summed, from);
   });
 }
 
@@ -307,10 +320,7 @@ LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<boo
                                     SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
-    SmallVector<int64_t> kept(shapeOf(getInput()));
-    for (int64_t a : getAxes())
-      kept[a] = 1;
-    return e.broadcast(e.reshape(g, kept), getInput().getType());
+    return e.unreduce(g, getAxes(), getInput().getType());
   });
 }
 
@@ -355,7 +365,8 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool>
   return unary(*this, needed, grads, out, [&](Value g) {
     Value y = getResult();
     Value gy = e.mul(g, y);
-    Value s = e.broadcast(e.sumKeepDims(gy, {static_cast<int64_t>(getAxis())}), y.getType());
+    int64_t axis = getAxis();
+    Value s = e.unreduce(e.sum(gy, {axis}), {axis}, getType());
     return e.sub(gy, e.mul(y, s));
   });
 }

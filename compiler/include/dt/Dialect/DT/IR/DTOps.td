@@ -332,6 +332,7 @@ def DT_MatmulOp : DT_Op<"matmul", [Pure, DifferentiableOp]> {
   let assemblyFormat =
       "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------------===//

@@ -1,0 +1,46 @@
+//===- Passes.td - dt lowering passes ----------------------------*- tablegen -*-===//
+//
+// From planned dt entry points to LLVM: dt ops become loops (via linalg) and kernel
+// calls over the arena, then upstream conversions take everything to the LLVM dialect.
+//
+//===----------------------------------------------------------------------------===//
+
+#ifndef DT_CONVERSION_PASSES_TD
+#define DT_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertDTToKernels : Pass<"convert-dt-to-kernels", "mlir::ModuleOp"> {
+  let summary = "Lowers planned dt entry points to loops and kernel calls over the arena";
+  let description = [{
+    Needs dt-plan-memory's offsets. Each entry point `@name` becomes
+    `func.func @dt_name(%arena: memref<Nxi8>)` and every tensor becomes a `memref.view`
+    of the arena at its planned offset, so no tensor SSA value survives:
+
+    - `dt.fused` becomes one `linalg.generic` (broadcast operands get broadcasting
+      indexing maps; when no operand broadcasts the loop nest is collapsed to 1-D) whose
+      body is built from the ops' scalar bodies;
+    - reductions, transposes, splits, concatenations, iota and fills become linalg ops;
+    - matmul and the neural-network ops become calls to the kernels of
+      kernels/include/dtk/kernels.h with pointers into the arena;
+    - `dt.schedule` becomes scalar arithmetic; loads and stores become nothing (when the
+      plan put the value in the global's buffer) or copies.
+
+    The dt.global ops are removed: their layout has been recorded in the manifest.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect", "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect"];
+}
+
+def ApproximateMath : Pass<"dt-approximate-math"> {
+  let summary = "Replaces f32 tanh, exp, log, ... by polynomial approximations";
+  let description = [{
+    MLIR's polynomial approximations keep transcendental functions inside fused loops
+    as plain arithmetic that LLVM can vectorise, instead of one libm call per element.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+#endif // DT_CONVERSION_PASSES_TD

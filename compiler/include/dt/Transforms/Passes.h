@@ -1,0 +1,50 @@
+//===- Passes.h - dt transformation passes -----------------------*- C++ -*-===//
+//
+// Declarations and registration of the passes between MLIRGen and lowering.
+//
+//===----------------------------------------------------------------------------===//
+
+#ifndef DT_TRANSFORMS_PASSES_H
+#define DT_TRANSFORMS_PASSES_H
+
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace dt {
+
+#define GEN_PASS_DECL
+#include "dt/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "dt/Transforms/Passes.h.inc"
+
+/// Names of the entry points and well-known globals shared by the passes, MLIRGen and
+/// the manifest (see docs/abi.md).
+namespace names {
+inline constexpr llvm::StringLiteral kLossFn = "loss";
+inline constexpr llvm::StringLiteral kGradStep = "grad_step";
+inline constexpr llvm::StringLiteral kApplyStep = "apply_step";
+inline constexpr llvm::StringLiteral kEvalStep = "eval_step";
+inline constexpr llvm::StringLiteral kStep = "step";
+inline constexpr llvm::StringLiteral kTotalSteps = "in/total_steps";
+inline constexpr llvm::StringLiteral kLoss = "out/loss";
+inline constexpr llvm::StringLiteral kLr = "out/lr";
+inline constexpr llvm::StringLiteral kGradNorm = "out/grad_norm";
+inline constexpr llvm::StringLiteral kEvalLoss = "out/eval_loss";
+inline constexpr llvm::StringLiteral kEvalCorrect = "out/eval_correct";
+/// The gradient global of parameter `param`.
+inline std::string gradOf(llvm::StringRef param) { return ("grad/" + param).str(); }
+} // namespace names
+
+/// Returns the global named `name`, creating it (at the end of the module's globals) with
+/// `type` and `role` if it does not exist. Fails with an error if it exists with another
+/// type or role.
+mlir::FailureOr<GlobalOp> getOrCreateGlobal(mlir::ModuleOp module, llvm::StringRef name,
+                                            mlir::RankedTensorType type, Role role);
+
+} // namespace dt
+
+#endif // DT_TRANSFORMS_PASSES_H

@@ -1,0 +1,73 @@
+//===- Linker.cpp - links an object file with the runtime ------------------===//
+//
+// Runs the system C++ driver (the compiler dt was built with, or $DT_CXX) on the object
+// file, libdtrt.a (main, loaders, checkpoints), libdtkernels.a and their system
+// dependencies. The libraries are found beside dtc: `<dir of dtc>/../lib`.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Target/Linker.h"
+#include "LinkConfig.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace {
+
+/// The C++ driver: $DT_CXX, the one dt was built with, or c++ on the PATH.
+std::string findDriver() {
+  if (const char *env = std::getenv("DT_CXX"))
+    return env;
+  if (llvm::sys::fs::can_execute(DT_LINK_DRIVER))
+    return DT_LINK_DRIVER;
+  if (auto cxx = llvm::sys::findProgramByName("c++"))
+    return *cxx;
+  return "";
+}
+
+} // namespace
+
+LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
+                                 const char *argv0, std::string &error) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&linkExecutable);
+  llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(libDir, "..", "lib");
+  llvm::SmallString<256> runtime(libDir), kernels(libDir);
+  llvm::sys::path::append(runtime, "libdtrt.a");
+  llvm::sys::path::append(kernels, "libdtkernels.a");
+  for (const auto &lib : {runtime, kernels})
+    if (!llvm::sys::fs::exists(lib)) {
+      error = ("the runtime library '" + lib + "' is missing; build dt first "
+               "(scripts/setup.sh)").str();
+      return failure();
+    }
+
+  std::string driver = findDriver();
+  if (driver.empty()) {
+    error = "no C++ compiler to link with: install g++ or clang, or set DT_CXX";
+    return failure();
+  }
+  std::vector<std::string> args{driver, object.str(), "-o", output.str(),
+                                std::string(runtime), std::string(kernels)};
+  // System libraries the runtime and kernels need (see runtime/ and kernels/ CMake).
+  llvm::SmallVector<llvm::StringRef> extra;
+  llvm::StringRef(DT_LINK_LIBS).split(extra, '|', -1, false);
+  for (llvm::StringRef lib : extra)
+    args.push_back(lib.str());
+  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
+
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(driver, argRefs, std::nullopt, {}, 0, 0, &message);
+  if (status != 0) {
+    error = "linking '" + output.str() + "' failed" + (message.empty() ? "" : ": " + message) +
+            " (the linker's output is above)";
+    return failure();
+  }
+  return success();
+}

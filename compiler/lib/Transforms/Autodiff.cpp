@@ -1,0 +1,196 @@
+//===- Autodiff.cpp - reverse-mode differentiation of the loss -------------===//
+//
+// Turns `@loss` into the `@grad_step` entry point. The algorithm:
+//
+//   1. Activity analysis. A value is *varied* when it depends on a parameter load and
+//      *useful* when the loss depends on it; only ops with a varied operand and a useful
+//      result are differentiated, and only the operand adjoints that lead back to a
+//      parameter are requested (`needed`), so no gradient of input data is ever built.
+//   2. Reverse sweep. Walking the body backwards from the loss (adjoint 1), each active
+//      op builds its VJP through DifferentiableOpInterface at the end of the function;
+//      adjoints reaching one value from several uses are summed.
+//   3. Gradients. The adjoint of every parameter load (summed over loads of one
+//      parameter) is stored into `grad/P`, or added to it under gradient accumulation.
+//      The loss is stored into `out/loss`.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace dt {
+#define GEN_PASS_DEF_AUTODIFF
+#include "dt/Transforms/Passes.h.inc"
+} // namespace dt
+
+using namespace mlir;
+using namespace dt;
+
+FailureOr<GlobalOp> dt::getOrCreateGlobal(ModuleOp module, StringRef name,
+                                          RankedTensorType type, Role role) {
+  if (auto existing = lookupGlobal(module, name)) {
+    if (existing.getType() != type || existing.getRole() != role)
+      return existing.emitError("global '") << name << "' exists with another type or role",
+             failure();
+    return existing;
+  }
+  // Globals stay together at the top of the module, in creation order.
+  OpBuilder b(module.getContext());
+  GlobalOp last;
+  for (auto g : module.getOps<GlobalOp>())
+    last = g;
+  if (last)
+    b.setInsertionPointAfter(last);
+  else
+    b.setInsertionPointToStart(module.getBody());
+  return b.create<GlobalOp>(module.getLoc(), name, type, role,
+                            /*init=*/DictionaryAttr(), /*offset=*/IntegerAttr());
+}
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t && llvm::isa<FloatType>(t.getElementType());
+}
+
+struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto loss = module.lookupSymbol<func::FuncOp>(names::kLossFn);
+    if (!loss) {
+      module.emitError("dt-autodiff needs a function @loss");
+      return signalPassFailure();
+    }
+    if (failed(differentiate(module, loss)))
+      signalPassFailure();
+  }
+
+  LogicalResult differentiate(ModuleOp module, func::FuncOp fn) {
+    auto resultType = fn.getNumResults() == 1
+                          ? llvm::dyn_cast<RankedTensorType>(fn.getResultTypes()[0])
+                          : RankedTensorType();
+    if (!fn.getBody().hasOneBlock() || fn.getNumArguments() != 0 || !resultType ||
+        resultType.getRank() != 0 || !llvm::isa<FloatType>(resultType.getElementType()))
+      return fn.emitError("@loss must take no arguments, have one block and return one "
+                          "float scalar tensor");
+    Block &body = fn.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    Value lossValue = ret.getOperand(0);
+
+    // 1. Activity analysis.
+    llvm::DenseSet<Value> varied, useful;
+    for (Operation &op : body.without_terminator()) {
+      bool fromParam = false;
+      if (auto load = llvm::dyn_cast<LoadOp>(op)) {
+        GlobalOp g = lookupGlobal(module, load.getGlobal());
+        fromParam = g && g.getRole() == Role::param;
+      } else {
+        fromParam = llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); });
+      }
+      if (fromParam)
+        for (Value r : op.getResults())
+          if (isFloatTensor(r))
+            varied.insert(r);
+    }
+    useful.insert(lossValue);
+    for (Operation &op : llvm::reverse(body.without_terminator()))
+      if (llvm::any_of(op.getResults(), [&](Value r) { return useful.count(r); }))
+        for (Value v : op.getOperands())
+          useful.insert(v);
+
+    // 2. Reverse sweep, building the backward graph before the return.
+    OpBuilder b(ret);
+    Location loc = fn.getLoc();
+    llvm::DenseMap<Value, Value> adjoint;
+    adjoint[lossValue] = createSplat(b, loc, llvm::cast<RankedTensorType>(lossValue.getType()), 1.0);
+    auto accumulate = [&](Value v, Value g) {
+      Value &slot = adjoint[v];
+      slot = slot ? b.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
+    };
+
+    SmallVector<Operation *> forward;
+    for (Operation &op : body.without_terminator())
+      forward.push_back(&op);
+    for (Operation *op : llvm::reverse(forward)) {
+      bool active = llvm::any_of(op->getOperands(), [&](Value v) { return varied.count(v); }) &&
+                    llvm::any_of(op->getResults(), [&](Value r) { return useful.count(r); });
+      if (!active)
+        continue;
+      SmallVector<Value> resultGrads;
+      for (Value r : op->getResults())
+        resultGrads.push_back(adjoint.lookup(r));
+      if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
+        continue;
+      auto diff = llvm::dyn_cast<DifferentiableOpInterface>(op);
+      if (!diff)
+        return op->emitError("cannot differentiate '")
+               << op->getName() << "': it has no vector-Jacobian product";
+      SmallVector<bool> needed;
+      for (Value v : op->getOperands())
+        needed.push_back(varied.count(v) > 0);
+      SmallVector<Value> operandGrads;
+      if (failed(diff.buildVJP(b, resultGrads, needed, operandGrads)))
+        return failure();
+      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
+        if (g)
+          accumulate(v, g);
+    }
+
+    // 3. One gradient per parameter, summed over its loads.
+    llvm::MapVector<GlobalOp, Value> grads;
+    for (Operation *op : forward)
+      if (auto load = llvm::dyn_cast<LoadOp>(op))
+        if (Value g = adjoint.lookup(load.getResult())) {
+          GlobalOp param = lookupGlobal(module, load.getGlobal());
+          Value &slot = grads[param];
+          slot = slot ? b.create<AddOp>(loc, slot, g).getResult() : g;
+        }
+
+    int64_t accumulation = 1;
+    if (auto attr = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
+      accumulation = attr.getInt();
+
+    FailureOr<GlobalOp> lossOut = getOrCreateGlobal(
+        module, names::kLoss, llvm::cast<RankedTensorType>(lossValue.getType()), Role::output);
+    if (failed(lossOut))
+      return failure();
+    b.create<StoreOp>(loc, lossValue, lossOut->getSymName());
+
+    SmallVector<GlobalOp> params;
+    for (GlobalOp global : module.getOps<GlobalOp>())
+      if (global.getRole() == Role::param)
+        params.push_back(global);
+    for (GlobalOp param : params) {
+      Value g = grads.lookup(param);
+      if (!g) {
+        // A parameter the loss does not reach still gets a (zero) gradient, so that the
+        // optimizer and checkpoints see every parameter; say so, it is usually a mistake.
+        param.emitWarning("parameter '") << param.getSymName() << "' does not affect the loss";
+        g = createSplat(b, loc, param.getTensorType(), 0.0);
+      }
+      FailureOr<GlobalOp> gradGlobal =
+          getOrCreateGlobal(module, names::gradOf(param.getSymName()), param.getTensorType(),
+                            Role::grad);
+      if (failed(gradGlobal))
+        return failure();
+      if (accumulation > 1) {
+        Value old = b.create<LoadOp>(loc, param.getTensorType(), gradGlobal->getSymName());
+        g = b.create<AddOp>(loc, old, g);
+      }
+      b.create<StoreOp>(loc, g, gradGlobal->getSymName());
+    }
+
+    // The entry point returns nothing: results live in globals.
+    b.create<func::ReturnOp>(loc);
+    ret.erase();
+    fn.setType(FunctionType::get(fn.getContext(), {}, {}));
+    fn.setSymName(names::kGradStep);
+    return success();
+  }
+};
+
+} // namespace

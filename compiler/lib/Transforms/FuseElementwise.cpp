@@ -1,0 +1,204 @@
+//===- FuseElementwise.cpp - group elementwise ops into dt.fused -----------===//
+//
+// Greedy producer-consumer fusion of a straight-line body. The algorithm:
+//
+//   1. Walk ops in order. An elementwise op X starts a group; it joins (and merges) the
+//      groups of its elementwise producers that have X's shape, provided every value
+//      those groups make that is used outside them is used *after* X. The fused op will
+//      sit where the group's last op is, so that rule is exactly what keeps every use
+//      after its definition; no cycle can form.
+//   2. `dt.broadcast_to` of a value into a group's shape is absorbed: the group takes the
+//      smaller value as an operand and broadcasts it in its loop (the broadcast op stays
+//      only if something else uses it). Splat constants are cloned into the body.
+//   3. Each group becomes one dt.fused at its last op; values used outside are yielded.
+//      Singletons become dt.fused too, and so does a broadcast that nothing absorbed, so
+//      that lowering has a single elementwise form.
+//
+// Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace dt {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "dt/Transforms/Passes.h.inc"
+} // namespace dt
+
+using namespace mlir;
+using namespace dt;
+
+namespace {
+
+bool isSplatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  return c && llvm::cast<DenseElementsAttr>(c.getValue()).isSplat();
+}
+
+/// Elementwise ops that fusion groups (constants are cloned, never grouped).
+bool isFusible(Operation *op) {
+  return llvm::isa<ScalarizableOpInterface>(op) && !llvm::isa<ConstantOp>(op) &&
+         op->getNumResults() == 1;
+}
+
+struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("dt-fuse-elementwise needs a single-block function");
+      return signalPassFailure();
+    }
+    fuse(fn.getBody().front());
+  }
+
+  void fuse(Block &block) {
+    // Position of each op, for the "used after" rule.
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : block)
+      position[&op] = position.size();
+
+    // 1. Grouping, as equivalence classes of ops.
+    llvm::EquivalenceClasses<Operation *> groups;
+    auto leader = [&](Operation *op) { return groups.getLeaderValue(op); };
+    auto members = [&](Operation *op) {
+      return SmallVector<Operation *>(groups.member_begin(groups.findValue(leader(op))),
+                                      groups.member_end());
+    };
+    // Whether every use outside `op`'s group, other than by `joining`, is after `joining`.
+    auto usedOnlyAfter = [&](Operation *op, Operation *joining) {
+      Operation *lead = leader(op);
+      for (Operation *m : members(op))
+        for (Operation *user : m->getUsers()) {
+          if (user == joining || ((groups.findValue(user) != groups.end()) && leader(user) == lead))
+            continue;
+          if (position[user] <= position[joining])
+            return false;
+        }
+      return true;
+    };
+
+    SmallVector<Operation *> fusible;
+    for (Operation &op : block) {
+      if (!isFusible(&op))
+        continue;
+      fusible.push_back(&op);
+      groups.insert(&op);
+      ArrayRef<int64_t> shape = shapeOf(op.getResult(0));
+      for (Value operand : op.getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || !(groups.findValue(producer) != groups.end()) || leader(producer) == leader(&op) ||
+            shapeOf(producer->getResult(0)) != shape || !usedOnlyAfter(producer, &op))
+          continue;
+        groups.unionSets(producer, &op);
+      }
+    }
+
+    // 2-3. One dt.fused per group, each at its last op.
+    llvm::SetVector<Operation *> leaders;
+    for (Operation *op : fusible)
+      leaders.insert(leader(op));
+    SmallVector<SmallVector<Operation *>> toBuild;
+    for (Operation *lead : leaders) {
+      SmallVector<Operation *> ops = members(lead);
+      llvm::sort(ops, [&](Operation *a, Operation *b) { return position[a] < position[b]; });
+      toBuild.push_back(std::move(ops));
+    }
+    for (ArrayRef<Operation *> ops : toBuild)
+      materialize(ops);
+
+    // Broadcasts and constants that fused regions absorbed may now be dead; broadcasts
+    // that something else still needs become copies of their own.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (llvm::isa<BroadcastToOp, ConstantOp>(op) && op.use_empty())
+        op.erase();
+    SmallVector<Operation *> broadcasts;
+    for (Operation &op : block)
+      if (llvm::isa<BroadcastToOp>(op))
+        broadcasts.push_back(&op);
+    for (Operation *bc : broadcasts)
+      materialize({bc});
+  }
+
+  /// Replaces `ops` (in program order, one shape) by one dt.fused at the last of them.
+  void materialize(ArrayRef<Operation *> ops) {
+    llvm::SmallPtrSet<Operation *, 16> inGroup(ops.begin(), ops.end());
+    Operation *lastOp = ops.back();
+    ArrayRef<int64_t> shape = shapeOf(lastOp->getResult(0));
+
+    // What an outside operand really is: broadcasts from outside the group are seen
+    // through (the region broadcasts its operands itself).
+    std::function<Value(Value)> source = [&](Value v) -> Value {
+      if (auto bc = v.getDefiningOp<BroadcastToOp>(); bc && !inGroup.count(bc))
+        return source(bc.getInput());
+      return v;
+    };
+    llvm::SetVector<Value> inputs;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        Value s = source(v);
+        if ((def && inGroup.count(def)) || isSplatConstant(s))
+          continue;
+        inputs.insert(s);
+      }
+
+    SmallVector<Value> outputs;
+    for (Operation *op : ops)
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !inGroup.count(u); }))
+          outputs.push_back(r);
+
+    OpBuilder b(lastOp);
+    Location loc = lastOp->getLoc();
+    auto fused = b.create<FusedOp>(loc, ValueRange(outputs).getTypes(), inputs.getArrayRef());
+    Block *body = new Block();
+    fused.getBody().push_back(body);
+    IRMapping map;
+    for (Value in : inputs) {
+      Type elem = llvm::cast<RankedTensorType>(in.getType()).getElementType();
+      map.map(in, body->addArgument(RankedTensorType::get(shape, elem), in.getLoc()));
+    }
+    OpBuilder inner = OpBuilder::atBlockEnd(body);
+    // The body's value for an operand: mapped, seen through a broadcast, or a constant.
+    std::function<Value(Value)> bodyValue = [&](Value v) -> Value {
+      if (Value m = map.lookupOrNull(v))
+        return m;
+      if (auto bc = v.getDefiningOp<BroadcastToOp>())
+        return bodyValue(bc.getInput());
+      auto c = v.getDefiningOp<ConstantOp>();
+      auto splat = llvm::cast<DenseElementsAttr>(c.getValue());
+      auto t = RankedTensorType::get(shape, splat.getElementType());
+      Value clone = inner.create<ConstantOp>(
+          c.getLoc(), DenseElementsAttr::get(t, splat.getSplatValue<Attribute>()));
+      map.map(v, clone);
+      return clone;
+    };
+    for (Operation *op : ops) {
+      if (auto bc = llvm::dyn_cast<BroadcastToOp>(op)) {
+        map.map(bc.getResult(), bodyValue(bc.getInput()));
+        continue;
+      }
+      for (Value v : op->getOperands())
+        map.map(v, bodyValue(v));
+      inner.clone(*op, map);
+    }
+    SmallVector<Value> yielded;
+    for (Value r : outputs)
+      yielded.push_back(map.lookup(r));
+    inner.create<YieldOp>(loc, yielded);
+
+    for (auto [r, f] : llvm::zip(outputs, fused.getResults()))
+      r.replaceAllUsesWith(f);
+    for (Operation *op : llvm::reverse(ops))
+      op->erase();
+  }
+};
+
+} // namespace

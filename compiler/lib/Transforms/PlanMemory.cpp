@@ -1,0 +1,260 @@
+//===- PlanMemory.cpp - static arena offsets for every tensor --------------===//
+//
+// Every tensor of a rank lives at a byte offset in one arena fixed at compile time. The
+// algorithm:
+//
+//   1. Persistent region: the globals, in order, each 64-byte aligned.
+//   2. Storage per entry point: a dt.load result *is* its global's buffer and a
+//      dt.reshape result is its operand's buffer. A value stored into a global is
+//      computed directly into the global's buffer when the function stores that global
+//      once and no read of the old value can happen after the value's producer runs
+//      (the producer itself may read it when it is a dt.fused region reading the same
+//      element it writes, as optimizer updates do); otherwise the store copies. A load
+//      whose value is read after a store to its global gets a buffer of its own (the
+//      lowering copies into it).
+//   3. Transient region: the other values get offsets after the persistent region by
+//      liveness over the straight-line body, best fit among free blocks; entry points
+//      share the region, which is as large as the hungriest of them needs.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <map>
+
+namespace dt {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "dt/Transforms/Passes.h.inc"
+} // namespace dt
+
+using namespace mlir;
+using namespace dt;
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int64_t byteSize(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
+  return std::max<int64_t>(1, t.getNumElements() * ((bits + 7) / 8));
+}
+
+/// First-fit-by-size allocator over the transient region.
+class Allocator {
+public:
+  explicit Allocator(int64_t base) : top(base) {}
+
+  int64_t allocate(int64_t bytes) {
+    bytes = alignUp(bytes);
+    // Best fit: the smallest free block that holds `bytes`.
+    auto best = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it)
+      if (it->second >= bytes && (best == free.end() || it->second < best->second))
+        best = it;
+    if (best == free.end()) {
+      int64_t offset = top;
+      top += bytes;
+      return offset;
+    }
+    int64_t offset = best->first, size = best->second;
+    free.erase(best);
+    if (size > bytes)
+      free[offset + bytes] = size - bytes;
+    return offset;
+  }
+
+  void release(int64_t offset, int64_t bytes) {
+    bytes = alignUp(bytes);
+    auto [it, inserted] = free.emplace(offset, bytes);
+    (void)inserted;
+    // Coalesce with the neighbours.
+    auto next = std::next(it);
+    if (next != free.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free.erase(next);
+    }
+    if (it != free.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free.erase(it);
+      }
+    }
+  }
+
+  int64_t end() const { return top; }
+
+private:
+  std::map<int64_t, int64_t> free; // offset -> size
+  int64_t top;
+};
+
+struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OpBuilder b(module.getContext());
+
+    // 1. Persistent region.
+    int64_t cursor = 0;
+    llvm::StringMap<int64_t> globalOffset;
+    for (GlobalOp g : module.getOps<GlobalOp>()) {
+      cursor = alignUp(cursor);
+      g.setOffset(cursor);
+      globalOffset[g.getSymName()] = cursor;
+      cursor += byteSize(g.getType());
+    }
+    int64_t persistent = alignUp(cursor);
+
+    int64_t arena = persistent;
+    for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (!fn.getBody().hasOneBlock()) {
+        fn.emitError("dt-plan-memory needs single-block functions");
+        return signalPassFailure();
+      }
+      FailureOr<int64_t> end = planFunction(fn, globalOffset, persistent);
+      if (failed(end))
+        return signalPassFailure();
+      arena = std::max(arena, *end);
+    }
+    module->setAttr("dt.persistent_bytes", b.getI64IntegerAttr(persistent));
+    module->setAttr("dt.arena_bytes", b.getI64IntegerAttr(alignUp(arena)));
+  }
+
+  FailureOr<int64_t> planFunction(func::FuncOp fn, const llvm::StringMap<int64_t> &globalOffset,
+                                  int64_t base) {
+    Block &block = fn.getBody().front();
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : block)
+      position[&op] = position.size();
+
+    // The value whose buffer a value uses (itself, or what it is a view of).
+    llvm::DenseMap<Value, Value> rootOf;
+    auto root = [&](Value v) {
+      auto it = rootOf.find(v);
+      return it == rootOf.end() ? v : it->second;
+    };
+    for (Operation &op : block)
+      if (auto r = llvm::dyn_cast<ReshapeOp>(op))
+        rootOf[r.getResult()] = root(r.getInput());
+
+    // Last position at which a buffer is read, over all its views.
+    llvm::DenseMap<Value, unsigned> lastUse;
+    for (Operation &op : block)
+      for (Value v : op.getOperands()) {
+        unsigned &slot = lastUse[root(v)];
+        slot = std::max(slot, position[&op]);
+      }
+
+    // Loads and stores per global.
+    llvm::StringMap<SmallVector<LoadOp>> loads;
+    llvm::StringMap<SmallVector<StoreOp>> stores;
+    for (Operation &op : block) {
+      if (auto l = llvm::dyn_cast<LoadOp>(op))
+        loads[l.getGlobal()].push_back(l);
+      if (auto s = llvm::dyn_cast<StoreOp>(op))
+        stores[s.getGlobal()].push_back(s);
+    }
+
+    // 2. Storage: which values live in a global's buffer.
+    llvm::DenseMap<Value, int64_t> fixed; // root value -> offset of its global
+    for (auto &entry : loads) {
+      StringRef name = entry.getKey();
+      unsigned firstStore = ~0u;
+      for (StoreOp s : stores.lookup(name))
+        firstStore = std::min(firstStore, position[s]);
+      for (LoadOp l : entry.getValue())
+        if (lastUse.lookup(l.getResult()) < firstStore || position[l] > firstStore)
+          fixed[l.getResult()] = globalOffset.lookup(name);
+      // Otherwise the load keeps its old value past a store: it gets its own buffer.
+    }
+    for (auto &entry : stores) {
+      StringRef name = entry.getKey();
+      if (entry.getValue().size() != 1)
+        continue;
+      StoreOp store = entry.getValue().front();
+      Value v = store.getValue();
+      Operation *producer = v.getDefiningOp();
+      if (!producer || llvm::isa<LoadOp, ReshapeOp>(producer) || fixed.count(v))
+        continue;
+      if (llvm::any_of(loads.lookup(name), [&](LoadOp l) {
+            return !oldValueDeadAt(l, producer, position[store], position);
+          }))
+        continue;
+      fixed[v] = globalOffset.lookup(name);
+    }
+
+    // 3. Transient buffers by liveness.
+    Allocator alloc(base);
+    std::multimap<unsigned, std::pair<int64_t, int64_t>> expiring; // last use -> block
+    OpBuilder b(fn.getContext());
+    for (Operation &op : block) {
+      unsigned pos = position[&op];
+      // Buffers whose last read was before this op are free again.
+      while (!expiring.empty() && expiring.begin()->first < pos) {
+        alloc.release(expiring.begin()->second.first, expiring.begin()->second.second);
+        expiring.erase(expiring.begin());
+      }
+      if (op.getNumResults() == 0)
+        continue;
+      SmallVector<int64_t> offsets;
+      for (Value r : op.getResults()) {
+        Value rt = root(r);
+        if (auto it = fixed.find(rt); it != fixed.end()) {
+          offsets.push_back(it->second);
+          continue;
+        }
+        if (rt != r) { // a view: its root was planned when it was defined
+          offsets.push_back(llvm::cast<IntegerAttr>(
+                                llvm::cast<ArrayAttr>(rt.getDefiningOp()->getAttr("dt.offsets"))
+                                    [llvm::cast<OpResult>(rt).getResultNumber()])
+                                .getInt());
+          continue;
+        }
+        int64_t bytes = byteSize(r.getType());
+        int64_t offset = alloc.allocate(bytes);
+        offsets.push_back(offset);
+        expiring.insert({std::max(pos, lastUse.lookup(r)), {offset, bytes}});
+      }
+      op.setAttr("dt.offsets", b.getI64ArrayAttr(offsets));
+    }
+    return alloc.end();
+  }
+
+  /// Whether the old value read by `load` is dead once `producer` (whose result the
+  /// store at `storeAt` writes) runs: every read of it happens before, or is `producer`
+  /// itself reading it elementwise (a dt.fused region reads and writes the same element,
+  /// so updating in place is safe). A load after the store reads the new value anyway.
+  static bool oldValueDeadAt(LoadOp load, Operation *producer, unsigned storeAt,
+                             llvm::DenseMap<Operation *, unsigned> &position) {
+    unsigned at = position[producer];
+    if (position[load] > storeAt)
+      return true;
+    if (position[load] > at)
+      return false; // it would read the buffer after the producer overwrote it
+    SmallVector<Value> views{load.getResult()};
+    for (unsigned i = 0; i < views.size(); ++i)
+      for (Operation *user : views[i].getUsers()) {
+        if (auto r = llvm::dyn_cast<ReshapeOp>(user)) {
+          views.push_back(r.getResult());
+          continue;
+        }
+        if (position[user] < at)
+          continue;
+        auto fused = llvm::dyn_cast<FusedOp>(user);
+        if (user == producer && fused && shapeOf(views[i]) == fused.getIterationShape())
+          continue;
+        return false;
+      }
+    return true;
+  }
+};
+
+} // namespace

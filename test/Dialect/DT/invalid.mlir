@@ -1,0 +1,217 @@
+// RUN: dt-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{a parameter needs an initialiser}}
+dt.global param @w : tensor<4xf32>
+
+// -----
+
+// expected-error @+1 {{unknown initialiser kind 'glorot'}}
+dt.global param @w : tensor<4xf32> {init = {kind = "glorot"}}
+
+// -----
+
+// expected-error @+1 {{'normal' initialiser needs a float 'std'}}
+dt.global param @w : tensor<4xf32> {init = {kind = "normal", mean = 0.0 : f64}}
+
+// -----
+
+// expected-error @+1 {{only parameters have an initialiser}}
+dt.global input @x : tensor<4xf32> {init = {kind = "constant", value = 1.0 : f64}}
+
+// -----
+
+// expected-error @+1 {{offset 12 is not 64-byte aligned}}
+dt.global state @s : tensor<4xf32> {offset = 12 : i64}
+
+// -----
+
+func.func @load_missing() {
+  // expected-error @+1 {{'nowhere' does not name a dt.global}}
+  %0 = dt.load @nowhere : tensor<4xf32>
+  return
+}
+
+// -----
+
+dt.global input @x : tensor<4xf32>
+func.func @load_type() {
+  // expected-error @+1 {{type 'tensor<5xf32>' does not match the global's type 'tensor<4xf32>'}}
+  %0 = dt.load @x : tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @add_types(%a: tensor<4xf32>, %b: tensor<5xf32>) {
+  // expected-error @+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %0 = "dt.add"(%a, %b) : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @relu_int(%a: tensor<4xi32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values}}
+  %0 = dt.relu %a : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @dynamic(%a: tensor<?xf32>) {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %0 = dt.neg %a : tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<3xf32>) {
+  // expected-error @+1 {{operand shape does not broadcast to the result shape}}
+  %0 = dt.broadcast_to %a : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @reshape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{operand has 6 elements but the result 8}}
+  %0 = dt.reshape %a : tensor<2x3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @transpose(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'perm' is not a permutation}}
+  %0 = dt.transpose %a [0, 0] : tensor<2x3xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{result dimension 0 must be operand dimension 1}}
+  %0 = dt.transpose %a [1, 0] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @split(%a: tensor<2x6xf32>) {
+  // expected-error @+1 {{pieces add up to 5 along axis 1, not 6}}
+  %0:2 = dt.split %a axis 1 : tensor<2x6xf32> -> tensor<2x2xf32>, tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+1 {{operands may differ from the result only along the axis}}
+  %0 = dt.concat %a, %b axis 1 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @reduce(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{result shape must be the operand's without the reduced axes}}
+  %0 = dt.reduce_sum %a [0] : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{axes must be strictly increasing}}
+  %0 = dt.reduce_sum %a [1, 0] : tensor<2x3xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @matmul(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{contracting dimensions differ: 3 vs 4}}
+  %0 = dt.matmul %a, %b : tensor<2x3xf32>, tensor<4x5xf32> -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x5xf32>) {
+  // expected-error @+1 {{batch dimensions differ}}
+  %0 = dt.matmul %a, %b : tensor<2x2x3xf32>, tensor<3x3x5xf32> -> tensor<2x2x5xf32>
+  return
+}
+
+// -----
+
+func.func @softmax(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = dt.softmax %a axis 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm(%x: tensor<2x3xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight and bias must have shape [3]}}
+  %0 = dt.layer_norm %x, %w, %w {eps = 1.0e-5 : f64} : tensor<2x3xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @embedding(%t: tensor<10x4xf32>, %i: tensor<3xi32>) {
+  // expected-error @+1 {{result must have shape ids + [4]}}
+  %0 = dt.embedding %t, %i : tensor<10x4xf32>, tensor<3xi32> -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy(%l: tensor<4x10xf32>, %y: tensor<5xi32>) {
+  // expected-error @+1 {{labels must have the logits' shape without the class dimension}}
+  %0 = dt.cross_entropy %l, %y : tensor<4x10xf32>, tensor<5xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @attention(%q: tensor<4x8xf32>) {
+  // expected-error @+1 {{operands must be [..., heads, T, head_dim]}}
+  %0 = dt.attention %q, %q, %q : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @schedule(%s: tensor<i64>) {
+  // expected-error @+1 {{unknown schedule 'exponential'}}
+  %0 = dt.schedule %s, %s {kind = "exponential", lr = 1.0 : f64} : tensor<i64>, tensor<i64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fused_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{block arguments must have the iteration shape}}
+  %0 = dt.fused(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32> {
+  ^bb0(%x: tensor<3xf32>):
+    %n = dt.neg %x : tensor<3xf32>
+    dt.yield %n : tensor<3xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @fused_body(%a: tensor<2x3xf32>) {
+  %0 = dt.fused(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32> {
+  ^bb0(%x: tensor<2x3xf32>):
+    // expected-error @+1 {{is not elementwise and cannot be part of a dt.fused region}}
+    %s = dt.softmax %x axis 1 : tensor<2x3xf32>
+    dt.yield %s : tensor<2x3xf32>
+  }
+  return
+}

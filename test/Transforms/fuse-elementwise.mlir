@@ -1,0 +1,86 @@
+// RUN: dt-opt %s -split-input-file -dt-fuse-elementwise | FileCheck %s
+
+// Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
+// The broadcast is absorbed as a smaller operand; both the pre-activation (needed by
+// backward) and the activation leave the region.
+// CHECK-LABEL: func.func @linear_relu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<16x8xf32>, %[[B:.*]]: tensor<16xf32>)
+func.func @linear_relu(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  // CHECK: %[[MM:.*]] = dt.matmul
+  // CHECK-NOT: dt.broadcast_to
+  // CHECK: %[[F:.*]]:2 = dt.fused(%[[MM]], %[[B]]) : (tensor<4x16xf32>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  // CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<4x16xf32>, %[[A1:.*]]: tensor<4x16xf32>):
+  // CHECK-NEXT:   %[[S:.*]] = dt.add %[[A0]], %[[A1]]
+  // CHECK-NEXT:   %[[R:.*]] = dt.relu %[[S]]
+  // CHECK-NEXT:   dt.yield %[[S]], %[[R]]
+  // CHECK: return %[[F]]#0, %[[F]]#1
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %bb = dt.broadcast_to %b : tensor<16xf32> -> tensor<4x16xf32>
+  %s = dt.add %mm, %bb : tensor<4x16xf32>
+  %r = dt.relu %s : tensor<4x16xf32>
+  return %s, %r : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Splat constants are cloned into the body; a scalar operand stays 0-d.
+// CHECK-LABEL: func.func @adam_like
+func.func @adam_like(%m: tensor<8xf32>, %g: tensor<8xf32>, %lr: tensor<f32>) -> tensor<8xf32> {
+  // CHECK: dt.fused(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  // CHECK: dt.constant dense<0.899999976> : tensor<8xf32>
+  // CHECK: dt.yield
+  // CHECK-NOT: dt.constant
+  %b1 = dt.constant dense<0.9> : tensor<8xf32>
+  %c = dt.constant dense<0.1> : tensor<8xf32>
+  %a = dt.mul %m, %b1 : tensor<8xf32>
+  %d = dt.mul %g, %c : tensor<8xf32>
+  %m2 = dt.add %a, %d : tensor<8xf32>
+  %lrb = dt.broadcast_to %lr : tensor<f32> -> tensor<8xf32>
+  %u = dt.mul %m2, %lrb : tensor<8xf32>
+  return %u : tensor<8xf32>
+}
+
+// -----
+
+// A group cannot sit after a non-fusible op that uses one of its values: %a is used
+// by the reduction before %c would be computed, so the two stay apart.
+// CHECK-LABEL: func.func @no_move_past_use
+func.func @no_move_past_use(%x: tensor<8xf32>) -> (tensor<f32>, tensor<8xf32>) {
+  // CHECK: %[[A:.*]] = dt.fused
+  // CHECK:   dt.exp
+  // CHECK: dt.reduce_sum %[[A]]
+  // CHECK: dt.fused(%[[A]])
+  // CHECK:   dt.neg
+  %a = dt.exp %x : tensor<8xf32>
+  %s = dt.reduce_sum %a [0] : tensor<8xf32> -> tensor<f32>
+  %c = dt.neg %a : tensor<8xf32>
+  return %s, %c : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+// Different shapes are different loop nests.
+// CHECK-LABEL: func.func @shapes_split
+func.func @shapes_split(%x: tensor<8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: %[[A:.*]] = dt.fused(%{{.*}}) : (tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: dt.fused(%{{.*}}, %[[A]]) : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %a = dt.exp %x : tensor<8xf32>
+  %ab = dt.broadcast_to %a : tensor<8xf32> -> tensor<2x8xf32>
+  %c = dt.mul %y, %ab : tensor<2x8xf32>
+  return %c : tensor<2x8xf32>
+}
+
+// -----
+
+// A broadcast that nothing absorbs becomes a region of its own (a broadcasting copy).
+// CHECK-LABEL: func.func @lone_broadcast
+func.func @lone_broadcast(%b: tensor<16xf32>, %x: tensor<4x16xf32>) -> tensor<4x4xf32> {
+  // CHECK: %[[BB:.*]] = dt.fused(%{{.*}}) : (tensor<16xf32>) -> tensor<4x16xf32> {
+  // CHECK-NEXT: ^bb0(%[[ARG:.*]]: tensor<4x16xf32>):
+  // CHECK-NEXT:   dt.yield %[[ARG]]
+  // CHECK: dt.matmul %[[BB]]
+  %bb = dt.broadcast_to %b : tensor<16xf32> -> tensor<4x16xf32>
+  %m = dt.matmul %bb, %x {transpose_rhs} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}

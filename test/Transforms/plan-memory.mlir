@@ -1,0 +1,83 @@
+// RUN: dt-opt %s -split-input-file -dt-plan-memory | FileCheck %s
+
+// Globals are laid out first, 64-byte aligned; loads alias their global; an update
+// that reads and writes elementwise goes in place; transients reuse dead buffers.
+// CHECK: module attributes {dt.arena_bytes = 320 : i64, dt.persistent_bytes = 192 : i64}
+module {
+  // CHECK: dt.global param @w : tensor<8xf32> {init = {{.*}}, offset = 0 : i64}
+  dt.global param @w : tensor<8xf32> {init = {kind = "constant", value = 1.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" : tensor<8xf32> {offset = 64 : i64}
+  dt.global grad @"grad/w" : tensor<8xf32>
+  // CHECK: dt.global output @out : tensor<f32> {offset = 128 : i64}
+  dt.global output @out : tensor<f32>
+
+  // CHECK-LABEL: func.func @update
+  func.func @update() {
+    // CHECK: dt.load @w {dt.offsets = [0]}
+    %w = dt.load @w : tensor<8xf32>
+    // CHECK: dt.load @"grad/w" {dt.offsets = [64]}
+    %g = dt.load @"grad/w" : tensor<8xf32>
+    // In place: the region reads w[i] and writes w[i].
+    // CHECK: dt.fused(%{{.*}}, %{{.*}}) {dt.offsets = [0]}
+    %n = dt.fused(%w, %g) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+    ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+      %s = dt.sub %a, %b : tensor<8xf32>
+      dt.yield %s : tensor<8xf32>
+    }
+    dt.store %n, @w : tensor<8xf32>
+    return
+  }
+
+  // CHECK-LABEL: func.func @transients
+  func.func @transients() {
+    %w = dt.load @w : tensor<8xf32>
+    // Transients start after the persistent region (192); %a and %b are both live at
+    // the second region, so they differ.
+    // CHECK: dt.fused(%{{.*}}) {dt.offsets = [192]}
+    %a = dt.fused(%w) : (tensor<8xf32>) -> tensor<8xf32> {
+    ^bb0(%x: tensor<8xf32>):
+      %e = dt.exp %x : tensor<8xf32>
+      dt.yield %e : tensor<8xf32>
+    }
+    // CHECK: dt.fused(%{{.*}}) {dt.offsets = [256]}
+    %b = dt.fused(%a) : (tensor<8xf32>) -> tensor<8xf32> {
+    ^bb0(%x: tensor<8xf32>):
+      %e = dt.exp %x : tensor<8xf32>
+      dt.yield %e : tensor<8xf32>
+    }
+    // Stored once and nothing reads the old value: computed straight into @out.
+    // CHECK: dt.reduce_sum %{{.*}} [0] {dt.offsets = [128]}
+    %c = dt.reduce_sum %b [0] : tensor<8xf32> -> tensor<f32>
+    // A reshape is a view of its operand's buffer.
+    // CHECK: dt.reshape %{{.*}} {dt.offsets = [256]}
+    %r = dt.reshape %b : tensor<8xf32> -> tensor<2x4xf32>
+    // %a is dead by now: its block is reused.
+    // CHECK: dt.reduce_sum %{{.*}} [0, 1] {dt.offsets = [192]}
+    %s = dt.reduce_sum %r [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    dt.store %c, @out : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// A load whose old value is read after the store to its global cannot alias it: it
+// gets its own buffer (the lowering copies), and the store copies too.
+module {
+  dt.global state @s : tensor<4xf32>
+  dt.global output @o : tensor<4xf32>
+  // CHECK-LABEL: func.func @read_after_store
+  func.func @read_after_store() {
+    // CHECK: dt.load @s {dt.offsets = [128]}
+    %old = dt.load @s : tensor<4xf32>
+    // CHECK: dt.fused(%{{.*}}) {dt.offsets = [192]}
+    %new = dt.fused(%old) : (tensor<4xf32>) -> tensor<4xf32> {
+    ^bb0(%x: tensor<4xf32>):
+      %e = dt.exp %x : tensor<4xf32>
+      dt.yield %e : tensor<4xf32>
+    }
+    dt.store %new, @s : tensor<4xf32>
+    dt.store %old, @o : tensor<4xf32>
+    return
+  }
+}
