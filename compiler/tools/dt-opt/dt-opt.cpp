@@ -18,6 +18,7 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   dt::registerDTTransformsPasses();
+  dt::registerDTPipelines();
   dt::registerDTConversionPasses();
   dt::registerLowerToLLVMPipeline();
 

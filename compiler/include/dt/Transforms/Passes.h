@@ -39,6 +39,17 @@ inline constexpr llvm::StringLiteral kEvalCorrect = "out/eval_correct";
 inline std::string gradOf(llvm::StringRef param) { return ("grad/" + param).str(); }
 } // namespace names
 
+/// The passes that turn MLIRGen's @loss into the train step: canonicalisation, dt-autodiff,
+/// dt-optimizer, canonicalisation and CSE (`dtc --emit=train-step` prints the result).
+void buildTrainStepPipeline(mlir::OpPassManager &pm);
+
+/// The passes that prepare the train step for lowering: dt-fuse-elementwise on every
+/// entry point, then dt-plan-memory.
+void buildFuseAndPlanPipeline(mlir::OpPassManager &pm);
+
+/// Registers the two pipelines with dt-opt (`dt-train-step`, `dt-fuse-and-plan`).
+void registerDTPipelines();
+
 /// Returns the global named `name`, creating it (at the end of the module's globals) with
 /// `type` and `role` if it does not exist. Fails with an error if it exists with another
 /// type or role.

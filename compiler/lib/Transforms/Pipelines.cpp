@@ -1,0 +1,36 @@
+//===- Pipelines.cpp - the dt pass pipelines -------------------------------===//
+//
+// The order of the passes between MLIRGen and lowering, in one place, shared by dtc,
+// dt-opt (`-dt-train-step`, `-dt-fuse-and-plan`) and the tests.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void dt::buildTrainStepPipeline(OpPassManager &pm) {
+  // Canonicalise first so that e.g. transposes fold into matmuls before they are
+  // differentiated (their adjoints would otherwise be transposes too).
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createAutodiff());
+  pm.addPass(createOptimizer());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+  pm.addPass(createPlanMemory());
+}
+
+void dt::registerDTPipelines() {
+  PassPipelineRegistration<>("dt-train-step", "MLIRGen output to the train step",
+                             buildTrainStepPipeline);
+  PassPipelineRegistration<>("dt-fuse-and-plan", "Fusion and memory planning",
+                             buildFuseAndPlanPipeline);
+}
