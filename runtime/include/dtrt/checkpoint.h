@@ -1,0 +1,94 @@
+//===- dtrt/checkpoint.h - Atomic, verified checkpoints ---------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A checkpoint is a directory `ROOT/step_00000200/` holding
+//   tensors.bin    the bytes of every `param` and `state` buffer (the
+//                  optimizer state and the `step` counter included), each at
+//                  a 64-byte aligned offset, in manifest order;
+//   manifest.json  the format version, the program's name, the run position
+//                  (step, epoch, step within the epoch, seed, data-order
+//                  seed, elapsed time) and per tensor its name, role, dtype,
+//                  shape, offset, byte size and CRC32.
+// That is everything that decides the rest of the run, so a resumed run
+// continues bit for bit (docs/operations.md).
+//
+// Writing is atomic: the directory is assembled as ROOT/.tmp-step_00000200,
+// every file and the directory are fsynced, and one rename publishes it. A
+// directory without a readable manifest.json (or a .tmp-* leftover of a
+// killed write) is not a checkpoint and is never picked by --resume auto.
+// Reading verifies the program, every tensor's name, dtype and shape, the
+// file size and every CRC before the run continues.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_CHECKPOINT_H
+#define DTRT_CHECKPOINT_H
+
+#include "dtrt/arena.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrt {
+
+/// The version of the checkpoint layout written and read here.
+inline constexpr int kCheckpointFormatVersion = 1;
+
+/// Where a run stands: saved in every checkpoint beside the tensors.
+struct TrainPosition {
+  /// Optimizer steps taken (equal to the arena's `step` buffer).
+  int64_t step = 0;
+  /// The run's planned total steps.
+  int64_t totalSteps = 0;
+  /// The epoch the next step belongs to and the steps already taken in it.
+  int64_t epoch = 0, epochStep = 0;
+  int64_t stepsPerEpoch = 0;
+  /// The train seed (initialisation and data order).
+  uint64_t seed = 0;
+  /// The size of the train source the data order was computed for.
+  int64_t trainSamples = 0;
+  /// Training time before this checkpoint, over all resumed runs.
+  double elapsedSeconds = 0;
+};
+
+/// A complete checkpoint on disk.
+struct CheckpointRef {
+  std::string path;
+  int64_t step = 0;
+};
+
+/// "step_00000200".
+std::string checkpointName(int64_t step);
+
+/// Writes a checkpoint of the arena's param and state buffers at
+/// `position.step` into `root` (created if needed), atomically. Refuses to
+/// replace an existing checkpoint of the same step. Returns its path.
+Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
+                                      const TrainPosition &position);
+
+/// The complete checkpoints in `root`, oldest first (none if `root` does not
+/// exist).
+Expected<std::vector<CheckpointRef>> listCheckpoints(const std::string &root);
+
+/// The `step_*` directories in `root` that are not complete checkpoints (no
+/// readable manifest.json), with the step their names give; oldest first.
+Expected<std::vector<CheckpointRef>>
+listIncompleteCheckpoints(const std::string &root);
+
+/// Verifies the checkpoint in `dir` against the arena's program and loads its
+/// tensors into the arena. On error the arena may be partly overwritten.
+Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena);
+
+/// Deletes all but the newest `keep` complete checkpoints (keep 0: none).
+Status pruneCheckpoints(const std::string &root, int64_t keep);
+
+/// Deletes `.tmp-*` leftovers of checkpoint writes that were killed.
+Status removeCheckpointLeftovers(const std::string &root);
+
+} // namespace dtrt
+
+#endif // DTRT_CHECKPOINT_H

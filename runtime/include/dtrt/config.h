@@ -1,0 +1,67 @@
+//===- dtrt/config.h - The run's effective configuration -------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The manifest gives the program's defaults (its train block), the command
+// line overrides them; RunConfig is the result, so the rest of the runtime
+// never has to ask both. Resolution also rejects combinations that cannot
+// work (a checkpoint interval without a checkpoint directory, --data for a
+// synthetic source) before anything is loaded.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_CONFIG_H
+#define DTRT_CONFIG_H
+
+#include "dtrt/manifest.h"
+#include "dtrt/options.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrt {
+
+/// The progress/record interval when neither the program nor --log-every
+/// gives one.
+inline constexpr int64_t kDefaultLogEvery = 10;
+
+/// Everything that decides how this run behaves.
+struct RunConfig {
+  /// Exactly one is set.
+  std::optional<int64_t> steps, epochs;
+  uint64_t seed = 0;
+  /// Whether --seed was given (a resumed run checks it against the
+  /// checkpoint's).
+  bool seedGiven = false;
+  int64_t evalEvery = 0;
+  DataSpec trainData;
+  std::optional<DataSpec> evalData;
+  /// Empty: no metrics file.
+  std::string logDir;
+  int64_t logEvery = kDefaultLogEvery;
+  /// Empty: no checkpoints.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  int64_t checkpointKeep = 0;
+  ResumeMode resume = ResumeMode::None;
+  std::string resumePath;
+  int threads = 1;
+  Backend backend = Backend::Cpu;
+};
+
+/// Applies the --data overrides of `role` ("train", "eval") to its source.
+/// For idx, `NAME=PATH` names the images file and derives the labels file
+/// (deriveLabelsPath) unless `NAME.labels=` is given too.
+Status applyDataOverrides(DataSpec &spec, const std::string &role,
+                          const std::vector<DataOverride> &overrides);
+
+/// Merges the manifest's defaults with the command line.
+Expected<RunConfig> resolveConfig(const Manifest &manifest,
+                                  const Options &options);
+
+} // namespace dtrt
+
+#endif // DTRT_CONFIG_H

@@ -1,0 +1,67 @@
+//===- dtrt/data/batch.h - Staging batches into input buffers ---*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A BatchStager connects a data source to the program's input buffers of one
+// role (`in/train.<field>` or `in/eval.<field>`): it checks once that every
+// such buffer matches a field of the source (dtype, rows, elements per
+// sample), then fills them batch by batch. Rows past the valid ones are
+// padding: zeros, and -1 in label fields, which losses and accuracy ignore.
+// Only fields the program has buffers for are read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_DATA_BATCH_H
+#define DTRT_DATA_BATCH_H
+
+#include "dtrt/arena.h"
+#include "dtrt/data/source.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrt {
+
+/// Fills the input buffers of one role from a source.
+class BatchStager {
+public:
+  /// Matches the buffers named `in/<role>.<field>` against `source`'s fields.
+  /// `rows` is the expected leading dimension (the micro-batch for train, 0 to
+  /// take it from the buffers for eval). Fails when the program and the data
+  /// disagree, naming both shapes.
+  static Expected<BatchStager> create(const DataSource &source,
+                                      const Manifest &manifest,
+                                      const std::string &role, int64_t rows);
+
+  /// Rows per batch (the buffers' leading dimension).
+  int64_t rows() const { return rows_; }
+  /// Label elements per sample (what eval averages over).
+  int64_t labelsPerSample() const { return labelsPerSample_; }
+
+  /// Stages samples `indices[0..valid)` into rows [0, valid) and padding into
+  /// the remaining rows, then copies every buffer into the arena.
+  void stage(Arena &arena, const int64_t *indices, int64_t valid);
+
+private:
+  struct Slot {
+    const BufferDesc *buffer;
+    size_t field;
+    size_t rowBytes;
+    bool isLabel;
+    std::vector<char> host;
+  };
+
+  BatchStager(const DataSource &source) : source_(&source) {}
+
+  const DataSource *source_;
+  int64_t rows_ = 0;
+  int64_t labelsPerSample_ = 1;
+  std::vector<Slot> slots_;
+};
+
+} // namespace dtrt
+
+#endif // DTRT_DATA_BATCH_H

@@ -1,0 +1,61 @@
+//===- dtrt/device.h - Where the arena lives --------------------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The arena lives in one device's memory and the entry points run there. The
+// runtime never dereferences arena memory directly: it copies host data in
+// (staged batches, initial parameters, restored checkpoints) and out (losses,
+// checkpoint bytes) through the Device, so that a CUDA device, whose arena is
+// device memory, slots in without touching the loader, the loop or the
+// checkpointer. The host is the only implementation in this build.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_DEVICE_H
+#define DTRT_DEVICE_H
+
+#include "dtrt/error.h"
+#include "dtrt/launch.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace dtrt {
+
+/// The `--backend` choices.
+enum class Backend { Cpu, Cuda };
+
+/// Parses "cpu" / "cuda".
+Expected<Backend> parseBackend(std::string_view name);
+
+/// Memory and execution for one rank.
+class Device {
+public:
+  virtual ~Device() = default;
+
+  /// "cpu (host memory)", "cuda:0 (NVIDIA ...)".
+  virtual std::string describe() const = 0;
+  /// `bytes` of zero-filled memory aligned to `align`.
+  virtual Expected<char *> allocate(size_t bytes, size_t align) = 0;
+  /// Releases what allocate returned.
+  virtual void release(char *memory) = 0;
+  /// Copies host memory into device memory.
+  virtual void copyIn(char *deviceDst, const void *hostSrc, size_t bytes) = 0;
+  /// Copies device memory into host memory.
+  virtual void copyOut(void *hostDst, const char *deviceSrc, size_t bytes) = 0;
+  /// Waits for the device's queued work (a no-op on the host).
+  virtual void synchronize() {}
+};
+
+/// Opens the device `backend` names for this rank. Fails with a usage error
+/// when the backend is not built in.
+Expected<std::unique_ptr<Device>> openDevice(Backend backend,
+                                             const Launch &launch);
+
+} // namespace dtrt
+
+#endif // DTRT_DEVICE_H

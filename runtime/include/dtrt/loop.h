@@ -1,0 +1,62 @@
+//===- dtrt/loop.h - The training loop ---------------------------*- C++
+//-*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// One optimizer step is: for each of `accumulation` micro-batches, stage it
+// into in/train.* and call dt_grad_step, reading out/loss; write
+// in/total_steps; call dt_apply_step, which advances the arena's `step`
+// counter; read out/lr and out/grad_norm. The data position is derived from
+// that counter (epoch = step / steps_per_epoch, the batch within the epoch =
+// step % steps_per_epoch), so a run restored from a checkpoint continues
+// exactly where the checkpoint was taken.
+//
+// Between steps the loop logs (progress line, metrics record), evaluates,
+// checkpoints, and honours stop requests (dtrt/signals.h). At the end it
+// evaluates once more and writes a final checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_LOOP_H
+#define DTRT_LOOP_H
+
+#include "dtrt/abi.h"
+#include "dtrt/arena.h"
+#include "dtrt/checkpoint.h"
+#include "dtrt/config.h"
+#include "dtrt/data/batch.h"
+#include "dtrt/metrics.h"
+
+#include <optional>
+
+namespace dtrt {
+
+/// Everything the loop works with; set up by runProgram.
+struct TrainSetup {
+  const Program *program = nullptr;
+  const RunConfig *config = nullptr;
+  Arena *arena = nullptr;
+  const DataSource *trainSource = nullptr;
+  BatchStager *trainStager = nullptr;
+  /// Null when there is no evaluation.
+  const DataSource *evalSource = nullptr;
+  BatchStager *evalStager = nullptr;
+  /// Null when no log directory is set.
+  MetricsLog *metrics = nullptr;
+  int64_t stepsPerEpoch = 0;
+  int64_t totalSteps = 0;
+  /// Training time spent by the runs this one resumes.
+  double elapsedBefore = 0.0;
+  /// The step of the checkpoint this run resumed from, if any.
+  std::optional<int64_t> resumedStep;
+};
+
+/// Trains from the arena's current step to the end, or to a stop request.
+/// Returns the process exit code (0, or 130/143 after a stop) or an error.
+Expected<int> runTraining(const TrainSetup &setup);
+
+} // namespace dtrt
+
+#endif // DTRT_LOOP_H

@@ -1,0 +1,148 @@
+//===- dtrt/manifest.h - The program manifest, parsed and checked -*- C++
+//-*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// `dt_manifest` describes the arena (every named buffer with its role, dtype,
+// shape and offset), the training recipe and the data sources
+// (docs/abi.md). It is parsed once at start and validated hard: a bad manifest
+// is a compiler bug, and catching it here (misaligned or overlapping buffers,
+// an unknown role, a missing `step` counter) turns silent memory corruption
+// into a message that names the buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_MANIFEST_H
+#define DTRT_MANIFEST_H
+
+#include "dtrt/error.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtrt {
+
+/// The version of the manifest/arena contract (docs/abi.md) this runtime
+/// implements; a manifest with another `abi` is refused.
+inline constexpr int kAbiVersion = 1;
+
+/// Element types of arena buffers.
+enum class DType { F32, I32, I64, BF16, F16 };
+
+/// Bytes per element of `type`.
+size_t dtypeSize(DType type);
+/// The manifest's spelling of `type` ("f32", ...).
+const char *dtypeName(DType type);
+/// Parses a manifest dtype spelling.
+std::optional<DType> parseDType(std::string_view name);
+
+/// What a buffer is for (docs/abi.md, "Buffers").
+enum class Role { Param, Grad, State, Input, Output };
+
+/// The manifest's spelling of `role`.
+const char *roleName(Role role);
+
+/// How a `param` buffer is initialised.
+struct InitSpec {
+  enum class Kind { Uniform, Normal, Constant };
+  Kind kind = Kind::Constant;
+  /// Uniform: low/high. Normal: mean/std. Constant: value in `a`.
+  double a = 0.0, b = 0.0;
+  /// The initialiser the program named (reports only).
+  std::string from;
+};
+
+/// One named region of the arena.
+struct BufferDesc {
+  std::string name;
+  Role role = Role::Param;
+  DType dtype = DType::F32;
+  /// Row-major; empty for a scalar.
+  std::vector<int64_t> shape;
+  /// Bytes from the arena base.
+  size_t offset = 0;
+  /// Number of elements (1 for a scalar).
+  int64_t elements = 1;
+  /// elements * dtypeSize(dtype).
+  size_t bytes = 0;
+  /// Only for `param` buffers.
+  std::optional<InitSpec> init;
+};
+
+/// The kinds of data sources (docs/abi.md, "Data sources").
+enum class DataKind { Idx, Tokens, Synthetic };
+
+/// One data source as the manifest (and --data overrides) describe it. Only
+/// the members of its kind are meaningful.
+struct DataSpec {
+  DataKind kind = DataKind::Synthetic;
+  // idx
+  std::string images, labels;
+  double scale = 1.0;
+  // tokens
+  std::string path;
+  int64_t seq = 0;
+  // synthetic
+  int64_t features = 0, classes = 0, count = 0;
+  uint64_t seed = 0;
+};
+
+/// The manifest's `train.log` key.
+struct LogSpec {
+  int64_t every = 0; // 0: not given
+  std::string dir;   // empty: not given
+};
+
+/// The manifest's `train.checkpoint` key.
+struct CheckpointSpec {
+  int64_t every = 0; // 0: only at the end of training and on a stop signal
+  std::string dir;
+  int64_t keep = 0; // 0: keep all
+};
+
+/// The manifest's `train` object.
+struct TrainSpec {
+  int64_t batch = 0, microBatch = 0, accumulation = 1;
+  /// Exactly one is set.
+  std::optional<int64_t> steps, epochs;
+  uint64_t seed = 0;
+  int64_t evalEvery = 0;
+  /// `eval_partial`: true for "pad", false for "drop".
+  bool evalPad = true;
+  bool classifier = false;
+  std::optional<LogSpec> log;
+  std::optional<CheckpointSpec> checkpoint;
+};
+
+/// The parsed, validated manifest.
+struct Manifest {
+  int abi = 0;
+  std::string name;
+  std::string source;
+  size_t arenaBytes = 0;
+  size_t arenaAlign = 64;
+  /// In manifest order (checkpoints store tensors in this order).
+  std::vector<BufferDesc> buffers;
+  TrainSpec train;
+  std::optional<DataSpec> trainData;
+  std::optional<DataSpec> evalData;
+
+  /// The buffer called `name`, or null.
+  const BufferDesc *find(std::string_view name) const;
+};
+
+/// Parses and validates a manifest: ABI version, buffer roles, dtypes, shapes,
+/// offsets (aligned, inside the arena, no overlap between named buffers), the
+/// buffers every program has (`step`, `out/loss`), the train recipe and the
+/// data sources.
+Expected<Manifest> parseManifest(std::string_view text);
+
+} // namespace dtrt
+
+#endif // DTRT_MANIFEST_H

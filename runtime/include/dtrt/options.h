@@ -1,0 +1,68 @@
+//===- dtrt/options.h - Command-line options of an emitted program -*- C++
+//-*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The options every emitted program accepts (DESIGN.md, "The emitted
+// program"; docs/operations.md). Parsing only records what the command line
+// says; dtrt/config.h merges it with the manifest's defaults. Both `--opt
+// value` and `--opt=value` are accepted.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_OPTIONS_H
+#define DTRT_OPTIONS_H
+
+#include "dtrt/device.h"
+#include "dtrt/error.h"
+#include "dtrt/manifest.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrt {
+
+/// One `--data` option: `ROLE=VALUE` (key empty) or `ROLE.KEY=VALUE`.
+struct DataOverride {
+  std::string role;
+  std::string key;
+  std::string value;
+};
+
+/// What `--resume` asks for.
+enum class ResumeMode { None, Auto, Path };
+
+/// The command line, as given.
+struct Options {
+  bool help = false, version = false, printManifest = false;
+  std::optional<int64_t> steps, epochs;
+  std::vector<DataOverride> data;
+  std::optional<std::string> logDir;
+  std::optional<int64_t> logEvery;
+  std::optional<std::string> checkpointDir;
+  std::optional<int64_t> checkpointEvery, checkpointKeep;
+  ResumeMode resume = ResumeMode::None;
+  std::string resumePath;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> threads;
+  std::optional<Backend> backend;
+  std::optional<int64_t> evalEvery;
+};
+
+/// Parses argv[1..argc). Errors are usage errors (exit code 2).
+Expected<Options> parseOptions(int argc, const char *const *argv);
+
+/// The --help text, with the program's name and the manifest's defaults.
+std::string usageText(const std::string &programName, const Manifest &manifest);
+
+/// The number of CPUs this process may run on (its affinity mask, which
+/// honours taskset, cgroups and Slurm's binding), at least 1.
+int availableCpus();
+
+} // namespace dtrt
+
+#endif // DTRT_OPTIONS_H

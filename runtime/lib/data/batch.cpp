@@ -1,0 +1,89 @@
+//===- batch.cpp - Staging batches into input buffers ---------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Batches are assembled in host memory and copied into the arena once per
+// buffer, so the arena may live on a device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/data/batch.h"
+
+#include <cstring>
+#include <fmt/ranges.h>
+
+namespace dtrt {
+
+static std::string shapeString(const std::vector<int64_t> &shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+Expected<BatchStager> BatchStager::create(const DataSource &source,
+                                          const Manifest &manifest,
+                                          const std::string &role,
+                                          int64_t rows) {
+  BatchStager stager(source);
+  std::string prefix = "in/" + role + ".";
+  for (const BufferDesc &b : manifest.buffers) {
+    if (b.name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    std::string field = b.name.substr(prefix.size());
+    const std::vector<FieldInfo> &fields = source.fields();
+    size_t f = 0;
+    while (f < fields.size() && fields[f].name != field)
+      ++f;
+    if (f == fields.size())
+      return Error(fmt::format("the program reads {}.{} but the {} source ({}) "
+                               "has no field '{}'",
+                               role, field, role, source.describe(), field));
+    const FieldInfo &info = fields[f];
+    if (b.shape.empty() || b.shape[0] <= 0)
+      return Error(fmt::format("input buffer {} has shape {}; inputs are "
+                               "[rows, ...]",
+                               b.name, shapeString(b.shape)));
+    int64_t bufferRows = b.shape[0];
+    if ((rows > 0 && bufferRows != rows) ||
+        (stager.rows_ > 0 && bufferRows != stager.rows_))
+      return Error(fmt::format("input buffer {} has {} rows, but the batch "
+                               "has {}",
+                               b.name, bufferRows,
+                               rows > 0 ? rows : stager.rows_));
+    stager.rows_ = bufferRows;
+    int64_t perRow = b.elements / bufferRows;
+    if (perRow != info.elements || b.dtype != info.dtype)
+      return Error(fmt::format(
+          "the {} data does not fit the program: a sample's '{}' is {} x {} "
+          "in the data ({}), but the program's {} takes {} x {} per sample "
+          "(shape {}); use data of the shape the program was compiled for",
+          role, field, info.elements, dtypeName(info.dtype), source.describe(),
+          b.name, perRow, dtypeName(b.dtype), shapeString(b.shape)));
+    Slot slot{&b, f, size_t(perRow) * dtypeSize(b.dtype), info.isLabel, {}};
+    slot.host.resize(b.bytes);
+    if (info.isLabel)
+      stager.labelsPerSample_ = info.elements;
+    stager.slots_.push_back(std::move(slot));
+  }
+  if (stager.slots_.empty())
+    return Error(fmt::format("the program has no in/{}.* input buffers for its "
+                             "{} source",
+                             role, role));
+  return stager;
+}
+
+void BatchStager::stage(Arena &arena, const int64_t *indices, int64_t valid) {
+  for (Slot &slot : slots_) {
+    char *dst = slot.host.data();
+    for (int64_t r = 0; r < valid; ++r)
+      source_->read(slot.field, indices[r], dst + size_t(r) * slot.rowBytes);
+    char *pad = dst + size_t(valid) * slot.rowBytes;
+    size_t padBytes = size_t(rows_ - valid) * slot.rowBytes;
+    // Labels are integers; all bytes 0xff is -1 in two's complement, whatever
+    // the width.
+    std::memset(pad, slot.isLabel ? 0xff : 0, padBytes);
+    arena.write(*slot.buffer, dst);
+  }
+}
+
+} // namespace dtrt

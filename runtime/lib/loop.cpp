@@ -1,0 +1,308 @@
+//===- loop.cpp - The training loop ---------------------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The order of work after an optimizer step is fixed, because resumption
+// depends on it: (1) the training record, (2) a scheduled evaluation, (3) a
+// scheduled checkpoint, (4) a stop request. Everything a checkpoint at step S
+// follows (the records of steps <= S) is therefore written before it, and a
+// resumed run writes exactly the records after S.
+//
+// Throughput figures count training time only: evaluation and checkpoint
+// time is excluded from samples/s but included in elapsed time and the ETA.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/loop.h"
+
+#include "dtrt/data/order.h"
+#include "dtrt/eval.h"
+#include "dtrt/report.h"
+#include "dtrt/signals.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fmt/format.h>
+
+namespace dtrt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class Trainer {
+public:
+  explicit Trainer(const TrainSetup &s)
+      : s_(s), m_(s.arena->manifest()), arena_(*s.arena),
+        stepBuf_(m_.find("step")), lossBuf_(m_.find("out/loss")),
+        lrBuf_(m_.find("out/lr")), gradNormBuf_(m_.find("out/grad_norm")),
+        totalBuf_(m_.find("in/total_steps")), lastCheckpoint_(s.resumedStep) {}
+
+  Expected<int> run();
+
+private:
+  Status trainStep();
+  Status logStep();
+  Status evaluateNow();
+  Status checkpointNow();
+  Expected<int> stop(int signal);
+  void printSummary();
+
+  double elapsed() const { return s_.elapsedBefore + secondsSince(start_); }
+  int64_t samplesPerStep() const { return m_.train.batch; }
+  int64_t tokensPerSample() const { return s_.trainSource->tokensPerSample(); }
+
+  const TrainSetup &s_;
+  const Manifest &m_;
+  Arena &arena_;
+  const BufferDesc *stepBuf_, *lossBuf_, *lrBuf_, *gradNormBuf_, *totalBuf_;
+  std::optional<int64_t> lastCheckpoint_;
+
+  Clock::time_point start_ = Clock::now();
+  int64_t step_ = 0, firstStep_ = 0;
+  std::vector<int64_t> order_;
+  int64_t orderEpoch_ = -1;
+  // The last step's figures.
+  double loss_ = 0, lr_ = 0, gradNorm_ = 0;
+  // Since the last training record.
+  int64_t intervalSteps_ = 0;
+  double intervalSeconds_ = 0;
+  // This process's training time (throughput in the summary).
+  double trainSeconds_ = 0;
+  std::optional<EvalResult> lastEval_;
+};
+
+Status Trainer::trainStep() {
+  const TrainSpec &t = m_.train;
+  int64_t epoch = step_ / s_.stepsPerEpoch;
+  int64_t inEpoch = step_ % s_.stepsPerEpoch;
+  if (epoch != orderEpoch_) {
+    order_ = epochPermutation(s_.config->seed, epoch, s_.trainSource->size());
+    orderEpoch_ = epoch;
+  }
+  auto begin = Clock::now();
+  double lossSum = 0;
+  for (int64_t a = 0; a < t.accumulation; ++a) {
+    const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * t.microBatch)];
+    s_.trainStager->stage(arena_, rows, t.microBatch);
+    s_.program->gradStep(arena_.base());
+    lossSum += arena_.readScalar(*lossBuf_);
+  }
+  if (totalBuf_)
+    arena_.writeI64(*totalBuf_, s_.totalSteps);
+  s_.program->applyStep(arena_.base());
+  arena_.device().synchronize();
+
+  int64_t next = arena_.readI64(*stepBuf_);
+  if (next != step_ + 1)
+    return Error(fmt::format("dt_apply_step left the step counter at {} after "
+                             "step {} (expected {}); the program breaks the "
+                             "ABI, please report it",
+                             next, step_, step_ + 1));
+  step_ = next;
+  loss_ = lossSum / double(t.accumulation);
+  lr_ = lrBuf_ ? arena_.readScalar(*lrBuf_) : std::nan("");
+  gradNorm_ = gradNormBuf_ ? arena_.readScalar(*gradNormBuf_) : std::nan("");
+  double seconds = secondsSince(begin);
+  intervalSeconds_ += seconds;
+  trainSeconds_ += seconds;
+  ++intervalSteps_;
+  if (!std::isfinite(loss_))
+    return Error(fmt::format(
+        "the loss is {} at step {}: training diverged; lower the learning "
+        "rate, or resume from an earlier checkpoint with --resume DIR",
+        loss_, step_));
+  return Status::ok();
+}
+
+Status Trainer::logStep() {
+  double samplesPerS = double(intervalSteps_ * samplesPerStep()) /
+                       std::max(intervalSeconds_, 1e-9);
+  double tokensPerS = samplesPerS * double(tokensPerSample());
+  int64_t stepsHere = step_ - firstStep_;
+  double eta =
+      secondsSince(start_) / double(stepsHere) * double(s_.totalSteps - step_);
+  int width = int(std::to_string(s_.totalSteps).size());
+  std::string line = fmt::format("step {:>{}}/{}  loss {:.6f}", step_, width,
+                                 s_.totalSteps, loss_);
+  if (lrBuf_)
+    line += fmt::format("  lr {:.3e}", lr_);
+  if (gradNormBuf_)
+    line += fmt::format("  grad norm {:.4f}", gradNorm_);
+  fmt::print("{}  {} {}/s  elapsed {}  eta {}\n", line,
+             formatCount(tokensPerSample() ? tokensPerS : samplesPerS),
+             tokensPerSample() ? "tokens" : "samples",
+             formatDuration(elapsed()), formatDuration(eta));
+  std::fflush(stdout);
+  if (s_.metrics) {
+    nlohmann::ordered_json r = {
+        {"step", step_},
+        {"epoch", double(step_) / double(s_.stepsPerEpoch)},
+        {"loss", loss_},
+    };
+    if (lrBuf_)
+      r["lr"] = lr_;
+    if (gradNormBuf_)
+      r["grad_norm"] = gradNorm_;
+    if (tokensPerSample())
+      r["tokens_per_s"] = tokensPerS;
+    else
+      r["samples_per_s"] = samplesPerS;
+    r["elapsed_s"] = elapsed();
+    if (Status st = s_.metrics->write(r); !st)
+      return st;
+  }
+  intervalSteps_ = 0;
+  intervalSeconds_ = 0;
+  return Status::ok();
+}
+
+Status Trainer::evaluateNow() {
+  Expected<EvalResult> r =
+      evaluate(arena_, *s_.program, *s_.evalSource, *s_.evalStager);
+  if (!r)
+    return r.error();
+  lastEval_ = *r;
+  std::string accuracy =
+      r->accuracy ? fmt::format("  accuracy {:.2f}%", *r->accuracy * 100) : "";
+  fmt::print("eval at step {}: loss {:.6f}{}  ({} samples, {:.1f} s)\n", step_,
+             r->loss, accuracy, r->samples, r->seconds);
+  std::fflush(stdout);
+  if (!s_.metrics)
+    return Status::ok();
+  nlohmann::ordered_json rec = {{"step", step_}, {"eval_loss", r->loss}};
+  if (r->accuracy)
+    rec["eval_accuracy"] = *r->accuracy;
+  return s_.metrics->write(rec);
+}
+
+Status Trainer::checkpointNow() {
+  if (s_.metrics)
+    if (Status st = s_.metrics->sync(); !st)
+      return st;
+  TrainPosition pos;
+  pos.step = step_;
+  pos.totalSteps = s_.totalSteps;
+  pos.epoch = step_ / s_.stepsPerEpoch;
+  pos.epochStep = step_ % s_.stepsPerEpoch;
+  pos.stepsPerEpoch = s_.stepsPerEpoch;
+  pos.seed = s_.config->seed;
+  pos.trainSamples = s_.trainSource->size();
+  pos.elapsedSeconds = elapsed();
+  auto begin = Clock::now();
+  Expected<std::string> path =
+      writeCheckpoint(s_.config->checkpointDir, arena_, pos);
+  if (!path)
+    return path.error();
+  lastCheckpoint_ = step_;
+  if (Status st =
+          pruneCheckpoints(s_.config->checkpointDir, s_.config->checkpointKeep);
+      !st)
+    return st;
+  fmt::print("checkpoint at step {}: {} ({:.1f} s)\n", step_, *path,
+             secondsSince(begin));
+  std::fflush(stdout);
+  return Status::ok();
+}
+
+Expected<int> Trainer::stop(int signal) {
+  const char *name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+  int code = signal == SIGINT ? kExitInterrupted : kExitTerminated;
+  if (s_.config->checkpointDir.empty()) {
+    fmt::print(stderr,
+               "stopped by {} at step {}: no checkpoint directory is "
+               "configured (--checkpoint-dir), so this run cannot be "
+               "resumed\n",
+               name, step_);
+    return code;
+  }
+  if (step_ == firstStep_) {
+    // Nothing happened since the fresh start or the resumed checkpoint.
+    fmt::print(stderr, "stopped by {} before the first step of this run\n",
+               name);
+    return code;
+  }
+  if (lastCheckpoint_ != step_)
+    if (Status st = checkpointNow(); !st)
+      return st.error().withContext(
+          fmt::format("stopped by {}, but the checkpoint failed", name));
+  fmt::print(stderr,
+             "stopped by {} at step {} with a checkpoint in {}; continue "
+             "with --resume auto\n",
+             name, step_, s_.config->checkpointDir);
+  return code;
+}
+
+void Trainer::printSummary() {
+  int64_t steps = step_ - firstStep_;
+  double samplesPerS =
+      double(steps * samplesPerStep()) / std::max(trainSeconds_, 1e-9);
+  std::string eval;
+  if (lastEval_)
+    eval = fmt::format(
+        ", eval loss {:.6f}{}", lastEval_->loss,
+        lastEval_->accuracy
+            ? fmt::format(", eval accuracy {:.2f}%", *lastEval_->accuracy * 100)
+            : "");
+  fmt::print(
+      "done: {} steps{}; final loss {:.6f}{}; {} ({} {}/s); peak RSS "
+      "{}\n",
+      step_, s_.resumedStep ? fmt::format(" ({} in this run)", steps) : "",
+      loss_, eval, formatDuration(elapsed()),
+      formatCount(tokensPerSample() ? samplesPerS * tokensPerSample()
+                                    : samplesPerS),
+      tokensPerSample() ? "tokens" : "samples", formatBytes(peakRssBytes()));
+  std::fflush(stdout);
+}
+
+Expected<int> Trainer::run() {
+  const RunConfig &c = *s_.config;
+  step_ = firstStep_ = arena_.readI64(*stepBuf_);
+  bool evaluates = s_.evalSource != nullptr;
+  bool checkpoints = !c.checkpointDir.empty();
+  if (int sig = stopSignal())
+    return stop(sig);
+  while (step_ < s_.totalSteps) {
+    if (Status st = trainStep(); !st)
+      return st.error();
+    bool last = step_ == s_.totalSteps;
+    if (step_ % c.logEvery == 0 || last)
+      if (Status st = logStep(); !st)
+        return st.error();
+    if (evaluates && c.evalEvery > 0 && step_ % c.evalEvery == 0 && !last)
+      if (Status st = evaluateNow(); !st)
+        return st.error();
+    if (checkpoints && c.checkpointEvery > 0 &&
+        step_ % c.checkpointEvery == 0 && !last)
+      if (Status st = checkpointNow(); !st)
+        return st.error();
+    // After the last step the run finishes normally (final evaluation and
+    // checkpoint) even when asked to stop: that is the quickest way out.
+    if (int sig = stopSignal(); sig && !last)
+      return stop(sig);
+  }
+  if (evaluates)
+    if (Status st = evaluateNow(); !st)
+      return st.error();
+  if (checkpoints && lastCheckpoint_ != step_)
+    if (Status st = checkpointNow(); !st)
+      return st.error();
+  printSummary();
+  return int(kExitOk);
+}
+
+} // namespace
+
+Expected<int> runTraining(const TrainSetup &setup) {
+  return Trainer(setup).run();
+}
+
+} // namespace dtrt

@@ -1,0 +1,23 @@
+//===- main.cpp - main() of every emitted program -------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The only file that names the generated symbols. It is built into libdtrt.a
+// as its own object, so the linker pulls it in for an emitted program (whose
+// object file defines no main) and tests can link the rest of the runtime
+// (dtrt_core) with their own main.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/abi.h"
+
+int main(int argc, char **argv) {
+  dtrt::Program program;
+  program.manifest = dt_manifest;
+  program.gradStep = dt_grad_step;
+  program.applyStep = dt_apply_step;
+  program.evalStep = dt_eval_step; // null when the program has no eval
+  return dtrt::runProgram(argc, argv, program);
+}

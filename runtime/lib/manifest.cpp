@@ -1,0 +1,413 @@
+//===- manifest.cpp - Parse and validate dt_manifest ----------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Reads the manifest JSON with nlohmann::json. Inside this file, malformed
+// input is reported by throwing (nlohmann throws, and so do the small typed
+// readers below, which name the JSON path of the bad value); parseManifest is
+// the one edge where every exception becomes an Error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/manifest.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+using json = nlohmann::json;
+
+namespace dtrt {
+
+size_t dtypeSize(DType type) {
+  switch (type) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::I64:
+    return 8;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::I64:
+    return "i64";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+std::optional<DType> parseDType(std::string_view name) {
+  for (DType t : {DType::F32, DType::I32, DType::I64, DType::BF16, DType::F16})
+    if (name == dtypeName(t))
+      return t;
+  return std::nullopt;
+}
+
+const char *roleName(Role role) {
+  switch (role) {
+  case Role::Param:
+    return "param";
+  case Role::Grad:
+    return "grad";
+  case Role::State:
+    return "state";
+  case Role::Input:
+    return "input";
+  case Role::Output:
+    return "output";
+  }
+  return "?";
+}
+
+const BufferDesc *Manifest::find(std::string_view name) const {
+  for (const BufferDesc &b : buffers)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
+namespace {
+
+/// A malformed manifest; only ever thrown inside this file.
+struct Bad : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void bad(const std::string &msg) { throw Bad(msg); }
+
+const json &member(const json &obj, const char *key, const std::string &where) {
+  if (!obj.is_object())
+    bad(fmt::format("{} must be an object", where));
+  auto it = obj.find(key);
+  if (it == obj.end())
+    bad(fmt::format("{} has no \"{}\"", where, key));
+  return *it;
+}
+
+int64_t getInt(const json &v, const std::string &where) {
+  if (!v.is_number_integer())
+    bad(fmt::format("{} must be an integer, not {}", where, v.dump()));
+  return v.get<int64_t>();
+}
+
+int64_t getPositive(const json &v, const std::string &where) {
+  int64_t n = getInt(v, where);
+  if (n <= 0)
+    bad(fmt::format("{} must be positive, not {}", where, n));
+  return n;
+}
+
+double getNumber(const json &v, const std::string &where) {
+  if (!v.is_number())
+    bad(fmt::format("{} must be a number, not {}", where, v.dump()));
+  return v.get<double>();
+}
+
+std::string getString(const json &v, const std::string &where) {
+  if (!v.is_string())
+    bad(fmt::format("{} must be a string, not {}", where, v.dump()));
+  return v.get<std::string>();
+}
+
+/// `obj[key]` when present and not null.
+const json *optional(const json &obj, const char *key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+InitSpec parseInit(const json &j, const std::string &where) {
+  InitSpec init;
+  std::string kind = getString(member(j, "kind", where), where + ".kind");
+  if (kind == "uniform") {
+    init.kind = InitSpec::Kind::Uniform;
+    init.a = getNumber(member(j, "low", where), where + ".low");
+    init.b = getNumber(member(j, "high", where), where + ".high");
+    if (!(init.a <= init.b))
+      bad(fmt::format("{}: low {} is above high {}", where, init.a, init.b));
+  } else if (kind == "normal") {
+    init.kind = InitSpec::Kind::Normal;
+    init.a = getNumber(member(j, "mean", where), where + ".mean");
+    init.b = getNumber(member(j, "std", where), where + ".std");
+    if (init.b < 0)
+      bad(fmt::format("{}: std {} is negative", where, init.b));
+  } else if (kind == "constant") {
+    init.kind = InitSpec::Kind::Constant;
+    init.a = getNumber(member(j, "value", where), where + ".value");
+  } else {
+    bad(fmt::format("{}.kind \"{}\" is not uniform, normal or constant", where,
+                    kind));
+  }
+  if (const json *from = optional(j, "from"))
+    init.from = getString(*from, where + ".from");
+  return init;
+}
+
+BufferDesc parseBuffer(const json &j, size_t index) {
+  std::string where = fmt::format("buffers[{}]", index);
+  BufferDesc b;
+  b.name = getString(member(j, "name", where), where + ".name");
+  where = fmt::format("buffer \"{}\"", b.name);
+
+  std::string role = getString(member(j, "role", where), where + ".role");
+  static const Role roles[] = {Role::Param, Role::Grad, Role::State,
+                               Role::Input, Role::Output};
+  auto r = std::find_if(std::begin(roles), std::end(roles),
+                        [&](Role x) { return role == roleName(x); });
+  if (r == std::end(roles))
+    bad(fmt::format("{} has unknown role \"{}\"", where, role));
+  b.role = *r;
+
+  std::string dtype = getString(member(j, "dtype", where), where + ".dtype");
+  std::optional<DType> t = parseDType(dtype);
+  if (!t)
+    bad(fmt::format("{} has unknown dtype \"{}\"", where, dtype));
+  b.dtype = *t;
+
+  const json &shape = member(j, "shape", where);
+  if (!shape.is_array())
+    bad(fmt::format("{}.shape must be an array", where));
+  for (const json &d : shape) {
+    int64_t n = getInt(d, where + ".shape");
+    if (n < 0)
+      bad(fmt::format("{} has a negative dimension {}", where, n));
+    if (n > 0 && b.elements > (int64_t(1) << 50) / n)
+      bad(fmt::format("{} is impossibly large", where));
+    b.shape.push_back(n);
+    b.elements *= n;
+  }
+  b.bytes = size_t(b.elements) * dtypeSize(b.dtype);
+
+  int64_t offset = getInt(member(j, "offset", where), where + ".offset");
+  if (offset < 0)
+    bad(fmt::format("{} has a negative offset", where));
+  b.offset = size_t(offset);
+
+  if (b.role == Role::Param) {
+    if (const json *init = optional(j, "init"))
+      b.init = parseInit(*init, where + ".init");
+    else
+      bad(fmt::format("{} is a param without \"init\"", where));
+  }
+  return b;
+}
+
+DataSpec parseData(const json &j, const std::string &where) {
+  DataSpec d;
+  std::string kind = getString(member(j, "kind", where), where + ".kind");
+  if (kind == "idx") {
+    d.kind = DataKind::Idx;
+    d.images = getString(member(j, "images", where), where + ".images");
+    d.labels = getString(member(j, "labels", where), where + ".labels");
+    if (const json *s = optional(j, "scale"))
+      d.scale = getNumber(*s, where + ".scale");
+  } else if (kind == "tokens") {
+    d.kind = DataKind::Tokens;
+    d.path = getString(member(j, "path", where), where + ".path");
+    d.seq = getPositive(member(j, "seq", where), where + ".seq");
+  } else if (kind == "synthetic") {
+    d.kind = DataKind::Synthetic;
+    d.features = getPositive(member(j, "features", where), where + ".features");
+    d.classes = getPositive(member(j, "classes", where), where + ".classes");
+    d.count = getPositive(member(j, "count", where), where + ".count");
+    int64_t seed = getInt(member(j, "seed", where), where + ".seed");
+    if (seed < 0)
+      bad(fmt::format("{}.seed must not be negative", where));
+    d.seed = uint64_t(seed);
+  } else {
+    bad(fmt::format("{}.kind \"{}\" is not idx, tokens or synthetic", where,
+                    kind));
+  }
+  return d;
+}
+
+TrainSpec parseTrain(const json &j) {
+  const std::string where = "train";
+  TrainSpec t;
+  t.batch = getPositive(member(j, "batch", where), "train.batch");
+  t.microBatch = t.batch;
+  if (const json *mb = optional(j, "micro_batch"))
+    t.microBatch = getPositive(*mb, "train.micro_batch");
+  t.accumulation = t.batch / t.microBatch;
+  if (const json *acc = optional(j, "accumulation"))
+    t.accumulation = getPositive(*acc, "train.accumulation");
+  if (t.microBatch * t.accumulation != t.batch)
+    bad(fmt::format("train: batch {} is not micro_batch {} x accumulation {}",
+                    t.batch, t.microBatch, t.accumulation));
+
+  if (const json *s = optional(j, "steps"))
+    t.steps = getPositive(*s, "train.steps");
+  if (const json *e = optional(j, "epochs"))
+    t.epochs = getPositive(*e, "train.epochs");
+  if (t.steps.has_value() == t.epochs.has_value())
+    bad("train: exactly one of \"steps\" and \"epochs\" must be non-null");
+
+  if (const json *s = optional(j, "seed")) {
+    int64_t seed = getInt(*s, "train.seed");
+    if (seed < 0)
+      bad("train.seed must not be negative");
+    t.seed = uint64_t(seed);
+  }
+  if (const json *e = optional(j, "eval_every")) {
+    t.evalEvery = getInt(*e, "train.eval_every");
+    if (t.evalEvery < 0)
+      bad("train.eval_every must not be negative");
+  }
+  if (const json *p = optional(j, "eval_partial")) {
+    std::string mode = getString(*p, "train.eval_partial");
+    if (mode != "pad" && mode != "drop")
+      bad(fmt::format("train.eval_partial \"{}\" is not pad or drop", mode));
+    t.evalPad = mode == "pad";
+  }
+  if (const json *c = optional(j, "classifier")) {
+    if (!c->is_boolean())
+      bad("train.classifier must be a boolean");
+    t.classifier = c->get<bool>();
+  }
+  if (const json *log = optional(j, "log")) {
+    LogSpec l;
+    if (const json *e = optional(*log, "every"))
+      l.every = getPositive(*e, "train.log.every");
+    if (const json *d = optional(*log, "dir"))
+      l.dir = getString(*d, "train.log.dir");
+    t.log = l;
+  }
+  if (const json *ck = optional(j, "checkpoint")) {
+    CheckpointSpec c;
+    if (const json *e = optional(*ck, "every")) {
+      c.every = getInt(*e, "train.checkpoint.every");
+      if (c.every < 0)
+        bad("train.checkpoint.every must not be negative");
+    }
+    c.dir = getString(member(*ck, "dir", "train.checkpoint"),
+                      "train.checkpoint.dir");
+    if (const json *k = optional(*ck, "keep")) {
+      c.keep = getInt(*k, "train.checkpoint.keep");
+      if (c.keep < 0)
+        bad("train.checkpoint.keep must not be negative");
+    }
+    t.checkpoint = c;
+  }
+  return t;
+}
+
+void requireScalar(const Manifest &m, const char *name, Role role,
+                   std::initializer_list<DType> dtypes) {
+  const BufferDesc *b = m.find(name);
+  if (!b)
+    bad(fmt::format("there is no \"{}\" buffer", name));
+  if (b->role != role || !b->shape.empty() ||
+      std::find(dtypes.begin(), dtypes.end(), b->dtype) == dtypes.end())
+    bad(fmt::format("buffer \"{}\" must be a scalar of role {} (it is a {} "
+                    "{} of {} elements)",
+                    name, roleName(role), roleName(b->role),
+                    dtypeName(b->dtype), b->elements));
+}
+
+void validateLayout(const Manifest &m) {
+  if (m.arenaAlign < 64 || (m.arenaAlign & (m.arenaAlign - 1)) != 0)
+    bad(fmt::format("arena.align {} is not a power of two >= 64",
+                    m.arenaAlign));
+  std::vector<const BufferDesc *> sorted;
+  for (const BufferDesc &b : m.buffers) {
+    if (b.offset % m.arenaAlign != 0)
+      bad(fmt::format("buffer \"{}\" has offset {}, not a multiple of {}",
+                      b.name, b.offset, m.arenaAlign));
+    if (b.offset > m.arenaBytes || b.bytes > m.arenaBytes - b.offset)
+      bad(fmt::format("buffer \"{}\" ([{}, {})) lies outside the arena of {} "
+                      "bytes",
+                      b.name, b.offset, b.offset + b.bytes, m.arenaBytes));
+    if (m.find(b.name) != &b)
+      bad(fmt::format("buffer \"{}\" is declared twice", b.name));
+    if (b.bytes > 0)
+      sorted.push_back(&b);
+  }
+  // Named buffers never overlap (docs/abi.md), whatever their roles.
+  std::sort(sorted.begin(), sorted.end(),
+            [](auto *a, auto *b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i - 1]->offset + sorted[i - 1]->bytes > sorted[i]->offset)
+      bad(fmt::format("buffers \"{}\" and \"{}\" overlap", sorted[i - 1]->name,
+                      sorted[i]->name));
+
+  requireScalar(m, "step", Role::State, {DType::I64});
+  requireScalar(m, "out/loss", Role::Output, {DType::F32});
+  if (m.find("in/total_steps"))
+    requireScalar(m, "in/total_steps", Role::Input, {DType::I64});
+  for (const BufferDesc &b : m.buffers) {
+    bool isIn = b.name.rfind("in/", 0) == 0,
+         isOut = b.name.rfind("out/", 0) == 0;
+    if ((b.role == Role::Input) != isIn || (b.role == Role::Output) != isOut)
+      bad(fmt::format("buffer \"{}\" has role {}, but inputs are named in/... "
+                      "and outputs out/...",
+                      b.name, roleName(b.role)));
+    if (b.role == Role::Output &&
+        (!b.shape.empty() || b.dtype == DType::BF16 || b.dtype == DType::F16))
+      bad(fmt::format("output \"{}\" must be an f32, i32 or i64 scalar",
+                      b.name));
+    if (b.role == Role::Param && b.dtype != DType::F32)
+      bad(fmt::format("param \"{}\" is {}; parameters are f32 master copies",
+                      b.name, dtypeName(b.dtype)));
+  }
+}
+
+Manifest parse(std::string_view text) {
+  json j = json::parse(text.begin(), text.end());
+  Manifest m;
+  m.abi = int(getInt(member(j, "abi", "the manifest"), "abi"));
+  if (m.abi != kAbiVersion)
+    bad(fmt::format("ABI version {} is not the runtime's {}: rebuild the "
+                    "program with the dtc that matches this libdtrt",
+                    m.abi, kAbiVersion));
+  m.name = getString(member(j, "name", "the manifest"), "name");
+  if (const json *s = optional(j, "source"))
+    m.source = getString(*s, "source");
+  const json &arena = member(j, "arena", "the manifest");
+  m.arenaBytes =
+      size_t(getPositive(member(arena, "bytes", "arena"), "arena.bytes"));
+  if (const json *a = optional(arena, "align"))
+    m.arenaAlign = size_t(getPositive(*a, "arena.align"));
+
+  const json &buffers = member(j, "buffers", "the manifest");
+  if (!buffers.is_array())
+    bad("buffers must be an array");
+  for (size_t i = 0; i < buffers.size(); ++i)
+    m.buffers.push_back(parseBuffer(buffers[i], i));
+  validateLayout(m);
+
+  m.train = parseTrain(member(j, "train", "the manifest"));
+  const json &data = member(j, "data", "the manifest");
+  m.trainData = parseData(member(data, "train", "data"), "data.train");
+  if (const json *e = optional(data, "eval"))
+    m.evalData = parseData(*e, "data.eval");
+  return m;
+}
+
+} // namespace
+
+Expected<Manifest> parseManifest(std::string_view text) {
+  try {
+    return parse(text);
+  } catch (const std::exception &e) {
+    return Error(fmt::format("the program's manifest is invalid ({}); this is "
+                             "a bug in dtc or libdtrt, please report it",
+                             e.what()));
+  }
+}
+
+} // namespace dtrt

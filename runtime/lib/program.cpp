@@ -1,0 +1,379 @@
+//===- program.cpp - The body of an emitted program's main ----------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// runProgram reads top to bottom as the life of a run: manifest, options,
+// launch and device, data, arena (fresh or from a checkpoint), metrics, the
+// training loop. Each stage returns an error value; this is the one place
+// that prints errors and turns them into exit codes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/abi.h"
+
+#include "dtrt/arena.h"
+#include "dtrt/checkpoint.h"
+#include "dtrt/config.h"
+#include "dtrt/data/batch.h"
+#include "dtrt/data/source.h"
+#include "dtrt/eval.h"
+#include "dtrt/init.h"
+#include "dtrt/launch.h"
+#include "dtrt/loop.h"
+#include "dtrt/manifest.h"
+#include "dtrt/metrics.h"
+#include "dtrt/options.h"
+#include "dtrt/report.h"
+#include "dtrt/signals.h"
+
+#include <cblas.h>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace dtrt {
+
+namespace {
+
+/// The state of one run, built stage by stage.
+class Run {
+public:
+  Run(const Program &program, std::string name)
+      : program_(program), name_(std::move(name)) {}
+
+  int main(int argc, char **argv);
+
+private:
+  Expected<int> execute(int argc, char **argv);
+  Status openData();
+  Status restoreOrInitialise();
+  Status checkCheckpointDir();
+  void printBanner();
+
+  const Program &program_;
+  std::string name_;
+  Manifest manifest_;
+  RunConfig config_;
+  Launch launch_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<DataSource> train_, eval_;
+  std::optional<BatchStager> trainStager_, evalStager_;
+  std::optional<Arena> arena_;
+  std::optional<MetricsLog> metrics_;
+  int64_t stepsPerEpoch_ = 0, totalSteps_ = 0;
+  std::optional<TrainPosition> resumed_;
+  std::string resumedFrom_;
+};
+
+int Run::main(int argc, char **argv) {
+  Expected<int> code = Error("");
+  // Errors are values throughout the runtime; this catches what the standard
+  // library may still throw (bad_alloc, filesystem_error) so that a program
+  // never dies with an uncaught exception.
+  try {
+    code = execute(argc, argv);
+  } catch (const std::exception &e) {
+    code = Error(fmt::format("unexpected failure: {}", e.what()));
+  }
+  if (code)
+    return *code;
+  std::fflush(stdout);
+  fmt::print(stderr, "{}: error: {}\n", name_, code.error().message());
+  return code.error().exitCode();
+}
+
+Expected<int> Run::execute(int argc, char **argv) {
+  Expected<Options> options = parseOptions(argc, argv);
+  // --print-manifest works even when the manifest is invalid: it is how one
+  // looks at what dtc emitted.
+  if (options && options->printManifest) {
+    auto j = nlohmann::json::parse(program_.manifest, nullptr, false);
+    fmt::print("{}\n", j.is_discarded() ? program_.manifest : j.dump(2));
+    return int(kExitOk);
+  }
+  Expected<Manifest> manifest = parseManifest(program_.manifest);
+  if (!manifest)
+    return manifest.error();
+  manifest_ = std::move(*manifest);
+  if (!options) {
+    fmt::print(stderr, "{}: error: {}\n\n{}", name_, options.error().message(),
+               usageText(name_, manifest_));
+    return int(kExitUsage);
+  }
+  if (options->help) {
+    fmt::print("{}", usageText(name_, manifest_));
+    return int(kExitOk);
+  }
+  if (options->version) {
+    fmt::print("{}: dt program '{}' (ABI {}), runtime libdtrt {}\n", name_,
+               manifest_.name, manifest_.abi, kRuntimeVersion);
+    return int(kExitOk);
+  }
+  Expected<RunConfig> config = resolveConfig(manifest_, *options);
+  if (!config)
+    return config.error();
+  config_ = *config;
+
+  Expected<Launch> launch = detectLaunch();
+  if (!launch)
+    return launch.error();
+  launch_ = *launch;
+  if (Status s = checkLaunchSupported(launch_); !s)
+    return s.error();
+  Expected<std::unique_ptr<Device>> device =
+      openDevice(config_.backend, launch_);
+  if (!device)
+    return device.error();
+  device_ = std::move(*device);
+  openblas_set_num_threads(config_.threads);
+  installStopHandlers();
+
+  if (Status s = openData(); !s)
+    return s.error();
+  Expected<Arena> arena = Arena::create(*device_, manifest_);
+  if (!arena)
+    return arena.error();
+  arena_.emplace(std::move(*arena));
+  if (Status s = restoreOrInitialise(); !s)
+    return s.error();
+  if (Status s = checkCheckpointDir(); !s)
+    return s.error();
+  if (!config_.logDir.empty() && launch_.isLeader()) {
+    std::optional<int64_t> resumeStep;
+    if (resumed_)
+      resumeStep = resumed_->step;
+    Expected<MetricsLog> metrics = MetricsLog::open(config_.logDir, resumeStep);
+    if (!metrics)
+      return metrics.error();
+    metrics_.emplace(std::move(*metrics));
+  }
+  printBanner();
+
+  if (resumed_ && resumed_->step >= totalSteps_) {
+    fmt::print("nothing to do: the checkpoint is at step {}, and the run has "
+               "{} steps\n",
+               resumed_->step, totalSteps_);
+    return int(kExitOk);
+  }
+
+  TrainSetup setup;
+  setup.program = &program_;
+  setup.config = &config_;
+  setup.arena = &*arena_;
+  setup.trainSource = train_.get();
+  setup.trainStager = &*trainStager_;
+  setup.evalSource = eval_.get();
+  setup.evalStager = evalStager_ ? &*evalStager_ : nullptr;
+  setup.metrics = metrics_ ? &*metrics_ : nullptr;
+  setup.stepsPerEpoch = stepsPerEpoch_;
+  setup.totalSteps = totalSteps_;
+  if (resumed_) {
+    setup.elapsedBefore = resumed_->elapsedSeconds;
+    setup.resumedStep = resumed_->step;
+  }
+  return runTraining(setup);
+}
+
+Status Run::openData() {
+  const TrainSpec &t = manifest_.train;
+  Expected<std::unique_ptr<DataSource>> train =
+      openDataSource(config_.trainData, "train");
+  if (!train)
+    return train.error();
+  train_ = std::move(*train);
+  Expected<BatchStager> stager =
+      BatchStager::create(*train_, manifest_, "train", t.microBatch);
+  if (!stager)
+    return stager.error();
+  trainStager_.emplace(std::move(*stager));
+
+  stepsPerEpoch_ = train_->size() / t.batch;
+  if (stepsPerEpoch_ == 0)
+    return Error(fmt::format("the train source ({}) has {} samples, fewer "
+                             "than one batch of {}",
+                             train_->describe(), train_->size(), t.batch));
+  totalSteps_ =
+      config_.steps ? *config_.steps : *config_.epochs * stepsPerEpoch_;
+
+  if (config_.evalData && !program_.evalStep) {
+    fmt::print(stderr,
+               "{}: warning: the program has an eval source but no "
+               "dt_eval_step; evaluation is skipped\n",
+               name_);
+    return Status::ok();
+  }
+  if (!config_.evalData || !program_.evalStep)
+    return Status::ok();
+  if (Status s = checkEvalOutputs(manifest_); !s)
+    return s;
+  Expected<std::unique_ptr<DataSource>> eval =
+      openDataSource(*config_.evalData, "eval");
+  if (!eval)
+    return eval.error();
+  eval_ = std::move(*eval);
+  Expected<BatchStager> evalStager =
+      BatchStager::create(*eval_, manifest_, "eval", 0);
+  if (!evalStager)
+    return evalStager.error();
+  evalStager_.emplace(std::move(*evalStager));
+  return Status::ok();
+}
+
+Status Run::restoreOrInitialise() {
+  std::string dir;
+  if (config_.resume == ResumeMode::Auto) {
+    Expected<std::vector<CheckpointRef>> found =
+        listCheckpoints(config_.checkpointDir);
+    if (!found)
+      return found.error();
+    if (found->empty())
+      fmt::print("--resume auto: no checkpoint in {}; starting a fresh run\n",
+                 config_.checkpointDir);
+    else
+      dir = found->back().path;
+  } else if (config_.resume == ResumeMode::Path) {
+    dir = config_.resumePath;
+  }
+  if (dir.empty()) {
+    initParams(*arena_, config_.seed);
+    return Status::ok();
+  }
+
+  Expected<TrainPosition> pos = loadCheckpoint(dir, *arena_);
+  if (!pos)
+    return pos.error();
+  if (config_.seedGiven && config_.seed != pos->seed)
+    return Error(fmt::format("--seed {} differs from the seed {} of the run "
+                             "in '{}'; drop --seed to resume it, or start a "
+                             "fresh run",
+                             config_.seed, pos->seed, dir),
+                 kExitUsage);
+  // The seed decides the data order: the resumed run keeps the original.
+  config_.seed = pos->seed;
+  if (pos->trainSamples != train_->size())
+    fmt::print(stderr,
+               "{}: warning: the checkpoint was taken with {} train samples, "
+               "the train source now has {}: the data order differs from the "
+               "original run's\n",
+               name_, pos->trainSamples, train_->size());
+  resumed_ = *pos;
+  resumedFrom_ = dir;
+  return Status::ok();
+}
+
+Status Run::checkCheckpointDir() {
+  if (config_.checkpointDir.empty() || !launch_.isLeader())
+    return Status::ok();
+  if (Status s = removeCheckpointLeftovers(config_.checkpointDir); !s)
+    return s;
+  Expected<std::vector<CheckpointRef>> found =
+      listCheckpoints(config_.checkpointDir);
+  if (!found)
+    return found.error();
+  int64_t start = resumed_ ? resumed_->step : 0;
+  // A step_* directory without a readable manifest was not written by a
+  // checkpoint (those appear whole, by rename): someone else's data, or a
+  // damaged checkpoint. Never write over it.
+  Expected<std::vector<CheckpointRef>> incomplete =
+      listIncompleteCheckpoints(config_.checkpointDir);
+  if (!incomplete)
+    return incomplete.error();
+  for (const CheckpointRef &c : *incomplete)
+    if (c.step > start)
+      return Error(fmt::format("'{}' in the checkpoint directory is not a "
+                               "complete checkpoint (its manifest.json is "
+                               "missing or unreadable), and this run may "
+                               "write a checkpoint of that name; move or "
+                               "delete it",
+                               c.path),
+                   kExitUsage);
+  if (found->empty() || found->back().step <= start)
+    return Status::ok();
+  // This run would write checkpoints at steps that already exist: refuse now
+  // rather than fail (or mix two runs) later.
+  if (!resumed_)
+    return Error(fmt::format("the checkpoint directory '{}' already holds "
+                             "checkpoints of an earlier run (the newest: {}); "
+                             "continue that run with --resume auto, or choose "
+                             "another --checkpoint-dir, or delete them",
+                             config_.checkpointDir, found->back().path),
+                 kExitUsage);
+  return Error(fmt::format("the checkpoint directory '{}' holds checkpoints "
+                           "newer than step {} (the newest: {}), which this "
+                           "run would overwrite; delete them or choose "
+                           "another --checkpoint-dir",
+                           config_.checkpointDir, start, found->back().path),
+               kExitUsage);
+}
+
+void Run::printBanner() {
+  int64_t params = 0;
+  size_t paramBytes = 0;
+  for (const BufferDesc &b : manifest_.buffers)
+    if (b.role == Role::Param) {
+      params += b.elements;
+      paramBytes += b.bytes;
+    }
+  const TrainSpec &t = manifest_.train;
+  auto every = [](int64_t n) {
+    return n == 1 ? std::string("every step")
+                  : fmt::format("every {} steps", n);
+  };
+  fmt::print("{}: {} parameters ({}), arena {}; {}, {} thread{}, {}\n",
+             manifest_.name, params, formatBytes(double(paramBytes)),
+             formatBytes(double(manifest_.arenaBytes)), device_->describe(),
+             config_.threads, config_.threads == 1 ? "" : "s",
+             launch_.describe());
+  std::string length =
+      config_.epochs ? fmt::format("{} epochs", *config_.epochs)
+                     : fmt::format("{:.2f} epochs", double(totalSteps_) /
+                                                        double(stepsPerEpoch_));
+  fmt::print("  train: {}\n", train_->describe());
+  fmt::print("  {} steps ({}, {} steps each) of {} samples{}\n", totalSteps_,
+             length, stepsPerEpoch_, t.batch,
+             t.accumulation > 1
+                 ? fmt::format(" ({} x {})", t.accumulation, t.microBatch)
+                 : "");
+  if (eval_)
+    fmt::print("  eval: {}; {}\n", eval_->describe(),
+               config_.evalEvery > 0
+                   ? fmt::format("{} and at the end", every(config_.evalEvery))
+                   : "at the end");
+  fmt::print("  metrics: {}; progress {}\n",
+             metrics_ ? metrics_->path() : "none (no --log-dir)",
+             every(config_.logEvery));
+  if (config_.checkpointDir.empty())
+    fmt::print("  checkpoints: none (no --checkpoint-dir)\n");
+  else
+    fmt::print("  checkpoints: {}, {}{}\n", config_.checkpointDir,
+               config_.checkpointEvery > 0
+                   ? fmt::format("{}, at the end and on stop",
+                                 every(config_.checkpointEvery))
+                   : "at the end and on stop",
+               config_.checkpointKeep > 0
+                   ? fmt::format(", keeping {}", config_.checkpointKeep)
+                   : "");
+  if (resumed_)
+    fmt::print("  resumed from {} at step {} (epoch {}, step {} of it), seed "
+               "{}\n",
+               resumedFrom_, resumed_->step, resumed_->epoch,
+               resumed_->epochStep, config_.seed);
+  else
+    fmt::print("  fresh start, seed {}\n", config_.seed);
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int runProgram(int argc, char **argv, const Program &program) {
+  std::string name = argc > 0 && argv[0]
+                         ? std::filesystem::path(argv[0]).filename().string()
+                         : "train";
+  return Run(program, name).main(argc, argv);
+}
+
+} // namespace dtrt

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""Helpers for the runtime's end-to-end lit tests (test/e2e/runtime).
+
+    dtrt_test.py make-idx DIR [--train N] [--eval N] [--raw]
+        8x8 IDX image/label files (4 learnable classes), gzip unless --raw:
+        DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+    dtrt_test.py make-tokens DIR
+        llm.c token shards of a small repetitive text:
+        DIR/train_00.bin, DIR/train_01.bin, DIR/val.bin
+    dtrt_test.py compare-metrics A B
+        the two metrics.jsonl files hold the same records (step, loss, lr,
+        grad_norm, eval_loss, ...: every field but timings), exactly
+    dtrt_test.py min-accuracy FILE X
+        the last eval record of FILE has eval_accuracy >= X
+    dtrt_test.py expect-exit CODE -- CMD...
+        runs CMD (output passed through); succeeds iff it exits with CODE
+        (KILL/TERM/INT: killed by that signal)
+    dtrt_test.py signal-after STEP SIGNAL -- CMD...
+        runs CMD, sends SIGNAL once it has printed a progress line for a step
+        >= STEP, and exits with CMD's exit status
+    dtrt_test.py check-checkpoint DIR
+        DIR is a complete checkpoint: manifest.json parses, tensors.bin has
+        the recorded size and every CRC32 matches
+    dtrt_test.py flip-byte FILE OFFSET
+        inverts one byte of FILE
+    dtrt_test.py edit-json FILE PATH VALUE
+        sets a value in a JSON file (PATH: dot-separated keys and indices)
+"""
+import gzip
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import zlib
+
+TIMING = {"samples_per_s", "tokens_per_s", "elapsed_s"}
+
+
+def make_idx(args):
+    out, n_train, n_eval, raw = args[0], 512, 100, "--raw" in args
+    if "--train" in args:
+        n_train = int(args[args.index("--train") + 1])
+    if "--eval" in args:
+        n_eval = int(args[args.index("--eval") + 1])
+    os.makedirs(out, exist_ok=True)
+    state = [12345]
+
+    def rand():  # a tiny LCG: reproducible without numpy
+        state[0] = (state[0] * 1103515245 + 12345) % (1 << 31)
+        return state[0] / (1 << 31)
+
+    def write(name, payload):
+        path = os.path.join(out, name + ("" if raw else ".gz"))
+        opener = open if raw else gzip.open
+        with opener(path, "wb") as f:
+            f.write(payload)
+
+    for prefix, n in (("train", n_train), ("t10k", n_eval)):
+        labels = bytes(i % 4 for i in range(n))
+        images = bytearray()
+        for c in labels:
+            # Class c lights up quadrant c; noise everywhere.
+            for r in range(8):
+                for col in range(8):
+                    q = (r >= 4) * 2 + (col >= 4)
+                    v = (150 if q == c else 40) + int(rand() * 100)
+                    images.append(min(v, 255))
+        write(f"{prefix}-images-idx3-ubyte", struct.pack(">IIII", 0x803, n, 8, 8) + images)
+        write(f"{prefix}-labels-idx1-ubyte", struct.pack(">II", 0x801, n) + labels)
+
+
+def write_shard(path, tokens):
+    header = [20240520, 1, len(tokens)] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%dH" % len(tokens), *tokens))
+
+
+def make_tokens(args):
+    out = args[0]
+    os.makedirs(out, exist_ok=True)
+    text = ("the quick brown fox jumps over the lazy dog. " * 60).encode()
+    half = len(text) // 2
+    write_shard(os.path.join(out, "train_00.bin"), list(text[:half]))
+    write_shard(os.path.join(out, "train_01.bin"), list(text[half:]))
+    write_shard(os.path.join(out, "val.bin"), list(text[:700]))
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def compare_metrics(args):
+    a, b = records(args[0]), records(args[1])
+    strip = lambda rs: [{k: v for k, v in r.items() if k not in TIMING} for r in rs]
+    sa, sb = strip(a), strip(b)
+    if not sa:
+        sys.exit(f"{args[0]} holds no records")
+    for rs, path in ((a, args[0]), (b, args[1])):
+        train = [r["step"] for r in rs if "loss" in r]
+        if train != sorted(set(train)):
+            sys.exit(f"{path}: training records are not one increasing run: {train}")
+    if sa != sb:
+        for i, (x, y) in enumerate(zip(sa, sb)):
+            if x != y:
+                sys.exit(f"record {i} differs:\n  {x}\n  {y}")
+        sys.exit(f"{len(sa)} records against {len(sb)}")
+    print(f"{len(sa)} records identical")
+
+
+def min_accuracy(args):
+    evals = [r for r in records(args[0]) if "eval_accuracy" in r]
+    if not evals:
+        sys.exit("no eval record")
+    acc = evals[-1]["eval_accuracy"]
+    if acc < float(args[1]):
+        sys.exit(f"eval accuracy {acc} < {args[1]}")
+    print(f"eval accuracy {acc}")
+
+
+def status_of(returncode):
+    return {-9: "KILL", -15: "TERM", -2: "INT"}.get(returncode, str(returncode))
+
+
+def expect_exit(args):
+    code, cmd = args[0], args[args.index("--") + 1:]
+    p = subprocess.run(cmd)
+    if status_of(p.returncode) != code:
+        sys.exit(f"expected exit {code}, got {status_of(p.returncode)}")
+
+
+def signal_after(args):
+    step, sig, cmd = int(args[0]), getattr(signal, "SIG" + args[1]), args[args.index("--") + 1:]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    sent = False
+    for line in p.stdout:
+        sys.stdout.write(line)
+        m = re.match(r"step\s+(\d+)/", line)
+        if m and int(m.group(1)) >= step and not sent:
+            p.send_signal(sig)
+            sent = True
+    p.wait()
+    sys.stdout.flush()
+    if not sent:
+        sys.exit("the program ended before the signal was sent")
+    sys.exit(p.returncode if p.returncode >= 0 else 128 - p.returncode)
+
+
+def check_checkpoint(args):
+    d = args[0]
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    with open(os.path.join(d, "tensors.bin"), "rb") as f:
+        data = f.read()
+    if len(data) != m["tensors_bytes"]:
+        sys.exit(f"tensors.bin holds {len(data)} bytes, manifest says {m['tensors_bytes']}")
+    for t in m["tensors"]:
+        chunk = data[t["offset"]:t["offset"] + t["bytes"]]
+        if zlib.crc32(chunk) != t["crc32"]:
+            sys.exit(f"tensor {t['name']}: CRC mismatch")
+    print(f"checkpoint at step {m['step']} of {m['program']}: {len(m['tensors'])} tensors, CRCs match")
+
+
+def flip_byte(args):
+    path, offset = args[0], int(args[1])
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def edit_json(args):
+    path, keys, value = args[0], args[1].split("."), json.loads(args[2])
+    with open(path) as f:
+        doc = json.load(f)
+    node = doc
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    last = keys[-1]
+    node[int(last) if isinstance(node, list) else last] = value
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+COMMANDS = {
+    "make-idx": make_idx,
+    "make-tokens": make_tokens,
+    "compare-metrics": compare_metrics,
+    "min-accuracy": min_accuracy,
+    "expect-exit": expect_exit,
+    "signal-after": signal_after,
+    "check-checkpoint": check_checkpoint,
+    "flip-byte": flip_byte,
+    "edit-json": edit_json,
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2:])
