@@ -1,0 +1,825 @@
+//===- Builtins.cpp - The builtin tensor ops and scalar functions ---------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// One function per builtin of LANGUAGE.md: bind the arguments, check dtypes and
+// shapes (symbolically when generic), compute the result type and, when
+// tracing, emit the primitive op with attributes resolved (a transpose's
+// permutation, reshape's -1, a split's parts). The math functions also work on
+// numbers, for expressions such as `1 / sqrt(in)` in initialisers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Eval.h"
+#include "TensorOps.h"
+
+#include "llvm/ADT/Sequence.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+using namespace dt;
+using namespace dt::sema;
+using llvm::failure;
+
+namespace {
+/// The evaluated arguments of one builtin call.
+class BuiltinCall {
+public:
+  BuiltinCall(SemaContext &ctx, TensorOps &ops, llvm::StringRef name,
+              const ast::CallExpr &call)
+      : ctx(ctx), ops(ops), name(name), call(call) {}
+
+  /// Binds and evaluates the arguments; false after an error.
+  LogicalResult bind(Evaluator &ev, Frame &frame,
+                     llvm::ArrayRef<ParamSpec> specs) {
+    FailureOr<std::vector<const ast::Field *>> bound =
+        bindCallArgs(ctx, call.getArgs(), specs, name, call.getLoc());
+    if (failed(bound))
+      return failure();
+    fields = *bound;
+    for (const ast::Field *field : fields) {
+      if (!field) {
+        values.emplace_back();
+        continue;
+      }
+      FailureOr<EvalValue> v = ev.eval(*field->value, frame);
+      if (failed(v))
+        return failure();
+      values.push_back(std::move(*v));
+    }
+    return llvm::success();
+  }
+
+  bool given(size_t i) const { return fields[i] != nullptr; }
+  const EvalValue &value(size_t i) const { return *values[i]; }
+  llvm::SMLoc loc(size_t i) const {
+    return fields[i] ? fields[i]->value->getLoc() : call.getLoc();
+  }
+  bool anyUnknown() const {
+    return llvm::any_of(values, [](const std::optional<EvalValue> &v) {
+      return v && v->isUnknown();
+    });
+  }
+
+  /// Requires argument `i` to be a tensor (floating-point when `isFloat`).
+  LogicalResult tensor(size_t i, llvm::StringRef what, bool needFloat) {
+    const EvalValue &v = value(i);
+    if (!v.isTensor()) {
+      ctx.error(loc(i), "'" + name + "' needs a tensor for '" + what +
+                            "', not " + describe(v, ctx.syms));
+      return failure();
+    }
+    if (needFloat)
+      return ops.requireFloat(v, "'" + name.str() + "'", loc(i));
+    return llvm::success();
+  }
+
+  /// A constant (or symbolic) integer argument.
+  FailureOr<SymExpr> integer(size_t i, llvm::StringRef what) {
+    const EvalValue &v = value(i);
+    if (v.kind != EvalValue::Kind::Int) {
+      ctx.error(loc(i), "'" + name + "' needs an integer for '" + what +
+                            "', not " + describe(v, ctx.syms));
+      return failure();
+    }
+    return ctx.syms.resolve(v.intValue);
+  }
+
+  /// An axis argument normalised against `shape`; nullopt when the rank is
+  /// not known (generic checks).
+  FailureOr<std::optional<int64_t>> axis(size_t i, const Shape &shape,
+                                         int64_t defaultAxis) {
+    int64_t a = defaultAxis;
+    if (given(i)) {
+      FailureOr<SymExpr> v = integer(i, "axis");
+      if (failed(v))
+        return failure();
+      std::optional<int64_t> c = v->getConstant();
+      if (!c) {
+        ctx.error(loc(i), "'" + name + "' needs a constant axis");
+        return failure();
+      }
+      a = *c;
+    }
+    if (shape.unknownRank)
+      return std::optional<int64_t>();
+    if (shape.ellipsis >= 0) {
+      // Negative axes index the known trailing dims.
+      int64_t known = shape.dims.size();
+      if (a < 0 && a >= -known)
+        return std::optional<int64_t>(a);
+      return std::optional<int64_t>();
+    }
+    FailureOr<int64_t> n = normalizeAxis(ctx, a, shape.dims.size(), loc(i),
+                                         "'" + name.str() + "'");
+    if (failed(n))
+      return failure();
+    return std::optional<int64_t>(*n);
+  }
+
+  /// A number argument (int or float), nullopt when unknown.
+  FailureOr<std::optional<double>> number(size_t i, llvm::StringRef what) {
+    const EvalValue &v = value(i);
+    if (v.kind == EvalValue::Kind::Float)
+      return v.floatValue;
+    if (v.kind == EvalValue::Kind::Int) {
+      std::optional<int64_t> c = v.intValue.getConstant();
+      return c ? std::optional<double>(static_cast<double>(*c)) : std::nullopt;
+    }
+    if (v.isUnknown())
+      return std::optional<double>();
+    ctx.error(loc(i), "'" + name + "' needs a number for '" + what + "', not " +
+                          describe(v, ctx.syms));
+    return failure();
+  }
+
+  SemaContext &ctx;
+  TensorOps &ops;
+  llvm::StringRef name;
+  const ast::CallExpr &call;
+  std::vector<const ast::Field *> fields;
+  std::vector<std::optional<EvalValue>> values;
+};
+
+/// An axis stored for a shape that may carry an ellipsis: `dims` index.
+size_t dimIndex(const Shape &shape, int64_t axis) {
+  return axis < 0 ? shape.dims.size() + axis : axis;
+}
+
+/// The product of all dims, or nullopt on overflow.
+std::optional<SymExpr> numElements(const Shape &shape) {
+  SymExpr product(1);
+  for (const SymExpr &dim : shape.dims) {
+    std::optional<SymExpr> next = product.mul(dim);
+    if (!next)
+      return std::nullopt;
+    product = *next;
+  }
+  return product;
+}
+
+PrimOp unaryOp(llvm::StringRef name) {
+  return llvm::StringSwitch<PrimOp>(name)
+      .Case("relu", PrimOp::Relu)
+      .Case("gelu", PrimOp::Gelu)
+      .Case("tanh", PrimOp::Tanh)
+      .Case("sigmoid", PrimOp::Sigmoid)
+      .Case("exp", PrimOp::Exp)
+      .Case("log", PrimOp::Log)
+      .Default(PrimOp::Sqrt);
+}
+
+/// The scalar value of a math function, or an error message.
+std::optional<double> scalarMath(llvm::StringRef name, double x,
+                                 std::string &error) {
+  if (name == "sqrt" && x < 0) {
+    error = "sqrt of the negative number " + std::to_string(x);
+    return std::nullopt;
+  }
+  if (name == "log" && x <= 0) {
+    error = "log of the non-positive number " + std::to_string(x);
+    return std::nullopt;
+  }
+  double r = llvm::StringSwitch<double>(name)
+                 .Case("relu", x > 0 ? x : 0)
+                 .Case("gelu", 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))))
+                 .Case("tanh", std::tanh(x))
+                 .Case("sigmoid", 1 / (1 + std::exp(-x)))
+                 .Case("exp", std::exp(x))
+                 .Case("log", std::log(x))
+                 .Default(std::sqrt(x));
+  if (!std::isfinite(r)) {
+    error = name.str() + " of " + std::to_string(x) + " is not finite";
+    return std::nullopt;
+  }
+  return r;
+}
+} // namespace
+
+FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
+                                            const ast::CallExpr &call,
+                                            Frame &frame) {
+  TensorOps ops(*this, frame.scope);
+  BuiltinCall c(ctx, ops, name, call);
+  llvm::SMLoc loc = call.getLoc();
+  auto unknownResult = [&]() -> FailureOr<EvalValue> {
+    return EvalValue::unknown();
+  };
+
+  // --- elementwise activations and math --------------------------------
+  if (llvm::is_contained(
+          {"relu", "gelu", "tanh", "sigmoid", "exp", "log", "sqrt"}, name)) {
+    if (failed(c.bind(*this, frame, {{"x"}})))
+      return failure();
+    const EvalValue &x = c.value(0);
+    if (x.isUnknown())
+      return unknownResult();
+    if (x.isNumber()) {
+      FailureOr<std::optional<double>> v = c.number(0, "x");
+      if (failed(v))
+        return failure();
+      if (!*v)
+        return EvalValue::getFloat(std::nullopt);
+      std::string error;
+      std::optional<double> r = scalarMath(name, **v, error);
+      if (!r) {
+        ctx.error(loc, error);
+        return failure();
+      }
+      return EvalValue::getFloat(*r);
+    }
+    if (failed(c.tensor(0, "x", true)))
+      return failure();
+    return ops.emit1(unaryOp(name), {x}, {}, x.dtype, x.shape, loc);
+  }
+
+  if (name == "softmax") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"axis", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    FailureOr<std::optional<int64_t>> axis = c.axis(1, x.shape, -1);
+    if (failed(axis))
+      return failure();
+    PrimAttrs attrs;
+    attrs.axis = axis->value_or(0);
+    return ops.emit1(PrimOp::Softmax, {x}, attrs, x.dtype, x.shape, loc);
+  }
+
+  if (name == "layer_norm") {
+    if (failed(c.bind(*this, frame,
+                      {{"x"}, {"weight"}, {"bias", false}, {"eps", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)) || failed(c.tensor(1, "weight", true)))
+      return failure();
+    const EvalValue &x = c.value(0), &weight = c.value(1);
+    bool hasBias = c.given(2) && c.value(2).kind != EvalValue::Kind::Absent;
+    if (hasBias && failed(c.tensor(2, "bias", true)))
+      return failure();
+    if (x.shape.dims.empty() && x.shape.ellipsis < 0 && !x.shape.unknownRank) {
+      ctx.error(c.loc(0), "'layer_norm' needs a tensor of rank 1 or more");
+      return failure();
+    }
+    for (size_t i : {size_t(1), size_t(2)}) {
+      if (i == 2 && !hasBias)
+        continue;
+      const EvalValue &p = c.value(i);
+      if (x.shape.unknownRank || p.shape.unknownRank || x.shape.dims.empty())
+        continue;
+      if (!p.shape.hasRank() || p.shape.dims.size() != 1 ||
+          ctx.syms.compare(p.shape.dims[0], x.shape.dims.back()) ==
+              SymCmp::Unequal) {
+        ctx.error(c.loc(i), "'layer_norm' normalises the last dimension of " +
+                                str(x.dtype, x.shape, ctx.syms) + ", so '" +
+                                (i == 1 ? "weight" : "bias") + "' must be [" +
+                                ctx.syms.str(x.shape.dims.back()) + "], not " +
+                                str(p.shape, ctx.syms));
+        return failure();
+      }
+    }
+    PrimAttrs attrs;
+    attrs.eps = 1e-5;
+    if (c.given(3)) {
+      FailureOr<std::optional<double>> eps = c.number(3, "eps");
+      if (failed(eps))
+        return failure();
+      if (*eps && **eps <= 0) {
+        ctx.error(c.loc(3), "'layer_norm' needs a positive eps");
+        return failure();
+      }
+      attrs.eps = eps->value_or(1e-5);
+    }
+    llvm::SmallVector<EvalValue, 3> operands = {x, weight};
+    if (hasBias)
+      operands.push_back(c.value(2));
+    return ops.emit1(PrimOp::LayerNorm, operands, attrs, x.dtype, x.shape, loc);
+  }
+
+  if (name == "embedding") {
+    if (failed(c.bind(*this, frame, {{"table"}, {"ids"}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "table", true)) || failed(c.tensor(1, "ids", false)))
+      return failure();
+    const EvalValue &table = c.value(0), &ids = c.value(1);
+    if (isFloat(ids.dtype)) {
+      ctx.error(c.loc(1), "'embedding' needs integer ids (i32 or i64), not " +
+                              str(ids.dtype, ids.shape, ctx.syms));
+      return failure();
+    }
+    if (!table.shape.hasRank() || table.shape.dims.size() != 2) {
+      ctx.error(c.loc(0), "'embedding' needs a table of rank 2 [count, width], "
+                          "not " +
+                              str(table.dtype, table.shape, ctx.syms));
+      return failure();
+    }
+    if (ids.upperBound) {
+      // iota(n) ids reach n - 1: provably past the table when n > rows.
+      std::optional<SymExpr> excess =
+          ctx.syms.resolve(*ids.upperBound)
+              .sub(ctx.syms.resolve(table.shape.dims[0]));
+      std::optional<int64_t> c = excess ? excess->getConstant() : std::nullopt;
+      if (excess && ((c && *c > 0) || (!c && excess->sign() > 0))) {
+        SymExpr bound = ctx.syms.resolve(*ids.upperBound);
+        std::optional<int64_t> top = bound.getConstant();
+        ctx.error(loc, "'embedding' looks up ids " +
+                           (top ? "0 to " + std::to_string(*top - 1)
+                                : "below " + ctx.syms.str(bound)) +
+                           ", but the table has only " +
+                           ctx.syms.str(ctx.syms.resolve(table.shape.dims[0])) +
+                           " rows");
+        return failure();
+      }
+    }
+    Shape result = ids.shape;
+    if (!result.unknownRank)
+      result.dims.push_back(table.shape.dims[1]);
+    return ops.emit1(PrimOp::Embedding, {table, ids}, {}, table.dtype, result,
+                     loc);
+  }
+
+  if (name == "transpose") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"perm", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", false)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    if (x.shape.unknownRank)
+      return EvalValue::getTensor(x.dtype, x.shape);
+    PrimAttrs attrs;
+    Shape result = x.shape;
+    if (!c.given(1)) {
+      if (x.shape.dims.size() < 2) {
+        if (x.shape.ellipsis >= 0)
+          return EvalValue::getTensor(x.dtype, Shape::unknown());
+        ctx.error(c.loc(0), "'transpose' swaps the last two dimensions and "
+                            "needs a tensor of rank 2 or more, not " +
+                                str(x.dtype, x.shape, ctx.syms));
+        return failure();
+      }
+      size_t n = result.dims.size();
+      std::swap(result.dims[n - 1], result.dims[n - 2]);
+      for (size_t i = 0; i < n; ++i)
+        attrs.perm.push_back(i);
+      std::swap(attrs.perm[n - 1], attrs.perm[n - 2]);
+    } else {
+      const EvalValue &perm = c.value(1);
+      if (perm.kind != EvalValue::Kind::List &&
+          perm.kind != EvalValue::Kind::Tuple) {
+        ctx.error(c.loc(1), "'transpose' needs 'perm' as a list of axes, such "
+                            "as [0, 2, 1, 3]");
+        return failure();
+      }
+      if (!x.shape.hasRank()) {
+        ctx.error(c.loc(1), "'transpose' with 'perm' needs a tensor of known "
+                            "rank, not " +
+                                str(x.dtype, x.shape, ctx.syms));
+        return failure();
+      }
+      size_t n = x.shape.dims.size();
+      if (perm.items.size() != n) {
+        ctx.error(c.loc(1), "'perm' has " + std::to_string(perm.items.size()) +
+                                " axes but the tensor " +
+                                str(x.dtype, x.shape, ctx.syms) + " has rank " +
+                                std::to_string(n));
+        return failure();
+      }
+      std::vector<bool> seen(n, false);
+      result.dims.clear();
+      for (const EvalValue &item : perm.items) {
+        std::optional<int64_t> axis = item.kind == EvalValue::Kind::Int
+                                          ? item.intValue.getConstant()
+                                          : std::nullopt;
+        if (!axis) {
+          ctx.error(c.loc(1), "'perm' must list constant integer axes");
+          return failure();
+        }
+        FailureOr<int64_t> a = normalizeAxis(ctx, *axis, n, c.loc(1), "'perm'");
+        if (failed(a))
+          return failure();
+        if (seen[*a]) {
+          ctx.error(c.loc(1), "'perm' names axis " + std::to_string(*a) +
+                                  " twice; it must be a permutation");
+          return failure();
+        }
+        seen[*a] = true;
+        attrs.perm.push_back(*a);
+        result.dims.push_back(x.shape.dims[*a]);
+      }
+    }
+    return ops.emit1(PrimOp::Transpose, {x}, attrs, x.dtype, result, loc);
+  }
+
+  if (name == "reshape") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"shape"}})))
+      return failure();
+    if (c.value(0).isUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", false)))
+      return failure();
+    const EvalValue &x = c.value(0), &target = c.value(1);
+    if (target.kind != EvalValue::Kind::List &&
+        target.kind != EvalValue::Kind::Tuple) {
+      ctx.error(c.loc(1), "'reshape' needs the new shape as a list, such as "
+                          "[B, T, heads, width / heads]");
+      return failure();
+    }
+    Shape result;
+    std::optional<size_t> inferred;
+    const auto *written =
+        llvm::dyn_cast<ast::ListExpr>(c.fields[1]->value.get());
+    for (size_t i = 0; i < target.items.size(); ++i) {
+      const EvalValue &item = target.items[i];
+      std::string text =
+          written && i < written->getItems().size()
+              ? " (" + ast::toSource(*written->getItems()[i]) + ")"
+              : "";
+      if (item.isUnknown()) {
+        result.dims.push_back(ctx.syms.symbol("?"));
+        continue;
+      }
+      if (item.kind == EvalValue::Kind::Float && item.floatValue) {
+        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
+                                " of the new shape" + text + " is " +
+                                std::to_string(*item.floatValue) +
+                                ", not an integer");
+        return failure();
+      }
+      if (item.kind != EvalValue::Kind::Int) {
+        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
+                                " of the new shape" + text + " is " +
+                                describe(item, ctx.syms) + ", not an integer");
+        return failure();
+      }
+      SymExpr dim = ctx.syms.resolve(item.intValue);
+      std::optional<int64_t> k = dim.getConstant();
+      if (k && *k == -1) {
+        if (inferred) {
+          ctx.error(c.loc(1), "'reshape' allows one -1 dimension, not two");
+          return failure();
+        }
+        inferred = i;
+        result.dims.push_back(SymExpr(1));
+        continue;
+      }
+      if (k && *k <= 0) {
+        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
+                                " of the new shape" + text + " is " +
+                                std::to_string(*k) +
+                                "; dimensions must be positive");
+        return failure();
+      }
+      result.dims.push_back(dim);
+    }
+    if (!x.shape.hasRank()) {
+      if (inferred)
+        result.dims[*inferred] = ctx.syms.symbol("?");
+      return EvalValue::getTensor(x.dtype, result);
+    }
+    std::optional<SymExpr> total = numElements(x.shape);
+    std::optional<SymExpr> known = numElements(result);
+    if (!total || !known) {
+      ctx.error(loc, "integer overflow in the element count of 'reshape'");
+      return failure();
+    }
+    auto mismatch = [&](const std::string &why) {
+      std::string target = "[";
+      for (size_t i = 0; i < result.dims.size(); ++i)
+        target +=
+            (i ? ", " : "") +
+            (inferred == i ? std::string("-1") : ctx.syms.str(result.dims[i]));
+      ctx.error(loc, "cannot reshape " + str(x.dtype, x.shape, ctx.syms) +
+                         " (" + ctx.syms.str(*total) + " elements) to " +
+                         target + "]: " + why);
+      return failure();
+    };
+    if (inferred) {
+      SymContext::Quotient q = ctx.syms.divide(*total, *known);
+      if (q.kind != SymContext::Quotient::Kind::Exact &&
+          q.kind != SymContext::Quotient::Kind::Atom)
+        return mismatch(ctx.syms.str(*known) + " does not divide the element "
+                                               "count");
+      result.dims[*inferred] = q.value;
+    } else if (ctx.syms.compare(*total, *known) == SymCmp::Unequal) {
+      return mismatch("the element counts differ");
+    }
+    return ops.reshape(x, result, loc);
+  }
+
+  if (name == "split") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"n"}, {"axis", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", false)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    FailureOr<SymExpr> n = c.integer(1, "n");
+    if (failed(n))
+      return failure();
+    std::optional<int64_t> parts = n->getConstant();
+    if (!parts) {
+      ctx.error(c.loc(1), "'split' needs a constant number of parts");
+      return failure();
+    }
+    if (*parts < 1 || *parts > 4096) {
+      ctx.error(c.loc(1), "'split' needs between 1 and 4096 parts, not " +
+                              std::to_string(*parts));
+      return failure();
+    }
+    FailureOr<std::optional<int64_t>> axis = c.axis(2, x.shape, -1);
+    if (failed(axis))
+      return failure();
+    EvalValue tuple;
+    tuple.kind = EvalValue::Kind::Tuple;
+    Shape part = x.shape;
+    if (*axis) {
+      size_t d = dimIndex(x.shape, **axis);
+      SymContext::Quotient q =
+          ctx.syms.divide(x.shape.dims[d], SymExpr(*parts));
+      if (q.kind != SymContext::Quotient::Kind::Exact &&
+          q.kind != SymContext::Quotient::Kind::Atom) {
+        ctx.error(loc, "'split' of dimension " + ctx.syms.str(x.shape.dims[d]) +
+                           " into " + std::to_string(*parts) +
+                           " equal parts: it does not divide");
+        return failure();
+      }
+      part.dims[d] = q.value;
+    } else {
+      part = Shape::unknown();
+    }
+    std::vector<EvalValue> results(*parts, EvalValue::getTensor(x.dtype, part));
+    PrimAttrs attrs;
+    attrs.count = *parts;
+    attrs.axis = axis->value_or(0);
+    tuple.items = ops.emit(PrimOp::Split, {x}, attrs, results, loc);
+    return tuple;
+  }
+
+  if (name == "concat") {
+    if (failed(c.bind(*this, frame, {{"xs"}, {"axis", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    const EvalValue &xs = c.value(0);
+    if ((xs.kind != EvalValue::Kind::List &&
+         xs.kind != EvalValue::Kind::Tuple) ||
+        xs.items.empty()) {
+      ctx.error(c.loc(0), "'concat' needs a non-empty list of tensors");
+      return failure();
+    }
+    for (const EvalValue &item : xs.items) {
+      if (item.isUnknown())
+        return unknownResult();
+      if (!item.isTensor()) {
+        ctx.error(c.loc(0),
+                  "'concat' needs tensors, not " + describe(item, ctx.syms));
+        return failure();
+      }
+    }
+    const EvalValue &first = xs.items[0];
+    FailureOr<std::optional<int64_t>> axis = c.axis(1, first.shape, -1);
+    if (failed(axis))
+      return failure();
+    Shape result = first.shape;
+    for (size_t i = 1; i < xs.items.size(); ++i) {
+      const EvalValue &item = xs.items[i];
+      if (item.dtype != first.dtype) {
+        ctx.error(c.loc(0), "'concat' of tensors of different types: " +
+                                str(first.dtype, first.shape, ctx.syms) +
+                                " and " +
+                                str(item.dtype, item.shape, ctx.syms));
+        return failure();
+      }
+      if (!*axis || !item.shape.hasRank() || !first.shape.hasRank()) {
+        result = Shape::unknown();
+        continue;
+      }
+      if (item.shape.dims.size() != first.shape.dims.size()) {
+        ctx.error(c.loc(0), "'concat' of tensors of different ranks: " +
+                                str(first.dtype, first.shape, ctx.syms) +
+                                " and " +
+                                str(item.dtype, item.shape, ctx.syms));
+        return failure();
+      }
+      for (size_t d = 0; d < result.dims.size(); ++d) {
+        if (static_cast<int64_t>(d) == **axis) {
+          std::optional<SymExpr> sum = result.dims[d].add(item.shape.dims[d]);
+          if (!sum) {
+            ctx.error(loc, "integer overflow in 'concat'");
+            return failure();
+          }
+          result.dims[d] = *sum;
+        } else if (ctx.syms.compare(result.dims[d], item.shape.dims[d]) ==
+                   SymCmp::Unequal) {
+          ctx.error(c.loc(0), "'concat' along axis " + std::to_string(**axis) +
+                                  " needs equal other dimensions: " +
+                                  str(first.dtype, first.shape, ctx.syms) +
+                                  " and " +
+                                  str(item.dtype, item.shape, ctx.syms));
+          return failure();
+        }
+      }
+    }
+    PrimAttrs attrs;
+    attrs.axis = axis->value_or(0);
+    return ops.emit1(PrimOp::Concat, xs.items, attrs, first.dtype, result, loc);
+  }
+
+  if (name == "iota") {
+    if (failed(c.bind(*this, frame, {{"n"}})))
+      return failure();
+    if (c.anyUnknown())
+      return EvalValue::getTensor(DType::I32, Shape::unknown());
+    FailureOr<SymExpr> n = c.integer(0, "n");
+    if (failed(n))
+      return failure();
+    std::optional<int64_t> k = n->getConstant();
+    if (k && *k <= 0) {
+      ctx.error(c.loc(0),
+                "'iota' needs a positive length, not " + std::to_string(*k));
+      return failure();
+    }
+    Shape result;
+    result.dims.push_back(*n);
+    PrimAttrs attrs;
+    attrs.count = k.value_or(0);
+    EvalValue ids = ops.emit1(PrimOp::Iota, {}, attrs, DType::I32, result, loc);
+    ids.upperBound = *n;
+    return ids;
+  }
+
+  if (name == "attention") {
+    if (failed(c.bind(*this, frame, {{"q"}, {"k"}, {"v"}, {"causal", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    for (size_t i = 0; i < 3; ++i)
+      if (failed(c.tensor(i, i == 0 ? "q" : i == 1 ? "k" : "v", true)))
+        return failure();
+    const EvalValue &q = c.value(0);
+    for (size_t i = 1; i < 3; ++i) {
+      const EvalValue &other = c.value(i);
+      std::pair<SymExpr, SymExpr> mismatch;
+      bool same = other.dtype == q.dtype;
+      if (q.shape.hasRank() && other.shape.hasRank())
+        same &= q.shape.dims.size() == other.shape.dims.size() &&
+                llvm::all_of(llvm::seq<size_t>(0, q.shape.dims.size()),
+                             [&](size_t d) {
+                               return ctx.syms.compare(q.shape.dims[d],
+                                                       other.shape.dims[d]) !=
+                                      SymCmp::Unequal;
+                             });
+      if (!same) {
+        ctx.error(c.loc(i), "'attention' needs q, k and v of one type, but q "
+                            "is " +
+                                str(q.dtype, q.shape, ctx.syms) + " and " +
+                                (i == 1 ? "k" : "v") + " is " +
+                                str(other.dtype, other.shape, ctx.syms));
+        return failure();
+      }
+    }
+    if (!q.shape.unknownRank && q.shape.dims.size() < 3) {
+      if (q.shape.ellipsis < 0) {
+        ctx.error(c.loc(0), "'attention' works on [..., heads, T, head_dim], "
+                            "so q needs rank 3 or more, not " +
+                                str(q.dtype, q.shape, ctx.syms));
+        return failure();
+      }
+    }
+    PrimAttrs attrs;
+    attrs.causal = true;
+    if (c.given(3)) {
+      const EvalValue &causal = c.value(3);
+      if (causal.kind != EvalValue::Kind::Bool) {
+        ctx.error(c.loc(3), "'causal' must be true or false");
+        return failure();
+      }
+      attrs.causal = causal.boolValue.value_or(true);
+    }
+    if (isConcrete() && q.shape.hasRank() && q.shape.dims.size() >= 3)
+      if (std::optional<int64_t> heads =
+              q.shape.dims[q.shape.dims.size() - 3].getConstant())
+        attentionUses.push_back({loc, frame.scope, *heads});
+    return ops.emit1(PrimOp::Attention, {q, c.value(1), c.value(2)}, attrs,
+                     q.dtype, q.shape, loc);
+  }
+
+  if (name == "sum" || name == "mean") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"axis", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", name == "mean")))
+      return failure();
+    EvalValue x = c.value(0);
+    PrimOp kind = name == "sum" ? PrimOp::Sum : PrimOp::Mean;
+    PrimAttrs attrs;
+    if (!c.given(1)) {
+      // Over everything: flatten, then reduce the one axis.
+      if (x.shape.hasRank()) {
+        std::optional<SymExpr> total = numElements(x.shape);
+        if (!total) {
+          ctx.error(loc, "integer overflow in the element count");
+          return failure();
+        }
+        Shape flat;
+        flat.dims.push_back(*total);
+        x = ops.reshape(x, flat, loc);
+      }
+      return ops.emit1(kind, {x}, attrs, x.dtype, Shape::scalar(), loc);
+    }
+    if (x.shape.hasRank() && x.shape.dims.empty()) {
+      ctx.error(c.loc(0), "'" + name +
+                              "' over an axis needs a tensor of rank "
+                              "1 or more");
+      return failure();
+    }
+    FailureOr<std::optional<int64_t>> axis = c.axis(1, x.shape, 0);
+    if (failed(axis))
+      return failure();
+    Shape result = x.shape;
+    if (*axis)
+      result.dims.erase(result.dims.begin() + dimIndex(x.shape, **axis));
+    else
+      result = Shape::unknown();
+    attrs.axis = axis->value_or(0);
+    return ops.emit1(kind, {x}, attrs, x.dtype, result, loc);
+  }
+
+  if (name == "cross_entropy") {
+    if (failed(c.bind(*this, frame, {{"logits"}, {"labels"}})))
+      return failure();
+    if (c.anyUnknown())
+      return EvalValue::getTensor(DType::F32, Shape::scalar());
+    if (failed(c.tensor(0, "logits", true)) ||
+        failed(c.tensor(1, "labels", false)))
+      return failure();
+    const EvalValue &logits = c.value(0), &labels = c.value(1);
+    if (labels.dtype != DType::I32) {
+      ctx.error(c.loc(1), "'cross_entropy' needs i32 class labels, not " +
+                              str(labels.dtype, labels.shape, ctx.syms));
+      return failure();
+    }
+    const Shape &ls = logits.shape, &ys = labels.shape;
+    if (ls.hasRank() && ls.dims.empty()) {
+      ctx.error(c.loc(0), "'cross_entropy' needs logits with a class "
+                          "dimension, not a scalar");
+      return failure();
+    }
+    bool ok = true;
+    if (ls.hasRank() && ys.hasRank()) {
+      ok = ys.dims.size() + 1 == ls.dims.size();
+      for (size_t d = 0; ok && d < ys.dims.size(); ++d)
+        ok = ctx.syms.compare(ys.dims[d], ls.dims[d]) != SymCmp::Unequal;
+    }
+    if (!ok) {
+      Shape expected = ls;
+      expected.dims.pop_back();
+      ctx.error(c.loc(1),
+                "'cross_entropy' of logits " + str(logits.dtype, ls, ctx.syms) +
+                    " needs labels of shape " + str(expected, ctx.syms) +
+                    ", not " + str(labels.dtype, ys, ctx.syms));
+      return failure();
+    }
+    lastCrossEntropy = {logits, labels};
+    return ops.emit1(PrimOp::CrossEntropy, {logits, labels}, {}, DType::F32,
+                     Shape::scalar(), loc);
+  }
+
+  // mse
+  if (failed(c.bind(*this, frame, {{"pred"}, {"target"}})))
+    return failure();
+  if (c.anyUnknown())
+    return EvalValue::getTensor(DType::F32, Shape::scalar());
+  if (failed(c.tensor(0, "pred", true)) || failed(c.tensor(1, "target", true)))
+    return failure();
+  const EvalValue &pred = c.value(0), &target = c.value(1);
+  bool ok = pred.dtype == target.dtype;
+  if (ok && pred.shape.hasRank() && target.shape.hasRank()) {
+    ok = pred.shape.dims.size() == target.shape.dims.size();
+    for (size_t d = 0; ok && d < pred.shape.dims.size(); ++d)
+      ok = ctx.syms.compare(pred.shape.dims[d], target.shape.dims[d]) !=
+           SymCmp::Unequal;
+  }
+  if (!ok) {
+    ctx.error(c.loc(1), "'mse' needs a prediction and a target of one type, "
+                        "not " +
+                            str(pred.dtype, pred.shape, ctx.syms) + " and " +
+                            str(target.dtype, target.shape, ctx.syms));
+    return failure();
+  }
+  return ops.emit1(PrimOp::Mse, {pred, target}, {}, DType::F32, Shape::scalar(),
+                   loc);
+}
