@@ -53,8 +53,11 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
     error = "no C++ compiler to link with: install g++ or clang, or set DT_CXX";
     return failure();
   }
-  std::vector<std::string> args{driver, object.str(), "-o", output.str(),
-                                std::string(runtime), std::string(kernels)};
+  // The runtime and the kernels call each other (kernels report data faults through
+  // the runtime's dtk_fail), hence the group.
+  std::vector<std::string> args{driver,           object.str(),        "-o",
+                                output.str(),     "-Wl,--start-group", std::string(runtime),
+                                std::string(kernels), "-Wl,--end-group"};
   // System libraries the runtime and kernels need (see runtime/ and kernels/ CMake).
   llvm::SmallVector<llvm::StringRef> extra;
   llvm::StringRef(DT_LINK_LIBS).split(extra, '|', -1, false);

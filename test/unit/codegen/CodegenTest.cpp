@@ -1,11 +1,12 @@
 //===- CodegenTest.cpp - compiled train steps against the interpreter -----===//
 //
-// Takes small training programs through the real pipeline (autodiff, optimizer, fusion,
-// memory planning, lowering, LLVM -O3), runs the compiled entry points in-process with
-// MLIR's ExecutionEngine on an arena, and runs the same planned module with the
-// reference interpreter. After every entry-point call, every global (parameters,
-// gradients, optimizer state, outputs) must agree. This checks fusion, the memory plan
-// (in-place updates, buffer reuse), the lowering and the kernels together.
+// Takes small training programs through the real pipeline (autodiff, optimizer,
+// fusion, memory planning, lowering, LLVM -O3), runs the compiled entry points
+// in-process with MLIR's ExecutionEngine on an arena, and runs the same planned
+// module with the reference interpreter. After every entry-point call, every
+// global (parameters, gradients, optimizer state, outputs) must agree. This
+// checks fusion, the memory plan (in-place updates, buffer reuse), the lowering
+// and the kernels together.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -34,15 +35,16 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <random>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 
 using namespace mlir;
 using dt::interp::Tensor;
 
-// Kernels report data faults through the runtime; in this test a fault is a bug.
+// Kernels report data faults through the runtime; in this test a fault is a
+// bug.
 extern "C" void dtk_fail(const char *message) {
   fprintf(stderr, "kernel fault: %s\n", message);
   std::abort();
@@ -76,8 +78,9 @@ module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-2 : f64, weight_dec
 }
 )mlir";
 
-// A toy transformer layer touching every kernel and most shape ops: tied embedding,
-// positions, layer norm, qkv split, heads, causal attention, GELU, softmax, concat.
+// A toy transformer layer touching every kernel and most shape ops: tied
+// embedding, positions, layer norm, qkv split, heads, causal attention, GELU,
+// softmax, concat.
 const char *kAttention = R"mlir(
 module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 : f64, nesterov = true},
                    dt.accumulation = 2 : i64} {
@@ -140,9 +143,10 @@ void PrintTo(const Program &p, std::ostream *os) { *os << p.name; }
 class CodegenTest : public ::testing::TestWithParam<Program> {
 protected:
   CodegenTest() {
-    ctx.loadDialect<dt::DTDialect, func::FuncDialect, arith::ArithDialect, math::MathDialect,
-                    linalg::LinalgDialect, memref::MemRefDialect, scf::SCFDialect,
-                    LLVM::LLVMDialect, vector::VectorDialect>();
+    ctx.loadDialect<dt::DTDialect, func::FuncDialect, arith::ArithDialect,
+                    math::MathDialect, linalg::LinalgDialect,
+                    memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
+                    vector::VectorDialect>();
     registerBuiltinDialectTranslation(ctx);
     registerLLVMDialectTranslation(ctx);
     llvm::InitializeNativeTarget();
@@ -185,7 +189,8 @@ double readElement(const char *p, Type elem) {
 llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   llvm::orc::SymbolMap map;
   auto add = [&](const char *name, void *fn) {
-    map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
+    map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                           llvm::JITSymbolFlags::Exported};
   };
   add("dtk_matmul_f32", (void *)&dtk_matmul_f32);
   add("dtk_softmax_f32", (void *)&dtk_softmax_f32);
@@ -202,7 +207,8 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
 }
 
 TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(GetParam().source, &ctx);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(GetParam().source, &ctx);
   ASSERT_TRUE(module);
 
   // The real pipeline up to the planned module.
@@ -212,11 +218,13 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   ASSERT_TRUE(succeeded(pm.run(*module)));
   OwningOpRef<ModuleOp> reference = module->clone();
 
-  // Random values for every global, shared by the arena and the interpreter; labels and
-  // ids in range; the step starts at 0 and the run is 10 steps long.
-  int64_t arenaBytes = (*module)->getAttrOfType<IntegerAttr>("dt.arena_bytes").getInt();
+  // Random values for every global, shared by the arena and the interpreter;
+  // labels and ids in range; the step starts at 0 and the run is 10 steps long.
+  int64_t arenaBytes =
+      (*module)->getAttrOfType<IntegerAttr>("dt.arena_bytes").getInt();
   std::vector<char> arena(arenaBytes + 64);
-  char *base = arena.data() + (64 - reinterpret_cast<uintptr_t>(arena.data()) % 64) % 64;
+  char *base =
+      arena.data() + (64 - reinterpret_cast<uintptr_t>(arena.data()) % 64) % 64;
   dt::interp::Interpreter interp(*reference);
   std::mt19937_64 rng(7);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -237,8 +245,8 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
         v = static_cast<double>(static_cast<float>(normal(rng) * 0.5));
     }
     for (int64_t i = 0; i < value.numel(); ++i)
-      writeElement(base + *g.getOffset() + i * bytesOf(t.getElementType()), t.getElementType(),
-                   value.data[i]);
+      writeElement(base + *g.getOffset() + i * bytesOf(t.getElementType()),
+                   t.getElementType(), value.data[i]);
     interp.globals[g.getSymName().str()] = value;
   }
 
@@ -256,7 +264,7 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   auto step = [&](StringRef entry) {
     auto fn = (*engine)->lookup(("dt_" + entry).str());
     ASSERT_TRUE(bool(fn)) << llvm::toString(fn.takeError());
-    reinterpret_cast<void (*)(char *)>(*fn)(base);
+    reinterpret_cast<void (*)(char *)> (*fn)(base);
     auto ref = reference->lookupSymbol<func::FuncOp>(entry);
     ASSERT_TRUE(succeeded(interp.call(ref, {})));
     for (dt::GlobalOp g : globals) {
@@ -265,16 +273,18 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
       RankedTensorType t = g.getTensorType();
       const Tensor &expected = interp.globals[g.getSymName().str()];
       for (int64_t i = 0; i < expected.numel(); ++i) {
-        double got = readElement(base + *g.getOffset() + i * bytesOf(t.getElementType()),
-                                 t.getElementType());
+        double got =
+            readElement(base + *g.getOffset() + i * bytesOf(t.getElementType()),
+                        t.getElementType());
         double want = expected.data[i];
         ASSERT_NEAR(got, want, 1e-5 + 2e-3 * std::abs(want))
-            << "after " << entry.str() << ": " << g.getSymName().str() << "[" << i << "]";
+            << "after " << entry.str() << ": " << g.getSymName().str() << "["
+            << i << "]";
       }
     }
   };
-  // Two optimizer steps (each accumulating the module's micro-batches) exercise the
-  // step counter, the schedule and the optimizer state.
+  // Two optimizer steps (each accumulating the module's micro-batches) exercise
+  // the step counter, the schedule and the optimizer state.
   int64_t accumulation = 1;
   if (auto a = (*reference)->getAttrOfType<IntegerAttr>("dt.accumulation"))
     accumulation = a.getInt();
@@ -286,7 +296,8 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, CodegenTest,
-                         ::testing::Values(Program{"MLP", kMLP}, Program{"Attention", kAttention}),
+                         ::testing::Values(Program{"MLP", kMLP},
+                                           Program{"Attention", kAttention}),
                          [](const ::testing::TestParamInfo<Program> &info) {
                            return std::string(info.param.name);
                          });

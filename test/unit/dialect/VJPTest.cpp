@@ -1,10 +1,11 @@
 //===- VJPTest.cpp - every VJP against finite differences, in float64 -----===//
 //
-// For each differentiable dt op, builds f(x...) = sum_i <op(x...)_i, w_i> for random
-// cotangents w_i, asks the op for its VJP with the w_i as result adjoints, and compares
-// every element of every operand adjoint with the central difference
-// (f(x + h e) - f(x - h e)) / 2h, evaluating everything with the reference interpreter in
-// float64. A last test checks that no differentiable op is left without a case here.
+// For each differentiable dt op, builds f(x...) = sum_i <op(x...)_i, w_i> for
+// random cotangents w_i, asks the op for its VJP with the w_i as result
+// adjoints, and compares every element of every operand adjoint with the
+// central difference (f(x + h e) - f(x - h e)) / 2h, evaluating everything with
+// the reference interpreter in float64. A last test checks that no
+// differentiable op is left without a case here.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -36,10 +37,12 @@ enum class Draw { Normal, Positive, Ids, Labels };
 struct Arg {
   SmallVector<int64_t> shape;
   Draw draw = Draw::Normal;
-  int64_t range = 0; // ids/labels in [0, range); Labels also uses -1 once (ignored)
+  int64_t range =
+      0; // ids/labels in [0, range); Labels also uses -1 once (ignored)
 };
 
-using BuildFn = std::function<SmallVector<Value>(OpBuilder &, Location, ValueRange)>;
+using BuildFn =
+    std::function<SmallVector<Value>(OpBuilder &, Location, ValueRange)>;
 
 /// One finite-difference case: the op's inputs and how to build it from them.
 struct Case {
@@ -55,14 +58,16 @@ void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 class VJPChecker {
 public:
   VJPChecker() {
-    ctx.loadDialect<DTDialect, func::FuncDialect, arith::ArithDialect, math::MathDialect>();
+    ctx.loadDialect<DTDialect, func::FuncDialect, arith::ArithDialect,
+                    math::MathDialect>();
   }
 
   /// The name of the op a case builds (without checking anything).
   std::string opName(const Case &c) {
     OpBuilder b(&ctx);
     Location loc = b.getUnknownLoc();
-    auto fn = func::FuncOp::create(loc, "probe", b.getFunctionType(argTypes(b, c.args), {}));
+    auto fn = func::FuncOp::create(loc, "probe",
+                                   b.getFunctionType(argTypes(b, c.args), {}));
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
     std::string name = c.build(b, loc, entry->getArguments())
@@ -75,12 +80,14 @@ public:
     return name;
   }
 
-  static SmallVector<Type> argTypes(OpBuilder &b, const std::vector<Arg> &args) {
+  static SmallVector<Type> argTypes(OpBuilder &b,
+                                    const std::vector<Arg> &args) {
     SmallVector<Type> types;
     for (const Arg &a : args)
       types.push_back(RankedTensorType::get(
-          a.shape, a.draw == Draw::Ids || a.draw == Draw::Labels ? Type(b.getI32Type())
-                                                                 : Type(b.getF64Type())));
+          a.shape, a.draw == Draw::Ids || a.draw == Draw::Labels
+                       ? Type(b.getI32Type())
+                       : Type(b.getF64Type())));
     return types;
   }
 
@@ -90,7 +97,8 @@ public:
     Location loc = b.getUnknownLoc();
     auto module = ModuleOp::create(loc);
     Type f64 = b.getF64Type();
-    auto fn = func::FuncOp::create(loc, "f", b.getFunctionType(argTypes(b, args), {}));
+    auto fn = func::FuncOp::create(loc, "f",
+                                   b.getFunctionType(argTypes(b, args), {}));
     module.push_back(fn);
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
@@ -112,8 +120,8 @@ public:
       Value prod = b.create<MulOp>(loc, r, w);
       Value s = t.getRank() == 0
                     ? prod
-                    : b.create<ReduceSumOp>(loc, RankedTensorType::get({}, f64), prod,
-                                            b.getDenseI64ArrayAttr(all))
+                    : b.create<ReduceSumOp>(loc, RankedTensorType::get({}, f64),
+                                            prod, b.getDenseI64ArrayAttr(all))
                           .getResult();
       f = f ? b.create<AddOp>(loc, f, s).getResult() : s;
     }
@@ -140,10 +148,12 @@ public:
       gradOf.push_back(i);
     }
     b.create<func::ReturnOp>(loc, returned);
-    fn.setType(b.getFunctionType(entry->getArgumentTypes(), ValueRange(returned).getTypes()));
+    fn.setType(b.getFunctionType(entry->getArgumentTypes(),
+                                 ValueRange(returned).getTypes()));
     ASSERT_TRUE(succeeded(verify(module)));
 
-    // Inputs: the op's operands as the function's leading arguments, then cotangents.
+    // Inputs: the op's operands as the function's leading arguments, then
+    // cotangents.
     std::mt19937_64 rng(1234);
     std::normal_distribution<double> normal(0.0, 1.0);
     std::vector<Tensor> inputs;
@@ -151,10 +161,16 @@ public:
       Tensor t(a.shape);
       for (int64_t i = 0; i < t.numel(); ++i) {
         switch (a.draw) {
-        case Draw::Normal: t.data[i] = normal(rng); break;
-        case Draw::Positive: t.data[i] = 0.5 + std::abs(normal(rng)); break;
+        case Draw::Normal:
+          t.data[i] = normal(rng);
+          break;
+        case Draw::Positive:
+          t.data[i] = 0.5 + std::abs(normal(rng));
+          break;
         case Draw::Ids:
-        case Draw::Labels: t.data[i] = static_cast<double>(rng() % a.range); break;
+        case Draw::Labels:
+          t.data[i] = static_cast<double>(rng() % a.range);
+          break;
         }
       }
       if (a.draw == Draw::Labels)
@@ -176,10 +192,12 @@ public:
     };
     std::vector<Tensor> analytic = eval(inputs);
 
-    // Map function arguments back to op operands (builders may reorder or reuse them).
+    // Map function arguments back to op operands (builders may reorder or reuse
+    // them).
     for (auto [k, operandIndex] : llvm::enumerate(gradOf)) {
       auto arg = llvm::dyn_cast<BlockArgument>(op->getOperand(operandIndex));
-      ASSERT_TRUE(arg) << "operands of the op under test must be function arguments";
+      ASSERT_TRUE(arg)
+          << "operands of the op under test must be function arguments";
       unsigned argIndex = arg.getArgNumber();
       const Tensor &g = analytic[k + 1];
       const double h = 1e-6;
@@ -189,7 +207,8 @@ public:
         minus[argIndex].data[e] -= h;
         double fd = (eval(plus)[0].data[0] - eval(minus)[0].data[0]) / (2 * h);
         EXPECT_NEAR(g.data[e], fd, tol * std::max(1.0, std::abs(fd)))
-            << op->getName().getStringRef().str() << " operand " << operandIndex << " element " << e;
+            << op->getName().getStringRef().str() << " operand " << operandIndex
+            << " element " << e;
       }
     }
     module.erase();
@@ -207,15 +226,13 @@ RankedTensorType f64Of(OpBuilder &b, ArrayRef<int64_t> shape) {
   return f64(b.getContext(), shape);
 }
 
-template <typename OpT>
-BuildFn unaryOp() {
+template <typename OpT> BuildFn unaryOp() {
   return [](OpBuilder &b, Location loc, ValueRange a) -> SmallVector<Value> {
     return {b.create<OpT>(loc, a[0])};
   };
 }
 
-template <typename OpT>
-BuildFn binaryOp() {
+template <typename OpT> BuildFn binaryOp() {
   return [](OpBuilder &b, Location loc, ValueRange a) -> SmallVector<Value> {
     return {b.create<OpT>(loc, a[0], a[1])};
   };
@@ -266,67 +283,100 @@ std::vector<Case> allCases() {
       {"Mul", {x23, x23}, binaryOp<MulOp>()},
       {"Div", {x23, pos23}, binaryOp<DivOp>()},
       {"Pow", {pos23, x23}, binaryOp<PowOp>(), 1e-5},
-      // Random normals are distinct almost surely: max/min are differentiable there.
+      // Random normals are distinct almost surely: max/min are differentiable
+      // there.
       {"Maximum", {x23, x23}, binaryOp<MaximumOp>()},
       {"Minimum", {x23, x23}, binaryOp<MinimumOp>()},
-      {"BroadcastLeadingAndExpanded", {{{3, 1}}},
+      {"BroadcastLeadingAndExpanded",
+       {{{3, 1}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<BroadcastToOp>(loc, f64Of(b, {2, 3, 4}), a[0])};
        }},
-      {"BroadcastScalar", {{{}}},
+      {"BroadcastScalar",
+       {{{}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<BroadcastToOp>(loc, f64Of(b, {2, 3}), a[0])};
        }},
-      {"Reshape", {{{2, 6}}},
+      {"Reshape",
+       {{{2, 6}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<ReshapeOp>(loc, f64Of(b, {3, 2, 2}), a[0])};
        }},
-      {"Transpose", {{{2, 3, 4}}},
+      {"Transpose",
+       {{{2, 3, 4}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<TransposeOp>(loc, f64Of(b, {4, 2, 3}), a[0],
                                        b.getDenseI64ArrayAttr({2, 0, 1}))};
        }},
-      {"Split", {{{2, 7}}},
+      {"Split",
+       {{{2, 7}}},
        [](OpBuilder &b, L loc, R a) -> V {
-         auto s = b.create<SplitOp>(loc, TypeRange{f64Of(b, {2, 3}), f64Of(b, {2, 4})}, a[0], 1);
+         auto s = b.create<SplitOp>(
+             loc, TypeRange{f64Of(b, {2, 3}), f64Of(b, {2, 4})}, a[0], 1);
          return V(s.getResults());
        }},
-      {"Concat", {x23, {{1, 3}}},
+      {"Concat",
+       {x23, {{1, 3}}},
        [](OpBuilder &b, L loc, R a) -> V {
-         return {b.create<ConcatOp>(loc, f64Of(b, {3, 3}), ValueRange{a[0], a[1]}, 0)};
+         return {b.create<ConcatOp>(loc, f64Of(b, {3, 3}),
+                                    ValueRange{a[0], a[1]}, 0)};
        }},
-      {"ReduceSum", {{{2, 3, 4}}},
+      {"ReduceSum",
+       {{{2, 3, 4}}},
        [](OpBuilder &b, L loc, R a) -> V {
-         return {b.create<ReduceSumOp>(loc, f64Of(b, {3}), a[0], b.getDenseI64ArrayAttr({0, 2}))};
+         return {b.create<ReduceSumOp>(loc, f64Of(b, {3}), a[0],
+                                       b.getDenseI64ArrayAttr({0, 2}))};
        }},
       {"Matmul", {{{3, 4}}, {{4, 5}}}, matmulOp({3, 5}, false, false)},
-      {"MatmulTransposeRhs", {{{3, 4}}, {{5, 4}}}, matmulOp({3, 5}, false, true)},
-      {"MatmulTransposeLhs", {{{4, 3}}, {{4, 5}}}, matmulOp({3, 5}, true, false)},
-      {"MatmulTransposeBoth", {{{4, 3}}, {{5, 4}}}, matmulOp({3, 5}, true, true)},
-      {"MatmulBatched", {{{2, 3, 4}}, {{2, 4, 2}}}, matmulOp({2, 3, 2}, false, false)},
-      {"SoftmaxLastAxis", {{{3, 5}}},
-       [](OpBuilder &b, L loc, R a) -> V { return {b.create<SoftmaxOp>(loc, a[0], 1)}; }},
-      {"SoftmaxInnerAxis", {{{3, 4, 2}}},
-       [](OpBuilder &b, L loc, R a) -> V { return {b.create<SoftmaxOp>(loc, a[0], 1)}; }},
-      {"LayerNorm", {{{3, 6}}, {{6}}, {{6}}},
+      {"MatmulTransposeRhs",
+       {{{3, 4}}, {{5, 4}}},
+       matmulOp({3, 5}, false, true)},
+      {"MatmulTransposeLhs",
+       {{{4, 3}}, {{4, 5}}},
+       matmulOp({3, 5}, true, false)},
+      {"MatmulTransposeBoth",
+       {{{4, 3}}, {{5, 4}}},
+       matmulOp({3, 5}, true, true)},
+      {"MatmulBatched",
+       {{{2, 3, 4}}, {{2, 4, 2}}},
+       matmulOp({2, 3, 2}, false, false)},
+      {"SoftmaxLastAxis",
+       {{{3, 5}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<SoftmaxOp>(loc, a[0], 1)};
+       }},
+      {"SoftmaxInnerAxis",
+       {{{3, 4, 2}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<SoftmaxOp>(loc, a[0], 1)};
+       }},
+      {"LayerNorm",
+       {{{3, 6}}, {{6}}, {{6}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<LayerNormOp>(loc, a[0].getType(), a[0], a[1], a[2],
                                        b.getF64FloatAttr(1e-5))};
        }},
-      {"Embedding", {{{5, 3}}, {{2, 4}, Draw::Ids, 5}},
+      {"Embedding",
+       {{{5, 3}}, {{2, 4}, Draw::Ids, 5}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<EmbeddingOp>(loc, f64Of(b, {2, 4, 3}), a[0], a[1])};
        }},
-      {"CrossEntropyWithIgnoredLabel", {{{6, 4}}, {{6}, Draw::Labels, 4}},
+      {"CrossEntropyWithIgnoredLabel",
+       {{{6, 4}}, {{6}, Draw::Labels, 4}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<CrossEntropyOp>(loc, f64Of(b, {}), a[0], a[1])};
        }},
-      {"CrossEntropySequence", {{{2, 3, 5}}, {{2, 3}, Draw::Labels, 5}},
+      {"CrossEntropySequence",
+       {{{2, 3, 5}}, {{2, 3}, Draw::Labels, 5}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<CrossEntropyOp>(loc, f64Of(b, {}), a[0], a[1])};
        }},
-      {"Attention", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}}, attentionOp(false)},
-      {"AttentionCausal", {{{1, 2, 5, 3}}, {{1, 2, 5, 3}}, {{1, 2, 5, 3}}}, attentionOp(true)},
+      {"Attention",
+       {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
+       attentionOp(false)},
+      {"AttentionCausal",
+       {{{1, 2, 5, 3}}, {{1, 2, 5, 3}}, {{1, 2, 5, 3}}},
+       attentionOp(true)},
   };
 }
 
@@ -349,11 +399,13 @@ TEST(VJPCoverage, EveryDifferentiableOpHasACase) {
     covered.insert(checker.opName(c));
   int differentiable = 0;
   for (RegisteredOperationName name : checker.ctx.getRegisteredOperations()) {
-    if (name.getDialectNamespace() != "dt" || !name.hasInterface<DifferentiableOpInterface>())
+    if (name.getDialectNamespace() != "dt" ||
+        !name.hasInterface<DifferentiableOpInterface>())
       continue;
     ++differentiable;
     EXPECT_TRUE(covered.count(name.getStringRef().str()))
-        << name.getStringRef().str() << " has a VJP but no finite-difference case";
+        << name.getStringRef().str()
+        << " has a VJP but no finite-difference case";
   }
   EXPECT_GT(differentiable, 20);
 }

@@ -1,0 +1,439 @@
+//===- MLIRGen.cpp - checked job to the dt dialect -------------------------===//
+//
+// Implements Sema's GraphBuilder with dt ops: the tracer calls `param`, `input`,
+// `constant` and `op` in evaluation order and MLIRGen emits one or a few dt ops per
+// call into the function being built. Names, shapes and broadcasting are already
+// resolved by the tracer; the only decisions here are how each primitive maps to the
+// dialect (e.g. `x[B, T, C] @ w[C, N]` becomes one 2-D matmul between reshapes, `mean`
+// a sum and a scale) and which features code generation does not support yet.
+//
+//===----------------------------------------------------------------------------===//
+
+#include "dt/MLIRGen/MLIRGen.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Sema/Trace.h"
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+
+namespace dt {
+namespace {
+
+/// Builds one function from a trace.
+class FunctionBuilder : public GraphBuilder {
+public:
+  FunctionBuilder(ModuleOp module, OpBuilder &b, DataRole role)
+      : module(module), b(b), role(role) {}
+
+  TraceValue param(const ParamInfo &param) override {
+    RankedTensorType type = tensorType(param.type);
+    if (!lookupGlobal(module, param.name)) {
+      OpBuilder::InsertionGuard guard(b);
+      setGlobalInsertionPoint();
+      b.create<GlobalOp>(location(param.loc), param.name, type, Role::param,
+                         initializer(param.init), IntegerAttr());
+    }
+    return add(b.create<LoadOp>(location(param.loc), type, param.name));
+  }
+
+  TraceValue input(DataRole dataRole, StringRef field, const TensorType &t) override {
+    std::string name = ("in/" + toString(dataRole) + "." + field).str();
+    RankedTensorType type = tensorType(t);
+    if (!lookupGlobal(module, name)) {
+      OpBuilder::InsertionGuard guard(b);
+      setGlobalInsertionPoint();
+      b.create<GlobalOp>(module.getLoc(), name, type, Role::input, DictionaryAttr(),
+                         IntegerAttr());
+    }
+    return add(b.create<LoadOp>(module.getLoc(), type, name));
+  }
+
+  TraceValue constant(double value, DType dtype) override {
+    return add(createSplat(b, b.getUnknownLoc(), RankedTensorType::get({}, elementType(dtype)),
+                           value));
+  }
+
+  TraceValue constant(int64_t value, DType dtype) override {
+    auto type = RankedTensorType::get({}, elementType(dtype));
+    return add(b.create<ConstantOp>(
+        b.getUnknownLoc(), DenseElementsAttr::get(type, b.getIntegerAttr(elementType(dtype), value))));
+  }
+
+  SmallVector<TraceValue, 1> op(PrimOp kind, ArrayRef<TraceValue> operandIds,
+                                const PrimAttrs &attrs, ArrayRef<TensorType> resultTypes,
+                                const Location &where, StringRef scope) override {
+    mlir::Location loc = location(where, scope);
+    SmallVector<Value> x;
+    for (TraceValue id : operandIds)
+      x.push_back(values[id.id]);
+    SmallVector<Type> types;
+    for (const TensorType &t : resultTypes)
+      types.push_back(tensorType(t));
+    SmallVector<Value> results = build(kind, x, attrs, types, loc);
+    SmallVector<TraceValue, 1> ids;
+    for (Value r : results)
+      ids.push_back(add(r));
+    return ids;
+  }
+
+  Value get(TraceValue id) const { return values[id.id]; }
+
+  static Type elementTypeOf(MLIRContext *ctx, DType dtype) {
+    switch (dtype) {
+    case DType::F32: return Float32Type::get(ctx);
+    case DType::BF16: return BFloat16Type::get(ctx);
+    case DType::F16: return Float16Type::get(ctx);
+    case DType::I32: return IntegerType::get(ctx, 32);
+    case DType::I64: return IntegerType::get(ctx, 64);
+    }
+    llvm_unreachable("unknown dtype");
+  }
+
+  mlir::Location location(const Location &where, StringRef scope = {}) {
+    if (where.file.empty())
+      return b.getUnknownLoc();
+    mlir::Location loc = FileLineColLoc::get(b.getContext(), where.file, where.line, where.col);
+    // The layer an op belongs to travels with it, for recomputation and pipeline stages.
+    return scope.empty() ? loc : NameLoc::get(b.getStringAttr(scope), loc);
+  }
+
+private:
+  ModuleOp module;
+  OpBuilder &b;
+  DataRole role;
+  std::vector<Value> values;
+
+  TraceValue add(Value v) {
+    values.push_back(v);
+    return TraceValue{values.size() - 1};
+  }
+
+  Type elementType(DType dtype) { return elementTypeOf(b.getContext(), dtype); }
+
+  RankedTensorType tensorType(const TensorType &t) {
+    return RankedTensorType::get(t.shape, elementType(t.dtype));
+  }
+
+  /// Globals go at the top of the module, in order of first use.
+  void setGlobalInsertionPoint() {
+    GlobalOp last;
+    for (GlobalOp g : module.getOps<GlobalOp>())
+      last = g;
+    if (last)
+      b.setInsertionPointAfter(last);
+    else
+      b.setInsertionPointToStart(module.getBody());
+  }
+
+  DictionaryAttr initializer(const Initializer &init) {
+    SmallVector<NamedAttribute> attrs;
+    auto f = [&](StringRef key, double v) { attrs.push_back(b.getNamedAttr(key, b.getF64FloatAttr(v))); };
+    switch (init.kind) {
+    case Initializer::Kind::Uniform:
+      attrs.push_back(b.getNamedAttr("kind", b.getStringAttr("uniform")));
+      f("low", init.low);
+      f("high", init.high);
+      break;
+    case Initializer::Kind::Normal:
+      attrs.push_back(b.getNamedAttr("kind", b.getStringAttr("normal")));
+      f("mean", init.mean);
+      f("std", init.std);
+      break;
+    case Initializer::Kind::Constant:
+      attrs.push_back(b.getNamedAttr("kind", b.getStringAttr("constant")));
+      f("value", init.value);
+      break;
+    }
+    if (!init.from.empty())
+      attrs.push_back(b.getNamedAttr("from", b.getStringAttr(init.from)));
+    return b.getDictionaryAttr(attrs);
+  }
+
+  Value splatLike(Value v, double value) {
+    return createSplat(b, b.getUnknownLoc(), llvm::cast<RankedTensorType>(v.getType()), value);
+  }
+
+  Value reshape(mlir::Location loc, Value v, ArrayRef<int64_t> shape) {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    if (t.getShape() == shape)
+      return v;
+    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), v);
+  }
+
+  /// Sum over all axes: a scalar.
+  Value sumAll(mlir::Location loc, Value v) {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    if (t.getRank() == 0)
+      return v;
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      axes.push_back(i);
+    return b.create<ReduceSumOp>(loc, RankedTensorType::get({}, t.getElementType()), v,
+                                 b.getDenseI64ArrayAttr(axes));
+  }
+
+  SmallVector<Value> build(PrimOp kind, ArrayRef<Value> x, const PrimAttrs &attrs,
+                           ArrayRef<Type> types, mlir::Location loc) {
+    Type t0 = types.empty() ? Type() : types[0];
+    switch (kind) {
+    case PrimOp::Add: return {b.create<AddOp>(loc, x[0], x[1])};
+    case PrimOp::Sub: return {b.create<SubOp>(loc, x[0], x[1])};
+    case PrimOp::Mul: return {b.create<MulOp>(loc, x[0], x[1])};
+    case PrimOp::Div: return {b.create<DivOp>(loc, x[0], x[1])};
+    case PrimOp::Neg: return {b.create<NegOp>(loc, x[0])};
+    case PrimOp::Relu: return {b.create<ReluOp>(loc, x[0])};
+    case PrimOp::Gelu: return {b.create<GeluOp>(loc, x[0])};
+    case PrimOp::Tanh: return {b.create<TanhOp>(loc, x[0])};
+    case PrimOp::Sigmoid: return {b.create<SigmoidOp>(loc, x[0])};
+    case PrimOp::Exp: return {b.create<ExpOp>(loc, x[0])};
+    case PrimOp::Log: return {b.create<LogOp>(loc, x[0])};
+    case PrimOp::Sqrt: return {b.create<SqrtOp>(loc, x[0])};
+    case PrimOp::BroadcastTo: return {b.create<BroadcastToOp>(loc, t0, x[0])};
+    case PrimOp::Reshape: return {b.create<ReshapeOp>(loc, t0, x[0])};
+    case PrimOp::Transpose:
+      return {b.create<TransposeOp>(loc, t0, x[0], b.getDenseI64ArrayAttr(attrs.perm))};
+    case PrimOp::MatMul: return {matmul(loc, x[0], x[1], llvm::cast<RankedTensorType>(t0))};
+    case PrimOp::Softmax: return {b.create<SoftmaxOp>(loc, x[0], attrs.axis)};
+    case PrimOp::LayerNorm: {
+      // A layer norm without a bias adds zeros.
+      Value bias = x.size() > 2 ? x[2] : splatLike(x[1], 0.0);
+      return {b.create<LayerNormOp>(loc, t0, x[0], x[1], bias, b.getF64FloatAttr(attrs.eps))};
+    }
+    case PrimOp::Embedding: return {b.create<EmbeddingOp>(loc, t0, x[0], x[1])};
+    case PrimOp::Split: {
+      auto split = b.create<SplitOp>(loc, types, x[0], attrs.axis);
+      return SmallVector<Value>(split.getResults());
+    }
+    case PrimOp::Concat: return {b.create<ConcatOp>(loc, t0, x, attrs.axis)};
+    case PrimOp::Iota: return {b.create<IotaOp>(loc, t0)};
+    case PrimOp::Attention: {
+      auto op = b.create<AttentionOp>(loc, t0, x[0], x[1], x[2]);
+      op.setCausal(attrs.causal);
+      return {op};
+    }
+    case PrimOp::Sum:
+      return {b.create<ReduceSumOp>(loc, t0, x[0], b.getDenseI64ArrayAttr({attrs.axis}))};
+    case PrimOp::Mean: {
+      int64_t n = llvm::cast<RankedTensorType>(x[0].getType()).getDimSize(attrs.axis);
+      Value sum = b.create<ReduceSumOp>(loc, t0, x[0], b.getDenseI64ArrayAttr({attrs.axis}));
+      return {b.create<MulOp>(loc, sum, splatLike(sum, 1.0 / n))};
+    }
+    case PrimOp::CrossEntropy: return {b.create<CrossEntropyOp>(loc, t0, x[0], x[1])};
+    case PrimOp::Mse: {
+      // mean((pred - target)^2) over every element.
+      Value d = b.create<SubOp>(loc, x[0], x[1]);
+      Value s = sumAll(loc, b.create<MulOp>(loc, d, d));
+      int64_t n = llvm::cast<RankedTensorType>(x[0].getType()).getNumElements();
+      return {b.create<MulOp>(loc, s, splatLike(s, 1.0 / n))};
+    }
+    }
+    llvm_unreachable("unknown primitive op");
+  }
+
+  /// `a[..., m, k] @ b[k, n]` is one 2-D product over the flattened leading dims (the
+  /// dialect's matmul takes operands of one rank); a batched `b` maps directly.
+  Value matmul(mlir::Location loc, Value a, Value w, RankedTensorType result) {
+    auto at = llvm::cast<RankedTensorType>(a.getType());
+    auto wt = llvm::cast<RankedTensorType>(w.getType());
+    if (at.getRank() == wt.getRank())
+      return b.create<MatmulOp>(loc, result, a, w);
+    int64_t k = at.getShape().back(), n = wt.getShape().back();
+    int64_t rows = at.getNumElements() / k;
+    Value flat = reshape(loc, a, {rows, k});
+    Value product = b.create<MatmulOp>(
+        loc, RankedTensorType::get({rows, n}, result.getElementType()), flat, w);
+    return reshape(loc, product, result.getShape());
+  }
+};
+
+/// Attribute for a compile-time constant in the job description.
+Attribute constantAttr(Builder &b, const Constant &c) {
+  switch (c.getKind()) {
+  case Constant::Kind::Int: return b.getI64IntegerAttr(c.getInt());
+  case Constant::Kind::Float: return b.getF64FloatAttr(c.getNumber());
+  case Constant::Kind::Bool: return b.getBoolAttr(c.getBool());
+  case Constant::Kind::String:
+  case Constant::Kind::Symbol: return b.getStringAttr(c.getString());
+  case Constant::Kind::Tuple:
+  case Constant::Kind::List: {
+    SmallVector<Attribute> items;
+    for (const Constant &item : c.getItems())
+      items.push_back(constantAttr(b, item));
+    return b.getArrayAttr(items);
+  }
+  case Constant::Kind::Record: {
+    SmallVector<NamedAttribute> items;
+    for (auto [key, item] : llvm::zip(c.getKeys(), c.getItems()))
+      items.push_back(b.getNamedAttr(key, constantAttr(b, item)));
+    return b.getDictionaryAttr(items);
+  }
+  }
+  llvm_unreachable("unknown constant kind");
+}
+
+DictionaryAttr sourceAttr(Builder &b, const DataSource &source) {
+  SmallVector<NamedAttribute> attrs{b.getNamedAttr("kind", b.getStringAttr(source.kind))};
+  for (const NamedConstant &arg : source.args)
+    attrs.push_back(b.getNamedAttr(arg.name, constantAttr(b, arg.value)));
+  return b.getDictionaryAttr(attrs);
+}
+
+/// The manifest's description of the run (docs/abi.md), as an attribute.
+DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  auto optional = [&](std::optional<int64_t> v) -> Attribute {
+    return v ? Attribute(i64(*v)) : Attribute(b.getUnitAttr());
+  };
+  Attribute log = b.getUnitAttr(), checkpoint = b.getUnitAttr();
+  if (job.log)
+    log = b.getDictionaryAttr({b.getNamedAttr("every", i64(job.log->every)),
+                               b.getNamedAttr("dir", b.getStringAttr(job.log->dir))});
+  if (job.checkpoint)
+    checkpoint = b.getDictionaryAttr(
+        {b.getNamedAttr("every", i64(job.checkpoint->every)),
+         b.getNamedAttr("dir", b.getStringAttr(job.checkpoint->dir)),
+         b.getNamedAttr("keep", i64(job.checkpoint->keep))});
+  DictionaryAttr train = b.getDictionaryAttr({
+      b.getNamedAttr("batch", i64(job.batch)),
+      b.getNamedAttr("micro_batch", i64(job.microBatch)),
+      b.getNamedAttr("accumulation", i64(job.accumulation)),
+      b.getNamedAttr("steps", optional(job.steps)),
+      b.getNamedAttr("epochs", optional(job.epochs)),
+      b.getNamedAttr("seed", i64(job.seed)),
+      b.getNamedAttr("eval_every", i64(job.evalEvery)),
+      // Padding rows carry label -1, which only cross-entropy knows to ignore.
+      b.getNamedAttr("eval_partial", b.getStringAttr(job.classifier ? "pad" : "drop")),
+      b.getNamedAttr("classifier", b.getBoolAttr(job.classifier)),
+      b.getNamedAttr("log", log),
+      b.getNamedAttr("checkpoint", checkpoint),
+  });
+  SmallVector<NamedAttribute> data{b.getNamedAttr("train", sourceAttr(b, job.data))};
+  if (job.eval)
+    data.push_back(b.getNamedAttr("eval", sourceAttr(b, *job.eval)));
+  return b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(job.name)),
+                              b.getNamedAttr("source", b.getStringAttr(sourcePath)),
+                              b.getNamedAttr("train", train),
+                              b.getNamedAttr("data", b.getDictionaryAttr(data))});
+}
+
+/// The recipe the optimizer pass reads.
+void setRecipe(ModuleOp module, Builder &b, const Job &job) {
+  const OptimizerConfig &o = job.optimizer;
+  StringRef kind = o.kind == OptimizerConfig::Kind::SGD    ? "sgd"
+                   : o.kind == OptimizerConfig::Kind::Adam ? "adam"
+                                                           : "adamw";
+  module->setAttr("dt.optimizer",
+                  b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(kind)),
+                                       b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
+                                       b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
+                                       b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
+                                       b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),
+                                       b.getNamedAttr("weight_decay", b.getF64FloatAttr(o.weightDecay)),
+                                       b.getNamedAttr("momentum", b.getF64FloatAttr(o.momentum)),
+                                       b.getNamedAttr("nesterov", b.getBoolAttr(o.nesterov))}));
+  const ScheduleConfig &s = job.schedule;
+  StringRef schedule = s.kind == ScheduleConfig::Kind::Constant ? "constant"
+                       : s.kind == ScheduleConfig::Kind::Cosine ? "cosine"
+                       : s.kind == ScheduleConfig::Kind::Linear ? "linear"
+                                                                : "step";
+  module->setAttr("dt.schedule",
+                  b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(schedule)),
+                                       b.getNamedAttr("warmup", b.getI64IntegerAttr(s.warmup)),
+                                       b.getNamedAttr("min", b.getF64FloatAttr(s.min)),
+                                       b.getNamedAttr("final", b.getF64FloatAttr(s.final)),
+                                       b.getNamedAttr("every", b.getI64IntegerAttr(std::max<int64_t>(1, s.every))),
+                                       b.getNamedAttr("gamma", b.getF64FloatAttr(s.gamma))}));
+  if (job.clip)
+    module->setAttr("dt.clip", b.getF64FloatAttr(*job.clip));
+  module->setAttr("dt.accumulation", b.getI64IntegerAttr(job.accumulation));
+}
+
+/// Rejects what code generation cannot do yet, at the program's own locations.
+LogicalResult checkSupported(MLIRContext &ctx, const Job &job, FunctionBuilder &locs) {
+  if (job.parallel.getWorldSize() > 1)
+    return emitError(locs.location(job.parallel.loc))
+           << "code generation for a mesh of " << job.parallel.getWorldSize()
+           << " ranks is not available yet: this version of dtc emits single-rank programs "
+              "(check the job with -fsyntax-only, or remove the parallel block to train on "
+              "one rank)";
+  if (job.precision != DType::F32)
+    return emitError(locs.location(job.loc))
+           << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")
+           << " is not supported by code generation yet: this version trains in f32 "
+              "(remove the precision key)";
+  if (!job.recompute.empty())
+    return emitError(locs.location(job.loc))
+           << "activation recomputation (recompute = ...) is not supported by code "
+              "generation yet (remove the recompute key)";
+  return success();
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job, StringRef sourcePath) {
+  context.loadDialect<DTDialect, func::FuncDialect>();
+  OpBuilder b(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(
+      FileLineColLoc::get(&context, job.loc.file, job.loc.line, job.loc.col), job.name);
+
+  {
+    FunctionBuilder probe(*module, b, DataRole::Train);
+    if (failed(checkSupported(context, job, probe)))
+      return nullptr;
+  }
+
+  // @loss: one micro-batch of the train source.
+  b.setInsertionPointToEnd(module->getBody());
+  auto lossFn = b.create<func::FuncOp>(module->getLoc(), names::kLossFn,
+                                       b.getFunctionType({}, {}));
+  b.setInsertionPointToStart(lossFn.addEntryBlock());
+  FunctionBuilder train(*module, b, DataRole::Train);
+  FailureOr<LossTrace> loss = traceLoss(job, DataRole::Train, job.microBatch, train);
+  if (failed(loss))
+    return nullptr;
+  Value lossValue = train.get(loss->loss);
+  b.create<func::ReturnOp>(module->getLoc(), lossValue);
+  lossFn.setType(b.getFunctionType({}, {lossValue.getType()}));
+
+  // @eval_step: one batch of the eval source, same size.
+  if (job.eval) {
+    b.setInsertionPointToEnd(module->getBody());
+    auto evalFn = b.create<func::FuncOp>(module->getLoc(), names::kEvalStep,
+                                         b.getFunctionType({}, {}));
+    b.setInsertionPointToStart(evalFn.addEntryBlock());
+    FunctionBuilder eval(*module, b, DataRole::Eval);
+    FailureOr<LossTrace> evalLoss = traceLoss(job, DataRole::Eval, job.microBatch, eval);
+    if (failed(evalLoss))
+      return nullptr;
+    Value value = eval.get(evalLoss->loss);
+    auto scalar = llvm::cast<RankedTensorType>(value.getType());
+    FailureOr<GlobalOp> lossOut = getOrCreateGlobal(*module, names::kEvalLoss, scalar, Role::output);
+    if (failed(lossOut))
+      return nullptr;
+    b.create<StoreOp>(module->getLoc(), value, lossOut->getSymName());
+    if (job.classifier && evalLoss->logits.isValid()) {
+      Value correct = b.create<CountCorrectOp>(module->getLoc(), scalar,
+                                               eval.get(evalLoss->logits),
+                                               eval.get(evalLoss->labels));
+      FailureOr<GlobalOp> correctOut =
+          getOrCreateGlobal(*module, names::kEvalCorrect, scalar, Role::output);
+      if (failed(correctOut))
+        return nullptr;
+      b.create<StoreOp>(module->getLoc(), correct, correctOut->getSymName());
+    }
+    b.create<func::ReturnOp>(module->getLoc());
+  }
+
+  setRecipe(*module, b, job);
+  (*module)->setAttr("dt.job", jobAttr(b, job, sourcePath));
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+} // namespace dt

@@ -1,0 +1,321 @@
+//===- dtc.cpp - The dt compiler driver -----------------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// `dtc FILE -o train` runs the pipeline top to bottom, one call per stage: parse,
+// check (imports, models, the train job, parallel and deploy blocks), MLIRGen, the train
+// step (autodiff, optimizer), fusion and memory planning, lowering, LLVM, and linking with
+// the runtime. `-fsyntax-only` stops after checking; `--emit=STAGE` prints a stage's
+// output and stops there; `--report` prints the program's memory plan. Any error exits
+// with status 1. The pipeline runs on a thread with a large stack, a second guard (after
+// the parser's nesting limits) against deep recursion.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Conversion/Passes.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/MLIRGen/MLIRGen.h"
+#include "dt/Parse/Parser.h"
+#include "dt/Sema/Sema.h"
+#include "dt/Sema/TraceRecorder.h"
+#include "dt/Target/Linker.h"
+#include "dt/Target/Manifest.h"
+#include "dt/Target/ObjectEmitter.h"
+#include "dt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace dt;
+using namespace llvm;
+
+namespace {
+enum class EmitAction { None, AST, Trace, DT, TrainStep, Planned, Manifest, Lowered, LLVM, Obj };
+
+cl::OptionCategory dtcCategory("dtc options");
+
+cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
+                                   cl::desc("<input .dt file>"),
+                                   cl::cat(dtcCategory));
+cl::opt<std::string> outputFilename("o",
+                                    cl::desc("Output file (default: the input's "
+                                             "name without .dt; '-' prints an "
+                                             "--emit stage to stdout)"),
+                                    cl::value_desc("file"), cl::init(""),
+                                    cl::cat(dtcCategory));
+cl::opt<bool> syntaxOnly("fsyntax-only",
+                         cl::desc("Parse and check the file, nothing more"),
+                         cl::cat(dtcCategory));
+cl::opt<EmitAction> emitAction(
+    "emit", cl::desc("Print one stage's output and stop"),
+    cl::init(EmitAction::None),
+    cl::values(
+        clEnumValN(EmitAction::AST, "ast", "the parsed file's AST"),
+        clEnumValN(EmitAction::Trace, "trace",
+                   "the train loss as primitive ops (the tracer's output, one "
+                   "global micro-batch)"),
+        clEnumValN(EmitAction::DT, "dt", "the dt dialect from MLIRGen"),
+        clEnumValN(EmitAction::TrainStep, "train-step",
+                   "after autodiff and the optimizer: the entry points"),
+        clEnumValN(EmitAction::Planned, "planned",
+                   "after fusion and memory planning"),
+        clEnumValN(EmitAction::Manifest, "manifest",
+                   "the JSON manifest embedded in the program"),
+        clEnumValN(EmitAction::Lowered, "lowered",
+                   "loops and kernel calls over the arena"),
+        clEnumValN(EmitAction::LLVM, "llvm", "optimised LLVM IR"),
+        clEnumValN(EmitAction::Obj, "obj", "the object file (no linking)")),
+    cl::cat(dtcCategory));
+cl::opt<bool> report("report",
+                     cl::desc("Print the program's memory plan (per role, "
+                              "per parameter) after compiling"),
+                     cl::cat(dtcCategory));
+cl::opt<std::string> targetCPU("mcpu",
+                               cl::desc("CPU to generate code for (default: "
+                                        "native, the host's)"),
+                               cl::value_desc("cpu"), cl::init("native"),
+                               cl::cat(dtcCategory));
+cl::list<std::string> includeDirs("I",
+                                  cl::desc("Add a directory to search for "
+                                           "imported files"),
+                                  cl::value_desc("dir"), cl::Prefix,
+                                  cl::cat(dtcCategory));
+cl::opt<std::string> stdlibDir("stdlib",
+                               cl::desc("The standard library directory "
+                                        "(default: $DT_STDLIB, then "
+                                        "<dtc>/../share/dt/stdlib, then the "
+                                        "source tree's stdlib/)"),
+                               cl::value_desc("dir"), cl::init(""),
+                               cl::cat(dtcCategory));
+
+/// Prints the train loss's trace over one global micro-batch (micro_batch
+/// times the data-parallel size), as MLIRGen receives it.
+int printTrace(const Job &job) {
+  TraceRecorder recorder;
+  int64_t batch = job.microBatch * job.parallel.getDataParallelSize();
+  if (failed(traceLoss(job, DataRole::Train, batch, recorder)))
+    return 1;
+  recorder.print(outs());
+  for (const std::string &violation : recorder.getViolations())
+    WithColor::error(errs(), "dtc") << "trace violates an op contract: "
+                                    << violation << "\n";
+  return recorder.getViolations().empty() ? 0 : 1;
+}
+
+/// Where an --emit stage goes: -o, or stdout.
+std::unique_ptr<ToolOutputFile> openStageOutput() {
+  std::string path = outputFilename.empty() ? "-" : outputFilename.getValue();
+  std::error_code ec;
+  auto out = std::make_unique<ToolOutputFile>(path, ec, sys::fs::OF_None);
+  if (ec) {
+    WithColor::error(errs(), "dtc") << "cannot write '" << path << "': "
+                                    << ec.message() << "\n";
+    return nullptr;
+  }
+  return out;
+}
+
+/// Prints `module` (or `text`) as the requested stage and returns the exit status.
+int emitStage(mlir::ModuleOp module, StringRef text = {}) {
+  std::unique_ptr<ToolOutputFile> out = openStageOutput();
+  if (!out)
+    return 1;
+  if (module)
+    module.print(out->os());
+  else
+    out->os() << text << "\n";
+  out->keep();
+  return 0;
+}
+
+/// Runs a pipeline; errors have been reported through the diagnostic handler.
+LogicalResult runPipeline(mlir::ModuleOp module,
+                          function_ref<void(mlir::OpPassManager &)> build) {
+  mlir::PassManager pm(module.getContext());
+  build(pm);
+  return pm.run(module);
+}
+
+/// `--report`: the arena, by role and by parameter.
+void printReport(mlir::ModuleOp module, raw_ostream &os) {
+  int64_t arena = module->getAttrOfType<mlir::IntegerAttr>("dt.arena_bytes").getInt();
+  int64_t persistent =
+      module->getAttrOfType<mlir::IntegerAttr>("dt.persistent_bytes").getInt();
+  std::map<std::string, int64_t> byRole;
+  int64_t paramCount = 0;
+  std::vector<std::pair<std::string, int64_t>> params;
+  for (GlobalOp g : module.getOps<GlobalOp>()) {
+    mlir::RankedTensorType t = g.getTensorType();
+    int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+    byRole[stringifyRole(g.getRole()).str()] += bytes;
+    if (g.getRole() == Role::param) {
+      paramCount += t.getNumElements();
+      params.push_back({g.getSymName().str(), t.getNumElements()});
+    }
+  }
+  auto mib = [](int64_t b) { return format("%10.3f MiB", b / 1048576.0); };
+  os << "memory plan of one rank (static, from dt-plan-memory)\n";
+  os << "  parameters      " << paramCount << " values\n";
+  for (StringRef role : {"param", "grad", "state", "input", "output"})
+    os << "  " << left_justify(role, 14) << mib(byRole[role.str()]) << "\n";
+  os << "  persistent    " << mib(persistent) << "  (all of the above, aligned)\n";
+  os << "  activations   " << mib(arena - persistent)
+     << "  (transient values of the largest entry point)\n";
+  os << "  arena         " << mib(arena) << "\n";
+  os << "parameters\n";
+  for (auto &[name, count] : params)
+    os << "  " << left_justify(name, 40) << format("%12lld", (long long)count) << "\n";
+}
+
+/// The pipeline, one call per stage. Returns the exit status.
+int compile(const char *argv0) {
+  SourceMgr sourceMgr;
+  DiagnosticEngine diag(sourceMgr, errs());
+  SearchPaths paths;
+  paths.stdlibDir = findStdlibDir(stdlibDir, argv0,
+                                  reinterpret_cast<void *>(&compile),
+                                  DT_STDLIB_DIR);
+  paths.includeDirs.assign(includeDirs.begin(), includeDirs.end());
+  ModuleLoader loader(diag, paths);
+
+  // 1. Parse the main file.
+  const LoadedModule *main = loader.loadMain(inputFilename);
+  if (!main)
+    return 1;
+  if (emitAction == EmitAction::AST) {
+    ast::dump(*main->ast, sourceMgr, outs());
+    return 0;
+  }
+
+  // 2. Check it: imports, models, train, parallel, deploy.
+  FailureOr<std::unique_ptr<Program>> program = analyze(loader, *main);
+  if (failed(program))
+    return 1;
+  if (syntaxOnly)
+    return 0;
+  const Job *job = (*program)->getJob();
+  if (!job) {
+    WithColor::error(errs(), "dtc")
+        << inputFilename << " has no train block: there is nothing to compile "
+        << "(use -fsyntax-only to check a file of models)\n";
+    return 1;
+  }
+  if (emitAction == EmitAction::Trace)
+    return printTrace(*job);
+
+  // From here on, errors are MLIR diagnostics printed against the same sources.
+  mlir::MLIRContext context;
+  context.loadDialect<DTDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                      mlir::math::MathDialect, mlir::linalg::LinalgDialect,
+                      mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                      mlir::vector::VectorDialect, mlir::LLVM::LLVMDialect>();
+  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errs());
+
+  // 3. MLIRGen: the dt dialect, the loss and eval over one micro-batch.
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *job, inputFilename);
+  if (!module)
+    return 1;
+  if (emitAction == EmitAction::DT)
+    return emitStage(*module);
+
+  // 4. The train step: autodiff and the optimizer.
+  if (failed(runPipeline(*module, buildTrainStepPipeline)))
+    return 1;
+  if (emitAction == EmitAction::TrainStep)
+    return emitStage(*module);
+
+  // 5. Fusion and the static memory plan.
+  if (failed(runPipeline(*module, buildFuseAndPlanPipeline)))
+    return 1;
+  if (emitAction == EmitAction::Planned)
+    return emitStage(*module);
+  if (report) {
+    printReport(*module, outs());
+    outs().flush();
+  }
+
+  // 6. The manifest, while the globals are still in the module.
+  FailureOr<std::string> manifest = buildManifest(*module);
+  if (failed(manifest))
+    return 1;
+  if (emitAction == EmitAction::Manifest)
+    return emitStage(nullptr, *manifest);
+
+  // 7. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
+  if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
+        pm.addPass(createConvertDTToKernels());
+      })))
+    return 1;
+  if (emitAction == EmitAction::Lowered)
+    return emitStage(*module);
+  if (failed(runPipeline(*module, buildLowerToLLVMPipeline)))
+    return 1;
+
+  // 8. LLVM: optimised IR, an object file.
+  CodegenOptions codegen;
+  codegen.cpu = targetCPU;
+  if (emitAction == EmitAction::LLVM) {
+    std::unique_ptr<ToolOutputFile> out = openStageOutput();
+    if (!out || failed(emitLLVMIR(*module, *manifest, codegen, out->os())))
+      return 1;
+    out->keep();
+    return 0;
+  }
+  std::string output = outputFilename;
+  if (output.empty())
+    output = sys::path::stem(inputFilename).str() +
+             (emitAction == EmitAction::Obj ? ".o" : "");
+  if (emitAction == EmitAction::Obj)
+    return failed(emitObjectFile(*module, *manifest, codegen, output)) ? 1 : 0;
+
+  SmallString<128> object;
+  if (std::error_code ec = sys::fs::createTemporaryFile("dtc", "o", object)) {
+    WithColor::error(errs(), "dtc") << "cannot create a temporary file: "
+                                    << ec.message() << "\n";
+    return 1;
+  }
+  FileRemover removeObject(object);
+  if (failed(emitObjectFile(*module, *manifest, codegen, object)))
+    return 1;
+
+  // 9. Link with the runtime.
+  std::string error;
+  if (failed(linkExecutable(object, output, argv0, error))) {
+    WithColor::error(errs(), "dtc") << error << "\n";
+    return 1;
+  }
+  return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(dtcCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dtc: the compiler for declarative distributed "
+                              "training\n");
+  int status = 1;
+  runOnLargeStack([&] { status = compile(argv[0]); });
+  return status;
+}
