@@ -1,41 +1,50 @@
 // RUN: dt-opt %s -split-input-file -convert-dt-to-kernels | FileCheck %s
 
 // A planned entry point: every tensor is a view of the arena at its offset.
-module attributes {dt.arena_bytes = 1024 : i64} {
-  dt.global param @w : tensor<4x8xf32> {init = {kind = "constant", value = 1.0 : f64}, offset = 0 : i64}
-  dt.global input @x : tensor<2x8xf32> {offset = 128 : i64}
-  dt.global param @b : tensor<4xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 192 : i64}
-  dt.global output @y : tensor<2x4xf32> {offset = 256 : i64}
+module attributes {dt.arena_bytes = 2048 : i64} {
+  dt.global param @w : tensor<40x8xf32> {init = {kind = "constant", value = 1.0 : f64}, offset = 0 : i64}
+  dt.global input @x : tensor<2x8xf32> {offset = 1280 : i64}
+  dt.global param @b : tensor<40xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 1344 : i64}
+  dt.global output @y : tensor<2x40xf32> {offset = 1536 : i64}
 
   // CHECK-NOT: dt.global
   // CHECK-DAG: func.func private @dtk_matmul_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i32, i32)
-  // CHECK-LABEL: func.func @dt_forward(%{{.*}}: memref<1024xi8>)
+  // CHECK-LABEL: func.func @dt_forward(%{{.*}}: memref<2048xi8>)
   func.func @forward() {
-    %x = dt.load @x {dt.offsets = [128]} : tensor<2x8xf32>
-    %w = dt.load @w {dt.offsets = [0]} : tensor<4x8xf32>
-    %b = dt.load @b {dt.offsets = [192]} : tensor<4xf32>
-    // Pattern: dt.matmul => call @dtk_matmul_f32(ptr x, ptr w, ptr mm, batch 1, m 2, n 4, k 8, 0, 1)
+    %x = dt.load @x {dt.offsets = [1280]} : tensor<2x8xf32>
+    %w = dt.load @w {dt.offsets = [0]} : tensor<40x8xf32>
+    %b = dt.load @b {dt.offsets = [1344]} : tensor<40xf32>
+    // Pattern: dt.matmul => call @dtk_matmul_f32(ptr x, ptr w, ptr mm, batch 1, m 2, n 40, k 8, 0, 1)
     // CHECK: %[[BASE:.*]] = llvm.inttoptr
-    // CHECK-DAG: %[[PX:.*]] = llvm.getelementptr %[[BASE]][128]
+    // CHECK-DAG: %[[Y:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<2x40xf32>
+    // CHECK-DAG: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<40xf32>
+    // CHECK-DAG: %[[MM:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<2x40xf32>
+    // CHECK-DAG: %[[PX:.*]] = llvm.getelementptr %[[BASE]][1280]
     // CHECK-DAG: %[[PW:.*]] = llvm.getelementptr %[[BASE]][0]
-    // CHECK-DAG: %[[PMM:.*]] = llvm.getelementptr %[[BASE]][320]
+    // CHECK-DAG: %[[PMM:.*]] = llvm.getelementptr %[[BASE]][1728]
     // CHECK: call @dtk_matmul_f32(%[[PX]], %[[PW]], %[[PMM]], %{{.*}}) :
-    %mm = dt.matmul %x, %w {transpose_rhs, dt.offsets = [320]} : tensor<2x8xf32>, tensor<4x8xf32> -> tensor<2x4xf32>
-    // Pattern: dt.fused => linalg.generic with a broadcasting map for the bias.
-    // CHECK: linalg.generic {indexing_maps = [#[[ID:.*]], #[[BC:.*]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
-    // CHECK-SAME: ins(%{{.*}}, %{{.*}} : memref<2x4xf32>, memref<4xf32>) outs(%{{.*}} : memref<2x4xf32>)
-    // CHECK: arith.addf
-    // CHECK: arith.cmpf ugt
-    // CHECK: linalg.yield
-    %y = dt.fused(%mm, %b) {dt.offsets = [256]} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> {
-    ^bb0(%p: tensor<2x4xf32>, %q: tensor<2x4xf32>):
-      %s = dt.add %p, %q : tensor<2x4xf32>
-      %r = dt.relu %s : tensor<2x4xf32>
-      dt.yield %r : tensor<2x4xf32>
+    %mm = dt.matmul %x, %w {transpose_rhs, dt.offsets = [1728]} : tensor<2x8xf32>, tensor<40x8xf32> -> tensor<2x40xf32>
+    // Pattern: dt.fused => rows, then 16 lanes at a time, then the remainder one by one;
+    // the bias is indexed by the inner index only (its broadcast dimension is gone).
+    // CHECK: scf.for %[[ROW:.*]] =
+    // CHECK:   scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+    // CHECK:     %[[VMM:.*]] = vector.load %[[MM]][%[[ROW]], %[[J]]] : memref<2x40xf32>, vector<16xf32>
+    // CHECK:     %[[VB:.*]] = vector.load %[[B]][%[[J]]] : memref<40xf32>, vector<16xf32>
+    // CHECK:     %[[S:.*]] = arith.addf %[[VMM]], %[[VB]] : vector<16xf32>
+    // CHECK:     arith.cmpf ugt, %[[S]], %{{.*}} : vector<16xf32>
+    // CHECK:     vector.store %{{.*}}, %[[Y]][%[[ROW]], %[[J]]] : memref<2x40xf32>, vector<16xf32>
+    // CHECK:   scf.for %[[K:.*]] =
+    // CHECK:     memref.load %[[MM]][%[[ROW]], %[[K]]] : memref<2x40xf32>
+    // CHECK:     memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[K]]] : memref<2x40xf32>
+    %y = dt.fused(%mm, %b) {dt.offsets = [1536]} : (tensor<2x40xf32>, tensor<40xf32>) -> tensor<2x40xf32> {
+    ^bb0(%p: tensor<2x40xf32>, %q: tensor<2x40xf32>):
+      %s = dt.add %p, %q : tensor<2x40xf32>
+      %r = dt.relu %s : tensor<2x40xf32>
+      dt.yield %r : tensor<2x40xf32>
     }
     // Planned in place: the store is free.
     // CHECK-NOT: memref.copy
-    dt.store %y, @y : tensor<2x4xf32>
+    dt.store %y, @y : tensor<2x40xf32>
     // CHECK: return
     return
   }
@@ -43,18 +52,58 @@ module attributes {dt.arena_bytes = 1024 : i64} {
 
 // -----
 
-// Without broadcasting, a fused region is one flat loop over all elements.
-module attributes {dt.arena_bytes = 256 : i64} {
+// Without broadcasting, a fused region is one flat loop over all elements; a 0-d operand
+// is loaded once, before the loop, and splatted.
+module attributes {dt.arena_bytes = 512 : i64} {
   // CHECK-LABEL: func.func @dt_flat
   func.func @flat() {
     %c = dt.constant {dt.offsets = [0]} dense<2.0> : tensor<4x8xf32>
+    %s = dt.constant {dt.offsets = [128]} dense<3.0> : tensor<f32>
     // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<4x8xf32>)
-    // CHECK: linalg.generic {{.*}}iterator_types = ["parallel"]{{.*}}ins(%{{.*}} : memref<32xf32>) outs(%{{.*}} : memref<32xf32>)
-    %e = dt.fused(%c) {dt.offsets = [128]} : (tensor<4x8xf32>) -> tensor<4x8xf32> {
-    ^bb0(%a: tensor<4x8xf32>):
-      %x = dt.exp %a : tensor<4x8xf32>
+    // CHECK: %[[S:.*]] = memref.load %{{.*}}[] : memref<f32>
+    // CHECK: %[[SPLAT:.*]] = vector.splat %[[S]] : vector<16xf32>
+    // CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+    // CHECK:   %[[V:.*]] = vector.load %{{.*}}[%[[I]]] : memref<32xf32>, vector<16xf32>
+    // CHECK:   arith.mulf %[[V]], %[[SPLAT]] : vector<16xf32>
+    // CHECK-NOT: memref.load
+    // CHECK: return
+    %e = dt.fused(%c, %s) {dt.offsets = [192]} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>):
+      %x = dt.mul %a, %b : tensor<4x8xf32>
       dt.yield %x : tensor<4x8xf32>
     }
+    return
+  }
+}
+
+// -----
+
+// Sums: over trailing axes in vector registers with a horizontal sum; over leading axes
+// into the output row.
+module attributes {dt.arena_bytes = 8192 : i64} {
+  // CHECK-LABEL: func.func @dt_sums
+  func.func @sums() {
+    %g = dt.constant {dt.offsets = [0]} dense<1.0> : tensor<4x40xf32>
+    // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+    // CHECK: %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[ZERO]]) -> (vector<16xf32>)
+    // CHECK:   %[[V:.*]] = vector.load
+    // CHECK:   %[[SQ:.*]] = arith.mulf %[[V]], %[[V]] : vector<16xf32>
+    // CHECK:   %[[NEXT:.*]] = arith.addf %[[A]], %[[SQ]] : vector<16xf32>
+    // CHECK:   scf.yield %[[NEXT]]
+    // CHECK: vector.reduction <add>, %[[ACC]] : vector<16xf32> into f32
+    %n = dt.fused(%g) {dt.offsets = [1024], reduce_axes = array<i64: 0, 1>} : (tensor<4x40xf32>) -> tensor<f32> {
+    ^bb0(%a: tensor<4x40xf32>):
+      %sq = dt.mul %a, %a : tensor<4x40xf32>
+      dt.yield %sq : tensor<4x40xf32>
+    }
+    // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[ROW:.*]] : memref<40xf32>)
+    // CHECK: scf.for
+    // CHECK:   scf.for
+    // CHECK:     %[[OLD:.*]] = vector.load %[[ROW]]
+    // CHECK:     %[[IN:.*]] = vector.load
+    // CHECK:     %[[SUM:.*]] = arith.addf %[[OLD]], %[[IN]] : vector<16xf32>
+    // CHECK:     vector.store %[[SUM]], %[[ROW]]
+    %b = dt.reduce_sum %g [0] {dt.offsets = [2048]} : tensor<4x40xf32> -> tensor<40xf32>
     return
   }
 }
@@ -79,8 +128,10 @@ module attributes {dt.arena_bytes = 512 : i64} {
     %lr = dt.schedule %s, %t {kind = "cosine", lr = 1.0e-3 : f64, warmup = 10 : i64, dt.offsets = [128]} : tensor<i64>, tensor<i64> -> tensor<f32>
     dt.store %lr, @lr : tensor<f32>
     %v = dt.constant {dt.offsets = [256]} dense<1.0> : tensor<4xf32>
+    // Fewer elements than a vector: a scalar accumulation only.
     // CHECK: linalg.fill
-    // CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]
+    // CHECK-NOT: vector.reduction
+    // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
     %r = dt.reduce_sum %v [0] {dt.offsets = [320]} : tensor<4xf32> -> tensor<f32>
     // CHECK: memref.copy %{{.*}}, %{{.*}} : memref<f32> to memref<f32>
     dt.store %r, @sum : tensor<f32>

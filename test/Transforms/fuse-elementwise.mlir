@@ -44,18 +44,55 @@ func.func @adam_like(%m: tensor<8xf32>, %g: tensor<8xf32>, %lr: tensor<f32>) -> 
 // -----
 
 // A group cannot sit after a non-fusible op that uses one of its values: %a is used
-// by the reduction before %c would be computed, so the two stay apart.
+// by the softmax before %c would be computed, so the two stay apart.
 // CHECK-LABEL: func.func @no_move_past_use
-func.func @no_move_past_use(%x: tensor<8xf32>) -> (tensor<f32>, tensor<8xf32>) {
+func.func @no_move_past_use(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   // CHECK: %[[A:.*]] = dt.fused
   // CHECK:   dt.exp
-  // CHECK: dt.reduce_sum %[[A]]
+  // CHECK: dt.softmax %[[A]]
   // CHECK: dt.fused(%[[A]])
   // CHECK:   dt.neg
   %a = dt.exp %x : tensor<8xf32>
-  %s = dt.reduce_sum %a [0] : tensor<8xf32> -> tensor<f32>
+  %s = dt.softmax %a axis 0 : tensor<8xf32>
   %c = dt.neg %a : tensor<8xf32>
-  return %s, %c : tensor<f32>, tensor<8xf32>
+  return %s, %c : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Pattern: reduce_sum(g * g) => fused(g) {reduce_axes} { mul }. The square is also needed
+// by an update: it is recomputed there rather than written to memory (duplication).
+// CHECK-LABEL: func.func @norm_and_update
+// CHECK-SAME: (%[[G:.*]]: tensor<4x8xf32>, %[[V:.*]]: tensor<4x8xf32>)
+func.func @norm_and_update(%g: tensor<4x8xf32>, %v: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  // CHECK: %[[N:.*]] = dt.fused(%[[G]]) {reduce_axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32> {
+  // CHECK:   %[[SQ:.*]] = dt.mul
+  // CHECK:   dt.yield %[[SQ]] : tensor<4x8xf32>
+  // CHECK: %[[U:.*]] = dt.fused(%[[G]], %[[V]]) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK:   dt.mul
+  // CHECK:   dt.add
+  // CHECK-NOT: dt.reduce_sum
+  // CHECK: return %[[N]], %[[U]]
+  %sq = dt.mul %g, %g : tensor<4x8xf32>
+  %n = dt.reduce_sum %sq [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %u = dt.add %v, %sq : tensor<4x8xf32>
+  return %n, %u : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A value also used by a non-fusible op is in memory anyway: no duplication, and the
+// sum reads it.
+// CHECK-LABEL: func.func @no_duplicate_materialised
+func.func @no_duplicate_materialised(%g: tensor<4x8xf32>) -> (tensor<f32>, tensor<8xf32>) {
+  // CHECK: %[[SQ:.*]] = dt.fused
+  // CHECK: dt.reduce_sum %[[SQ]] [0, 1]
+  // CHECK: dt.softmax %[[SQ]]
+  %sq = dt.mul %g, %g : tensor<4x8xf32>
+  %n = dt.reduce_sum %sq [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %s = dt.softmax %sq axis 1 : tensor<4x8xf32>
+  %r = dt.reduce_sum %s [0] : tensor<4x8xf32> -> tensor<8xf32>
+  return %n, %r : tensor<f32>, tensor<8xf32>
 }
 
 // -----

@@ -170,6 +170,23 @@ Tensor constantTensor(ConstantOp op) {
   return t;
 }
 
+/// `x` summed over `axes`, which disappear (the result has `outShape`).
+Tensor sumOver(const Tensor &x, ArrayRef<int64_t> axes, ArrayRef<int64_t> outShape) {
+  Tensor out(outShape);
+  SmallVector<int64_t> strides = stridesOf(x.shape);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t dst = 0, rem = i;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      int64_t idx = rem / strides[d];
+      rem %= strides[d];
+      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+        dst = dst * x.shape[d] + idx;
+    }
+    out.data[dst] += x.data[i];
+  }
+  return out;
+}
+
 Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
   SmallVector<int64_t> outShape;
   for (int64_t p : perm)
@@ -418,21 +435,7 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         return Results{out};
       })
       .Case([&](ReduceSumOp r) {
-        const Tensor &x = get(r.getInput());
-        Tensor out(shape(r.getResult()));
-        SmallVector<int64_t> strides = stridesOf(x.shape);
-        ArrayRef<int64_t> axes = r.getAxes();
-        for (int64_t i = 0; i < x.numel(); ++i) {
-          int64_t dst = 0, rem = i;
-          for (size_t d = 0; d < x.shape.size(); ++d) {
-            int64_t idx = rem / strides[d];
-            rem %= strides[d];
-            if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
-              dst = dst * x.shape[d] + idx;
-          }
-          out.data[dst] += x.data[i];
-        }
-        return Results{out};
+        return Results{sumOver(get(r.getInput()), r.getAxes(), shape(r.getResult()))};
       })
       .Case([&](MatmulOp m) {
         return Results{matmul(get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
@@ -617,7 +620,15 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         FailureOr<std::vector<Tensor>> out = inner.runBlock(body);
         if (failed(out))
           return failure();
-        return Results(out->begin(), out->end());
+        Results results;
+        for (auto [t, r] : llvm::zip(*out, f.getResults())) {
+          if (!f.isReduction()) {
+            results.push_back(t);
+            continue;
+          }
+          results.push_back(sumOver(t, *f.getReduceAxes(), shapeOf(r)));
+        }
+        return results;
       })
       .Default([&](Operation *o) -> FailureOr<Results> {
         return o->emitOpError("is not supported by the interpreter"), failure();

@@ -14,7 +14,16 @@
 //      Singletons become dt.fused too, and so does a broadcast that nothing absorbed, so
 //      that lowering has a single elementwise form.
 //
+// Two refinements keep intermediate values out of memory:
+//   0. Before grouping, a cheap elementwise op (one or two operands) whose every user
+//      could fuse with it is duplicated, one copy per user: recomputing it in each
+//      consumer's loop is cheaper than writing it out and reading it back.
+//   4. A sum (dt.reduce_sum over all, the leading or the trailing axes) whose operand is
+//      the one value a group makes is absorbed too: the group becomes a dt.fused with
+//      reduce_axes, and the summed values never reach memory.
+//
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
+// Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
 //
 //===----------------------------------------------------------------------------===//
 
@@ -46,6 +55,44 @@ bool isFusible(Operation *op) {
          op->getNumResults() == 1;
 }
 
+/// A sum a fused region can end in: of floats, over all, the leading or the trailing
+/// axes (what lowering vectorises).
+bool isFusibleReduction(Operation *op) {
+  auto r = llvm::dyn_cast_or_null<ReduceSumOp>(op);
+  if (!r || !llvm::isa<FloatType>(r.getType().getElementType()))
+    return false;
+  ArrayRef<int64_t> axes = r.getAxes();
+  int64_t rank = shapeOf(r.getInput()).size();
+  if (axes.empty())
+    return false;
+  bool leading = axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
+  bool trailing = axes.back() == rank - 1 && axes.front() == rank - static_cast<int64_t>(axes.size());
+  return leading || trailing;
+}
+
+/// Step 0: one copy of a cheap elementwise op per user, when every user could fuse it.
+void duplicateCheapProducers(Block &block) {
+  SmallVector<Operation *> candidates;
+  for (Operation &op : block)
+    if (isFusible(&op) && op.getNumOperands() <= 2)
+      candidates.push_back(&op);
+  for (Operation *op : llvm::reverse(candidates)) {
+    llvm::SetVector<Operation *> users(op->getUsers().begin(), op->getUsers().end());
+    if (users.size() < 2 || users.size() > 4)
+      continue;
+    ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
+    bool allFuse = llvm::all_of(users, [&](Operation *u) {
+      return (isFusible(u) && shapeOf(u->getResult(0)) == shape) || isFusibleReduction(u);
+    });
+    if (!allFuse)
+      continue;
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    for (Operation *user : users.getArrayRef().drop_front())
+      user->replaceUsesOfWith(op->getResult(0), b.clone(*op)->getResult(0));
+  }
+}
+
 struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
@@ -59,6 +106,8 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
   }
 
   void fuse(Block &block) {
+    duplicateCheapProducers(block);
+
     // Position of each op, for the "used after" rule.
     llvm::DenseMap<Operation *, unsigned> position;
     for (Operation &op : block)
@@ -111,7 +160,7 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       toBuild.push_back(std::move(ops));
     }
     for (ArrayRef<Operation *> ops : toBuild)
-      materialize(ops);
+      materialize(ops, reductionOf(ops));
 
     // Broadcasts and constants that fused regions absorbed may now be dead; broadcasts
     // that something else still needs become copies of their own.
@@ -126,8 +175,38 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       materialize({bc});
   }
 
-  /// Replaces `ops` (in program order, one shape) by one dt.fused at the last of them.
-  void materialize(ArrayRef<Operation *> ops) {
+  /// Step 4: the sum a group can end in: the only user of the only value the group
+  /// makes, when every operand the group reads has the group's shape or is a scalar.
+  static ReduceSumOp reductionOf(ArrayRef<Operation *> ops) {
+    llvm::SmallPtrSet<Operation *, 16> inGroup(ops.begin(), ops.end());
+    Value out;
+    for (Operation *op : ops)
+      for (Value r : op->getResults())
+        for (Operation *user : r.getUsers())
+          if (!inGroup.count(user)) {
+            if (out && out != r)
+              return {};
+            out = r;
+          }
+    if (!out || !out.hasOneUse() || !isFusibleReduction(*out.getUsers().begin()))
+      return {};
+    ArrayRef<int64_t> shape = shapeOf(out);
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && inGroup.count(def))
+          continue;
+        if (auto bc = v.getDefiningOp<BroadcastToOp>())
+          v = bc.getInput();
+        if (!shapeOf(v).empty() && shapeOf(v) != shape && !isSplatConstant(v))
+          return {};
+      }
+    return llvm::cast<ReduceSumOp>(*out.getUsers().begin());
+  }
+
+  /// Replaces `ops` (in program order, one shape) by one dt.fused at the last of them;
+  /// with `reduction`, the fused op also does that sum of the group's value.
+  void materialize(ArrayRef<Operation *> ops, ReduceSumOp reduction = {}) {
     llvm::SmallPtrSet<Operation *, 16> inGroup(ops.begin(), ops.end());
     Operation *lastOp = ops.back();
     ArrayRef<int64_t> shape = shapeOf(lastOp->getResult(0));
@@ -157,7 +236,11 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
 
     OpBuilder b(lastOp);
     Location loc = lastOp->getLoc();
-    auto fused = b.create<FusedOp>(loc, ValueRange(outputs).getTypes(), inputs.getArrayRef());
+    SmallVector<Type> resultTypes(ValueRange(outputs).getTypes());
+    if (reduction)
+      resultTypes = {reduction.getType()};
+    auto fused = b.create<FusedOp>(loc, resultTypes, inputs.getArrayRef(),
+                                   reduction ? reduction.getAxesAttr() : DenseI64ArrayAttr());
     Block *body = new Block();
     fused.getBody().push_back(body);
     IRMapping map;
@@ -194,8 +277,13 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       yielded.push_back(map.lookup(r));
     inner.create<YieldOp>(loc, yielded);
 
-    for (auto [r, f] : llvm::zip(outputs, fused.getResults()))
-      r.replaceAllUsesWith(f);
+    if (reduction) {
+      reduction.replaceAllUsesWith(fused.getResult(0));
+      reduction.erase();
+    } else {
+      for (auto [r, f] : llvm::zip(outputs, fused.getResults()))
+        r.replaceAllUsesWith(f);
+    }
     for (Operation *op : llvm::reverse(ops))
       op->erase();
   }

@@ -249,7 +249,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         if (position[user] < at)
           continue;
         auto fused = llvm::dyn_cast<FusedOp>(user);
-        if (user == producer && fused && shapeOf(views[i]) == fused.getIterationShape())
+        if (user == producer && fused && !fused.isReduction() &&
+            shapeOf(views[i]) == fused.getIterationShape())
           continue;
         return false;
       }

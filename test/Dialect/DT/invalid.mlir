@@ -195,7 +195,7 @@ func.func @schedule(%s: tensor<i64>) {
 // -----
 
 func.func @fused_shape(%a: tensor<2x3xf32>) {
-  // expected-error @+1 {{block arguments must have the iteration shape}}
+  // expected-error @+1 {{results must have the yielded values' types}}
   %0 = dt.fused(%a) : (tensor<2x3xf32>) -> tensor<2x3xf32> {
   ^bb0(%x: tensor<3xf32>):
     %n = dt.neg %x : tensor<3xf32>
@@ -212,6 +212,28 @@ func.func @fused_body(%a: tensor<2x3xf32>) {
     // expected-error @+1 {{is not elementwise and cannot be part of a dt.fused region}}
     %s = dt.softmax %x axis 1 : tensor<2x3xf32>
     dt.yield %s : tensor<2x3xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @fused_reduce_axes(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{reduce_axes must be increasing axes of the iteration shape}}
+  %0 = dt.fused(%a) {reduce_axes = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<f32> {
+  ^bb0(%x: tensor<2x3xf32>):
+    dt.yield %x : tensor<2x3xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @fused_reduce_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{results must be the yielded values without the reduced axes}}
+  %0 = dt.fused(%a) {reduce_axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<2xf32> {
+  ^bb0(%x: tensor<2x3xf32>):
+    dt.yield %x : tensor<2x3xf32>
   }
   return
 }

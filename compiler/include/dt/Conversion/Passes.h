@@ -30,6 +30,9 @@ class MathDialect;
 namespace mlir::memref {
 class MemRefDialect;
 }
+namespace mlir::scf {
+class SCFDialect;
+}
 namespace mlir::vector {
 class VectorDialect;
 }

@@ -17,10 +17,12 @@ def ConvertDTToKernels : Pass<"convert-dt-to-kernels", "mlir::ModuleOp"> {
     `func.func @dt_name(%arena: memref<Nxi8>)` and every tensor becomes a `memref.view`
     of the arena at its planned offset, so no tensor SSA value survives:
 
-    - `dt.fused` becomes one `linalg.generic` (broadcast operands get broadcasting
-      indexing maps; when no operand broadcasts the loop nest is collapsed to 1-D) whose
-      body is built from the ops' scalar bodies;
-    - reductions, transposes, splits, concatenations, iota and fills become linalg ops;
+    - `dt.fused` becomes one loop nest whose innermost loop works on vectors of one
+      512-bit register (with a scalar remainder), its body built from the ops' scalar
+      bodies; 0-d operands are loaded once, broadcast operands are indexed NumPy-style,
+      and when nothing broadcasts the nest is one flat loop;
+    - sums over all, the leading or the trailing axes accumulate in vectors; other
+      reductions, transposes, splits, concatenations, iota and fills become linalg ops;
     - matmul and the neural-network ops become calls to the kernels of
       kernels/include/dtk/kernels.h with pointers into the arena;
     - `dt.schedule` becomes scalar arithmetic; loads and stores become nothing (when the
@@ -30,7 +32,8 @@ def ConvertDTToKernels : Pass<"convert-dt-to-kernels", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect", "::mlir::LLVM::LLVMDialect",
-                           "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect"];
+                           "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
 def ApproximateMath : Pass<"dt-approximate-math"> {

@@ -22,6 +22,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -243,65 +245,333 @@ private:
     return success();
   }
 
-  /// The indexing map that broadcasts an operand of `shape` over `iteration` (NumPy).
-  AffineMap broadcastMap(ArrayRef<int64_t> shape, ArrayRef<int64_t> iteration) {
-    unsigned rank = iteration.size(), lead = rank - shape.size();
-    SmallVector<AffineExpr> exprs;
-    for (auto [i, d] : llvm::enumerate(shape))
-      exprs.push_back(d == 1 && iteration[lead + i] != 1 ? b.getAffineConstantExpr(0)
-                                                          : b.getAffineDimExpr(lead + i));
-    return AffineMap::get(rank, 0, exprs, b.getContext());
+  /// Elements per vector for data of `bits`-bit elements: one 512-bit register
+  /// (LLVM splits it on narrower machines).
+  static unsigned lanesFor(unsigned bits) { return std::max(1u, 512u / std::max(8u, bits)); }
+
+  Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+
+  /// Builds `for (i = lb; i < ub; i += step)` and calls `body(i)` inside it.
+  void forLoop(int64_t lb, int64_t ub, int64_t step, function_ref<void(Value)> body) {
+    if (lb >= ub)
+      return;
+    auto loop = b.create<scf::ForOp>(loc, index(lb), index(ub), index(step));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
   }
 
+  /// Loops over `shape` but its last dimension, then over the last dimension in
+  /// steps of `lanes` (calling `body(indices, lanes)`) and one by one for the rest
+  /// (`body(indices, 1)`).
+  void vectorLoopNest(ArrayRef<int64_t> shape, unsigned lanes,
+                      function_ref<void(ArrayRef<Value>, unsigned)> body) {
+    SmallVector<Value> ivs;
+    std::function<void(size_t)> nest = [&](size_t d) {
+      if (d + 1 < shape.size()) {
+        forLoop(0, shape[d], 1, [&](Value iv) {
+          ivs.push_back(iv);
+          nest(d + 1);
+          ivs.pop_back();
+        });
+        return;
+      }
+      int64_t n = shape.back(), vectorEnd = n - n % lanes;
+      auto inner = [&](unsigned width) {
+        return [&, width](Value iv) {
+          ivs.push_back(iv);
+          body(ivs, width);
+          ivs.pop_back();
+        };
+      };
+      if (lanes > 1)
+        forLoop(0, vectorEnd, lanes, inner(lanes));
+      forLoop(lanes > 1 ? vectorEnd : 0, n, 1, inner(1));
+    };
+    nest(0);
+  }
+
+  /// Reads `width` consecutive elements (a vector when width > 1) at `indices`.
+  Value read(Value view, ArrayRef<Value> indices, unsigned width) {
+    if (width == 1)
+      return b.create<memref::LoadOp>(loc, view, indices);
+    Type elem = llvm::cast<MemRefType>(view.getType()).getElementType();
+    return b.create<vector::LoadOp>(loc, VectorType::get({width}, elem), view, indices);
+  }
+
+  void write(Value value, Value view, ArrayRef<Value> indices, unsigned width) {
+    if (width == 1)
+      b.create<memref::StoreOp>(loc, value, view, indices);
+    else
+      b.create<vector::StoreOp>(loc, value, view, indices);
+  }
+
+  /// An operand of a fused region: a view of it, or (for a 0-d operand) its value,
+  /// loaded once, and that value splatted to a vector.
+  struct FusedOperand {
+    Value view, scalar, splat;
+    SmallVector<int64_t> shape;
+  };
+
+  /// Views (or loaded scalars) for `f`'s operands; `flat` views every non-scalar operand
+  /// as one dimension of `flat` elements.
+  SmallVector<FusedOperand> prepareOperands(FusedOp f, std::optional<int64_t> flat,
+                                            unsigned lanes) {
+    SmallVector<FusedOperand> operands;
+    for (Value v : f.getInputs()) {
+      FusedOperand o;
+      if (!shapeOf(v).empty())
+        o.shape = flat ? SmallVector<int64_t>{*flat} : SmallVector<int64_t>(shapeOf(v));
+      o.view = view(offsetOf(v), o.shape, elementOf(v));
+      if (o.shape.empty()) {
+        o.scalar = b.create<memref::LoadOp>(loc, o.view, ValueRange{});
+        if (lanes > 1)
+          o.splat = b.create<vector::SplatOp>(loc, VectorType::get({lanes}, elementOf(v)), o.scalar);
+      }
+      operands.push_back(o);
+    }
+    return operands;
+  }
+
+  /// The values `f`'s body yields for `width` consecutive elements at `ivs` of
+  /// `iteration` (vectors when width > 1).
+  SmallVector<Value> evaluateBody(FusedOp f, ArrayRef<FusedOperand> operands,
+                                  ArrayRef<Value> ivs, ArrayRef<int64_t> iteration,
+                                  unsigned width) {
+    Block &body = f.getBody().front();
+    llvm::DenseMap<Value, Value> values;
+    for (auto [arg, o] : llvm::zip(body.getArguments(), operands)) {
+      if (o.shape.empty()) {
+        values[arg] = width > 1 ? o.splat : o.scalar;
+        continue;
+      }
+      // NumPy broadcasting: a size-1 operand dimension reads index 0.
+      size_t lead = ivs.size() - o.shape.size();
+      SmallVector<Value> idx;
+      for (auto [i, d] : llvm::enumerate(o.shape))
+        idx.push_back(d == 1 && iteration[lead + i] != 1 ? index(0) : ivs[lead + i]);
+      bool alongInner = o.shape.back() == iteration.back() || iteration.back() == 1;
+      if (width > 1 && !alongInner) {
+        Value s = read(o.view, idx, 1);
+        values[arg] = b.create<vector::SplatOp>(loc, VectorType::get({width}, s.getType()), s);
+      } else {
+        values[arg] = read(o.view, idx, width);
+      }
+    }
+    for (Operation &op : body.without_terminator()) {
+      SmallVector<Value> args;
+      for (Value v : op.getOperands())
+        args.push_back(values.lookup(v));
+      values[op.getResult(0)] =
+          llvm::cast<ScalarizableOpInterface>(op).buildScalar(b, op.getLoc(), args, width);
+    }
+    SmallVector<Value> yielded;
+    for (Value v : body.getTerminator()->getOperands())
+      yielded.push_back(values.lookup(v));
+    return yielded;
+  }
+
+  /// Elements per vector for `f`: one 512-bit register of its widest element type.
+  static unsigned lanesFor(FusedOp f) {
+    unsigned widest = 8;
+    for (Value v : f.getInputs())
+      widest = std::max(widest, elementOf(v).getIntOrFloatBitWidth());
+    for (Value v : f.getResults())
+      widest = std::max(widest, elementOf(v).getIntOrFloatBitWidth());
+    return lanesFor(widest);
+  }
+
+  /// Pattern: dt.fused => a loop nest whose innermost loop runs `lanes` elements at a
+  /// time (explicit vectors; the memory plan guarantees distinct buffers, so nothing
+  /// is left to LLVM's alias analysis) with a scalar remainder. 0-d operands are loaded
+  /// once before the loops; an operand broadcast along the innermost dimension is read
+  /// as a scalar and splatted; when nothing broadcasts the nest is one flat loop.
   LogicalResult lowerFused(FusedOp f) {
+    if (f.isReduction())
+      return lowerFusedReduction(f);
     SmallVector<int64_t> iteration(f.getIterationShape());
-    // With no broadcast operand, the loop nest collapses to one loop over all elements.
     bool collapse = iteration.size() > 1 && llvm::all_of(f.getInputs(), [&](Value v) {
                       return shapeOf(v).empty() || shapeOf(v) == ArrayRef<int64_t>(iteration);
                     });
     if (collapse)
       iteration = {product(iteration)};
-    auto shapeFor = [&](Value v) -> SmallVector<int64_t> {
-      if (shapeOf(v).empty())
-        return {};
-      return collapse ? iteration : SmallVector<int64_t>(shapeOf(v));
+    unsigned lanes = iteration.empty() ? 1 : lanesFor(f);
+    SmallVector<FusedOperand> operands =
+        prepareOperands(f, collapse ? std::optional<int64_t>(iteration[0]) : std::nullopt, lanes);
+    SmallVector<Value> outputs;
+    for (Value r : f.getResults())
+      outputs.push_back(view(offsetOf(r), iteration, elementOf(r)));
+    auto emit = [&](ArrayRef<Value> ivs, unsigned width) {
+      for (auto [v, out] : llvm::zip(evaluateBody(f, operands, ivs, iteration, width), outputs))
+        write(v, out, ivs, width);
     };
-
-    SmallVector<Value> ins, outs;
-    SmallVector<AffineMap> maps;
-    for (Value v : f.getInputs()) {
-      SmallVector<int64_t> shape = shapeFor(v);
-      ins.push_back(view(offsetOf(v), shape, elementOf(v)));
-      maps.push_back(broadcastMap(shape, iteration));
-    }
-    for (Value r : f.getResults()) {
-      outs.push_back(view(offsetOf(r), iteration, elementOf(r)));
-      maps.push_back(b.getMultiDimIdentityMap(iteration.size()));
-    }
-    SmallVector<utils::IteratorType> iterators(iteration.size(), utils::IteratorType::parallel);
-    Block &body = f.getBody().front();
-    b.create<linalg::GenericOp>(
-        loc, TypeRange{}, ins, outs, maps, iterators,
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          llvm::DenseMap<Value, Value> scalar;
-          for (auto [arg, s] : llvm::zip(body.getArguments(), args))
-            scalar[arg] = s;
-          for (Operation &op : body.without_terminator()) {
-            SmallVector<Value> operands;
-            for (Value v : op.getOperands())
-              operands.push_back(scalar.lookup(v));
-            auto s = llvm::cast<ScalarizableOpInterface>(op);
-            scalar[op.getResult(0)] = s.buildScalar(nb, op.getLoc(), operands);
-          }
-          SmallVector<Value> yielded;
-          for (Value v : body.getTerminator()->getOperands())
-            yielded.push_back(scalar.lookup(v));
-          nb.create<linalg::YieldOp>(nl, yielded);
-        });
+    if (iteration.empty())
+      emit({}, 1);
+    else
+      vectorLoopNest(iteration, lanes, emit);
     return success();
   }
 
+  /// Pattern: dt.fused {reduce_axes} => the body evaluated over the flattened iteration
+  /// space and summed: over trailing axes in vector registers (one accumulator per
+  /// result, a horizontal sum, the remainder), over leading axes into the output row.
+  LogicalResult lowerFusedReduction(FusedOp f) {
+    ArrayRef<int64_t> shape = f.getIterationShape();
+    ArrayRef<int64_t> axes = *f.getReduceAxes();
+    int64_t rank = shape.size(), total = product(shape);
+    bool trailing = axes.back() == rank - 1 &&
+                    axes.front() == rank - static_cast<int64_t>(axes.size());
+    bool leading = axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
+    bool flatOperands = llvm::all_of(f.getInputs(), [&](Value v) {
+      return shapeOf(v).empty() || shapeOf(v) == shape;
+    });
+    if ((!trailing && !leading) || !flatOperands)
+      return f.emitOpError("is a reduction the lowering does not vectorise (sums over the "
+                           "leading or trailing axes of unbroadcast operands only)");
+    unsigned lanes = lanesFor(f);
+    SmallVector<FusedOperand> operands = prepareOperands(f, total, lanes);
+    SmallVector<int64_t> flat{total};
+    SmallVector<Type> elems;
+    for (Value r : f.getResults())
+      elems.push_back(elementOf(r));
+
+    if (trailing) {
+      int64_t n = product(shape.take_back(axes.size())), outer = total / n;
+      int64_t vectorEnd = n - n % lanes;
+      SmallVector<Value> outs;
+      for (auto [r, elem] : llvm::zip(f.getResults(), elems))
+        outs.push_back(view(offsetOf(r), {outer}, elem));
+      // A loop over [lb, ub) carrying one accumulator per result.
+      auto accumulate = [&](Value base, int64_t lb, int64_t ub, unsigned width,
+                            SmallVector<Value> accs) -> SmallVector<Value> {
+        if (lb >= ub)
+          return accs;
+        auto loop = b.create<scf::ForOp>(loc, index(lb), index(ub), index(width), accs);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
+        SmallVector<Value> next;
+        for (auto [acc, v] : llvm::zip(loop.getRegionIterArgs(),
+                                       evaluateBody(f, operands, {at}, flat, width)))
+          next.push_back(b.create<arith::AddFOp>(loc, acc, v));
+        b.create<scf::YieldOp>(loc, next);
+        return SmallVector<Value>(loop.getResults());
+      };
+      forLoop(0, outer, 1, [&](Value o) {
+        Value base = b.create<arith::MulIOp>(loc, o, index(n));
+        SmallVector<Value> sums;
+        if (vectorEnd > 0) {
+          SmallVector<Value> zeros;
+          for (Type elem : elems)
+            zeros.push_back(b.create<arith::ConstantOp>(
+                loc, DenseElementsAttr::get(VectorType::get({lanes}, elem), b.getZeroAttr(elem))));
+          for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
+            sums.push_back(b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD, v));
+        } else {
+          for (Type elem : elems)
+            sums.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)));
+        }
+        sums = accumulate(base, vectorEnd, n, 1, sums);
+        for (auto [sum, out] : llvm::zip(sums, outs))
+          write(sum, out, {o}, 1);
+      });
+      return success();
+    }
+
+    // Leading axes: out[j] = sum_i body(i * n + j), accumulated into the output row.
+    int64_t n = product(shape.drop_front(axes.size())), rows = total / n;
+    SmallVector<Value> outs;
+    for (auto [r, elem] : llvm::zip(f.getResults(), elems)) {
+      outs.push_back(view(offsetOf(r), {n}, elem));
+      b.create<linalg::FillOp>(loc, ValueRange{b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))},
+                               ValueRange{outs.back()});
+    }
+    forLoop(0, rows, 1, [&](Value i) {
+      Value base = b.create<arith::MulIOp>(loc, i, index(n));
+      vectorLoopNest({n}, lanes, [&](ArrayRef<Value> ivs, unsigned width) {
+        Value at = b.create<arith::AddIOp>(loc, base, ivs[0]);
+        for (auto [v, out] : llvm::zip(evaluateBody(f, operands, {at}, flat, width), outs))
+          write(b.create<arith::AddFOp>(loc, read(out, ivs, width), v), out, ivs, width);
+      });
+    });
+    return success();
+  }
+
+  /// Pattern: dt.reduce_sum over all axes, the trailing axes or the leading axes of a
+  /// float tensor => vector accumulation; other reductions => linalg.
   LogicalResult lowerReduceSum(ReduceSumOp r) {
+    ArrayRef<int64_t> shape = shapeOf(r.getInput());
+    Type elem = elementOf(r.getResult());
+    // Collapse the shape to runs of reduced / kept dimensions.
+    SmallVector<std::pair<bool, int64_t>> runs;
+    for (auto [d, size] : llvm::enumerate(shape)) {
+      bool reduced = llvm::is_contained(r.getAxes(), static_cast<int64_t>(d));
+      if (!runs.empty() && runs.back().first == reduced)
+        runs.back().second *= size;
+      else
+        runs.push_back({reduced, size});
+    }
+    if (!llvm::isa<FloatType>(elem) || runs.size() > 2)
+      return lowerReduceSumGeneric(r);
+    unsigned lanes = lanesFor(elem.getIntOrFloatBitWidth());
+    int64_t total = product(shape);
+    Value in = view(offsetOf(r.getInput()), {total}, elem);
+    Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem));
+    auto vecType = VectorType::get({lanes}, elem);
+
+    if (runs.back().first) {
+      // Reduce the trailing run: out[o] = sum_j in[o * n + j], a vector accumulator in
+      // registers per output element, then a horizontal sum and the remainder.
+      int64_t n = runs.back().second, outer = total / n, vectorEnd = n - n % lanes;
+      Value out = view(offsetOf(r.getResult()), {outer}, elem);
+      if (shapeOf(r.getResult()).empty())
+        out = view(offsetOf(r.getResult()), {1}, elem);
+      forLoop(0, outer, 1, [&](Value o) {
+        Value base = b.create<arith::MulIOp>(loc, o, index(n));
+        Value s = zero;
+        if (vectorEnd > 0) {
+          Value acc = b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vecType, b.getZeroAttr(elem)));
+          auto loop = b.create<scf::ForOp>(loc, index(0), index(vectorEnd), index(lanes), ValueRange{acc});
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(loop.getBody());
+          Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
+          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0), read(in, {at}, lanes));
+          b.create<scf::YieldOp>(loc, sum);
+          b.setInsertionPointAfter(loop);
+          s = b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD, loop.getResult(0));
+        }
+        if (vectorEnd < n) {
+          auto loop = b.create<scf::ForOp>(loc, index(vectorEnd), index(n), index(1), ValueRange{s});
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(loop.getBody());
+          Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
+          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0), read(in, {at}, 1));
+          b.create<scf::YieldOp>(loc, sum);
+          b.setInsertionPointAfter(loop);
+          s = loop.getResult(0);
+        }
+        write(s, out, {o}, 1);
+      });
+      return success();
+    }
+
+    // Reduce the leading run: out[j] = sum_i in[i * n + j], row by row into the output
+    // (a bias gradient: the output row stays in cache).
+    int64_t n = runs.back().second, rows = total / n;
+    Value out = view(offsetOf(r.getResult()), {n}, elem);
+    b.create<linalg::FillOp>(loc, zero, out);
+    forLoop(0, rows, 1, [&](Value i) {
+      Value base = b.create<arith::MulIOp>(loc, i, index(n));
+      vectorLoopNest({n}, lanes, [&](ArrayRef<Value> ivs, unsigned width) {
+        Value at = b.create<arith::AddIOp>(loc, base, ivs[0]);
+        Value sum = b.create<arith::AddFOp>(loc, read(out, ivs, width), read(in, {at}, width));
+        write(sum, out, ivs, width);
+      });
+    });
+    return success();
+  }
+
+  LogicalResult lowerReduceSumGeneric(ReduceSumOp r) {
     ArrayRef<int64_t> inShape = shapeOf(r.getInput());
     Value in = viewOf(r.getInput()), out = viewOf(r.getResult());
     Type elem = elementOf(r.getResult());

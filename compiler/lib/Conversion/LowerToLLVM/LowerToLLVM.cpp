@@ -1,7 +1,7 @@
 //===- LowerToLLVM.cpp - the dt-lower-to-llvm pipeline ---------------------===//
 //
-// After convert-dt-to-kernels the module holds linalg on memref views, scalar arith and
-// math, and kernel calls; this pipeline takes it to the LLVM dialect with upstream
+// After convert-dt-to-kernels the module holds loops over memref views (scf with vector
+// and scalar arith/math, and linalg), and kernel calls; this pipeline takes it to the LLVM dialect with upstream
 // conversions. Memref arguments use the bare-pointer convention, so an entry point is
 // `void dt_name(char *arena)` in C.
 //
@@ -18,6 +18,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -32,6 +33,7 @@ void dt::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

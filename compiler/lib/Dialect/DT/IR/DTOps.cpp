@@ -465,11 +465,38 @@ LogicalResult ScheduleOp::verify() {
 LogicalResult FusedOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");
-  ArrayRef<int64_t> shape = getIterationShape();
-  for (Value r : getResults())
-    if (shapeOf(r) != shape)
-      return emitOpError("all results must have the iteration shape");
   Block &body = getBody().front();
+  auto yield = llvm::dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != getNumResults())
+    return emitOpError("must yield one value per result");
+  ArrayRef<int64_t> shape = getIterationShape();
+  for (Value v : yield.getValues())
+    if (shapeOf(v) != shape)
+      return emitOpError("all yielded values must have the iteration shape");
+
+  // The results: the yielded values, or their sums over reduce_axes.
+  SmallVector<int64_t> resultShape(shape);
+  if (auto axes = getReduceAxes()) {
+    SmallVector<bool> reduced(shape.size(), false);
+    int64_t prev = -1;
+    for (int64_t a : *axes) {
+      if (a <= prev || a >= static_cast<int64_t>(shape.size()))
+        return emitOpError("reduce_axes must be increasing axes of the iteration shape");
+      prev = a;
+      reduced[a] = true;
+    }
+    resultShape.clear();
+    for (auto [i, d] : llvm::enumerate(shape))
+      if (!reduced[i])
+        resultShape.push_back(d);
+  }
+  for (auto [r, v] : llvm::zip(getResults(), yield.getValues()))
+    if (shapeOf(r) != ArrayRef<int64_t>(resultShape) ||
+        tensorType(r).getElementType() != tensorType(v).getElementType())
+      return emitOpError(isReduction()
+                             ? "results must be the yielded values without the reduced axes"
+                             : "results must have the yielded values' types");
+
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("needs one block argument per operand");
   for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments())) {
@@ -484,9 +511,6 @@ LogicalResult FusedOp::verify() {
   for (Operation &op : body.without_terminator())
     if (!llvm::isa<ScalarizableOpInterface>(op))
       return op.emitOpError("is not elementwise and cannot be part of a dt.fused region");
-  auto yield = llvm::cast<YieldOp>(body.getTerminator());
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yielded types must match the result types");
   return success();
 }
 

@@ -1,8 +1,10 @@
 //===- DTScalar.cpp - scalar bodies of dt's elementwise ops ---------------===//
 //
-// ScalarizableOpInterface: each elementwise op builds the arith/math computation of one
-// element. Fusion lowering stitches these into the body of a single loop nest, so a chain
-// such as `relu(x @ w + b)` or a whole AdamW update becomes one pass over memory.
+// ScalarizableOpInterface: each elementwise op builds the arith/math computation of its
+// elements, on scalars or on vectors of `lanes` elements (arith and math ops accept
+// both; only constants need to know which). Fusion lowering stitches these into the body
+// of a single loop nest, so a chain such as `relu(x @ w + b)` or a whole AdamW update
+// becomes one vectorised pass over memory.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <cmath>
 
@@ -18,17 +21,20 @@ using namespace mlir;
 using namespace dt;
 
 namespace {
-/// Small arithmetic helpers over scalars of one type, float or integer.
+/// Small arithmetic helpers over scalars, or vectors, of one type, float or integer.
 struct ScalarBuilder {
   OpBuilder &b;
   Location loc;
-  Type type;
+  Type type; // the element type, or a vector of it
 
-  bool isFloat() const { return llvm::isa<FloatType>(type); }
+  Type elementType() const { return getElementTypeOrSelf(type); }
+  bool isFloat() const { return llvm::isa<FloatType>(elementType()); }
   Value constant(double v) {
-    if (isFloat())
-      return b.create<arith::ConstantOp>(loc, b.getFloatAttr(type, v));
-    return b.create<arith::ConstantOp>(loc, b.getIntegerAttr(type, static_cast<int64_t>(v)));
+    TypedAttr scalar = isFloat() ? TypedAttr(b.getFloatAttr(elementType(), v))
+                                 : TypedAttr(b.getIntegerAttr(elementType(), static_cast<int64_t>(v)));
+    if (auto vec = llvm::dyn_cast<VectorType>(type))
+      return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vec, scalar));
+    return b.create<arith::ConstantOp>(loc, scalar);
   }
   Value add(Value x, Value y) {
     return isFloat() ? b.create<arith::AddFOp>(loc, x, y).getResult()
@@ -61,26 +67,35 @@ static ScalarBuilder scalars(OpBuilder &b, Location loc, Value v) {
   return {b, loc, v.getType()};
 }
 
-Value ConstantOp::buildScalar(OpBuilder &b, Location loc, ValueRange) {
-  auto splat = llvm::cast<DenseElementsAttr>(getValue());
-  assert(splat.isSplat() && "fusion only absorbs splat constants");
-  return b.create<arith::ConstantOp>(loc, llvm::cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+/// `elem`, or a vector of `lanes` of it.
+static Type lanesOf(Type elem, unsigned lanes) {
+  return lanes > 1 ? Type(VectorType::get({lanes}, elem)) : elem;
 }
 
-Value NegOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value ConstantOp::buildScalar(OpBuilder &b, Location loc, ValueRange, unsigned lanes) {
+  auto splat = llvm::cast<DenseElementsAttr>(getValue());
+  assert(splat.isSplat() && "fusion only absorbs splat constants");
+  auto scalar = llvm::cast<TypedAttr>(splat.getSplatValue<Attribute>());
+  if (lanes > 1)
+    return b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(VectorType::get({lanes}, scalar.getType()), scalar));
+  return b.create<arith::ConstantOp>(loc, scalar);
+}
+
+Value NegOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   if (s.isFloat())
     return b.create<arith::NegFOp>(loc, ops[0]);
   return s.sub(s.constant(0), ops[0]);
 }
 
-Value ReluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value ReluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   // x > 0 ? x : 0 (NaN stays NaN, as PyTorch's relu).
   return s.select(arith::CmpFPredicate::UGT, ops[0], s.constant(0), ops[0], s.constant(0));
 }
 
-Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value x = ops[0];
   Value x3 = s.mul(s.mul(x, x), x);
@@ -89,7 +104,7 @@ Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
   return s.mul(s.mul(s.constant(0.5), x), s.add(s.constant(1), t));
 }
 
-Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)).
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value x = ops[0];
@@ -102,41 +117,42 @@ Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
   return s.add(left, s.mul(s.mul(s.constant(0.5), x), s.mul(sech2, dInner)));
 }
 
-Value TanhOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value TanhOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::TanhOp>(loc, ops[0]);
 }
 
-Value SigmoidOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value SigmoidOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value e = b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, ops[0]));
   return s.div(s.constant(1), s.add(s.constant(1), e));
 }
 
-Value ExpOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value ExpOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::ExpOp>(loc, ops[0]);
 }
 
-Value LogOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value LogOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::LogOp>(loc, ops[0]);
 }
 
-Value SqrtOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value SqrtOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::SqrtOp>(loc, ops[0]);
 }
 
-Value StepOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value StepOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   return s.select(arith::CmpFPredicate::OGT, ops[0], s.constant(0), s.constant(1),
                   s.constant(0));
 }
 
-Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
-  Type from = ops[0].getType();
-  Type to = getType().getElementType();
-  if (from == to)
-    return ops[0];
+Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned lanes) {
+  Type from = getElementTypeOrSelf(ops[0].getType());
+  Type toElem = getType().getElementType();
+  Type to = lanesOf(toElem, lanes);
   auto fromF = llvm::dyn_cast<FloatType>(from);
-  auto toF = llvm::dyn_cast<FloatType>(to);
+  auto toF = llvm::dyn_cast<FloatType>(toElem);
+  if (from == toElem)
+    return ops[0];
   if (fromF && toF)
     return fromF.getWidth() < toF.getWidth()
                ? b.create<arith::ExtFOp>(loc, to, ops[0]).getResult()
@@ -145,39 +161,39 @@ Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
     return b.create<arith::SIToFPOp>(loc, to, ops[0]);
   if (fromF && !toF)
     return b.create<arith::FPToSIOp>(loc, to, ops[0]);
-  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = toElem.getIntOrFloatBitWidth();
   return fw < tw ? b.create<arith::ExtSIOp>(loc, to, ops[0]).getResult()
                  : b.create<arith::TruncIOp>(loc, to, ops[0]).getResult();
 }
 
-Value AddOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value AddOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return scalars(b, loc, ops[0]).add(ops[0], ops[1]);
 }
 
-Value SubOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value SubOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return scalars(b, loc, ops[0]).sub(ops[0], ops[1]);
 }
 
-Value MulOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value MulOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return scalars(b, loc, ops[0]).mul(ops[0], ops[1]);
 }
 
-Value DivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value DivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return scalars(b, loc, ops[0]).div(ops[0], ops[1]);
 }
 
-Value PowOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
+Value PowOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::PowFOp>(loc, ops[0], ops[1]);
 }
 
-Value MaximumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
-  if (llvm::isa<FloatType>(ops[0].getType()))
+Value MaximumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+  if (llvm::isa<FloatType>(getElementTypeOrSelf(ops[0].getType())))
     return b.create<arith::MaximumFOp>(loc, ops[0], ops[1]);
   return b.create<arith::MaxSIOp>(loc, ops[0], ops[1]);
 }
 
-Value MinimumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops) {
-  if (llvm::isa<FloatType>(ops[0].getType()))
+Value MinimumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+  if (llvm::isa<FloatType>(getElementTypeOrSelf(ops[0].getType())))
     return b.create<arith::MinimumFOp>(loc, ops[0], ops[1]);
   return b.create<arith::MinSIOp>(loc, ops[0], ops[1]);
 }

@@ -35,16 +35,19 @@ def DT_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
 def DT_ScalarizableOpInterface : OpInterface<"ScalarizableOpInterface"> {
   let cppNamespace = "::dt";
   let description = [{
-    An elementwise op that can compute one element from one element of each operand.
-    Fusion lowering builds the body of a single loop nest from these scalar bodies.
+    An elementwise op that can compute elements from the elements of its operands.
+    Fusion lowering builds the body of a single loop nest from these bodies, once for
+    `lanes` elements at a time (the vectorised loop) and once for one element (the
+    remainder).
   }];
   let methods = [
     InterfaceMethod<
-      "Builds the scalar computation of one element; operands are scalars of the "
-      "operands' element types. Returns the scalar result.",
+      "Builds the computation of `lanes` elements; operands are scalars of the "
+      "operands' element types when `lanes` is 1, and vectors of `lanes` of them "
+      "otherwise. Returns the result, of the same form.",
       "::mlir::Value", "buildScalar",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
-           "::mlir::ValueRange":$operands)>
+           "::mlir::ValueRange":$operands, "unsigned":$lanes)>
   ];
 }
 

@@ -527,11 +527,16 @@ def DT_ScheduleOp : DT_Op<"schedule", [Pure]> {
 def DT_FusedOp : DT_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
   let summary = "a fused elementwise region, code-generated as one loop nest";
   let description = [{
-    All results have one shape, the iteration shape. The body's block arguments have the
+    The body computes values of the iteration shape. The body's block arguments have the
     iteration shape and the operands' element types; an operand of a smaller shape is
     broadcast to the iteration shape (NumPy rules), which is how `dt.broadcast_to` is
     absorbed. The body holds only elementwise ops (`ScalarizableOpInterface`) and ends with
     `dt.yield`.
+
+    Without `reduce_axes`, the results are the yielded values (so they have the iteration
+    shape). With `reduce_axes`, every result is its yielded value summed over those axes
+    of the iteration shape, which lets a reduction consume an elementwise chain without
+    the chain ever reaching memory (e.g. the sum of squares of a gradient).
 
     ```mlir
     %h = dt.fused (%y, %b) : (tensor<128x256xf32>, tensor<256xf32>) -> tensor<128x256xf32> {
@@ -540,19 +545,29 @@ def DT_FusedOp : DT_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
       %r = dt.relu %s : tensor<128x256xf32>
       dt.yield %r : tensor<128x256xf32>
     }
+    %n = dt.fused (%g) {reduce_axes = array<i64: 0, 1>} : (tensor<256x784xf32>) -> tensor<f32> {
+    ^bb0(%a: tensor<256x784xf32>):
+      %sq = dt.mul %a, %a : tensor<256x784xf32>
+      dt.yield %sq : tensor<256x784xf32>
+    }
     ```
   }];
-  let arguments = (ins Variadic<DT_Tensor>:$inputs);
+  let arguments = (ins Variadic<DT_Tensor>:$inputs,
+                       OptionalAttr<DenseI64ArrayAttr>:$reduce_axes);
   let results = (outs Variadic<DT_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat =
       "`(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The shape every result has and the loop nest iterates over.
+    /// The shape the body computes and the loop nest iterates over.
     ::llvm::ArrayRef<int64_t> getIterationShape() {
-      return ::llvm::cast<::mlir::RankedTensorType>(getResult(0).getType()).getShape();
+      return ::llvm::cast<::mlir::RankedTensorType>(
+                 getBody().front().getTerminator()->getOperand(0).getType())
+          .getShape();
     }
+    /// Whether the results are sums of the yielded values.
+    bool isReduction() { return getReduceAxes().has_value(); }
   }];
 }
 
