@@ -24,6 +24,10 @@ config.substitutions.append(("%src_root", config.dt_src_root))
 config.substitutions.append(("%data", os.path.join(config.dt_src_root, "data")))
 config.substitutions.append(("%spec", config.dt_spec_dir))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# Helpers for tests that run emitted programs (data files, metrics, signals, checkpoints).
+config.substitutions.append(
+    ("%dtrt_test", "/usr/bin/python3 " +
+     os.path.join(config.dt_src_root, "test", "e2e", "runtime", "Inputs", "dtrt_test.py")))
 
 # Features a test can REQUIRE.
 if os.path.isdir(config.dt_spec_dir):

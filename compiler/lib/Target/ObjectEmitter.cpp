@@ -72,7 +72,13 @@ std::unique_ptr<llvm::Module> buildOptimizedModule(ModuleOp module, llvm::String
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&tm);
+  // Loops are vectorised by dt's own lowering (explicit vectors with a scalar
+  // remainder): LLVM's loop vectoriser and unroller would only re-vectorise remainders
+  // and multiply compile time.
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = false;
+  tuning.LoopUnrolling = false;
+  llvm::PassBuilder pb(&tm, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);

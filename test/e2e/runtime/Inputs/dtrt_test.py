@@ -12,6 +12,8 @@
         grad_norm, eval_loss, ...: every field but timings), exactly
     dtrt_test.py min-accuracy FILE X
         the last eval record of FILE has eval_accuracy >= X
+    dtrt_test.py loss-drops FILE RATIO
+        the last training loss in FILE is below RATIO times the first
     dtrt_test.py expect-exit CODE -- CMD...
         runs CMD (output passed through); succeeds iff it exits with CODE
         (KILL/TERM/INT: killed by that signal)
@@ -122,6 +124,15 @@ def min_accuracy(args):
     print(f"eval accuracy {acc}")
 
 
+def loss_drops(args):
+    losses = [r["loss"] for r in records(args[0]) if "loss" in r]
+    if len(losses) < 2:
+        sys.exit("fewer than two training records")
+    if not losses[-1] < float(args[1]) * losses[0]:
+        sys.exit(f"loss went from {losses[0]} to {losses[-1]}, not below {args[1]} times the first")
+    print(f"loss {losses[0]} -> {losses[-1]}")
+
+
 def status_of(returncode):
     return {-9: "KILL", -15: "TERM", -2: "INT"}.get(returncode, str(returncode))
 
@@ -192,6 +203,7 @@ COMMANDS = {
     "make-tokens": make_tokens,
     "compare-metrics": compare_metrics,
     "min-accuracy": min_accuracy,
+    "loss-drops": loss_drops,
     "expect-exit": expect_exit,
     "signal-after": signal_after,
     "check-checkpoint": check_checkpoint,
