@@ -1,10 +1,10 @@
 /*===- attention.c - scaled dot-product attention, forward and backward ----===*
  *
- * Per (batch, head) slice of [t, d]: S = Q K^T / sqrt(d) (+ causal mask), P = softmax(S),
- * O = P V, with the products in CBLAS. The backward pass recomputes P rather than storing
- * it, so the forward keeps no t x t activations:
- *   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),  dQ = dS K / sqrt(d),
- *   dK = dS^T Q / sqrt(d).
+ * Per (batch, head) slice of [t, d]: S = Q K^T / sqrt(d) (+ causal mask), P =
+ *softmax(S), O = P V, with the products in CBLAS. The backward pass recomputes
+ *P rather than storing it, so the forward keeps no t x t activations: dV = P^T
+ *dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),  dQ = dS K / sqrt(d), dK =
+ *dS^T Q / sqrt(d).
  *
  *===----------------------------------------------------------------------------===*/
 
@@ -15,11 +15,12 @@
 #include <stdlib.h>
 
 /* p (t, t) = softmax(q k^T * scale) with the causal mask applied */
-static void probabilities(const float *q, const float *k, float *p, int64_t t, int64_t d,
-                          int32_t causal) {
+static void probabilities(const float *q, const float *k, float *p, int64_t t,
+                          int64_t d, int32_t causal) {
   float scale = 1.0f / sqrtf((float)d);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t, (blasint)d,
-              scale, q, (blasint)d, k, (blasint)d, 0.0f, p, (blasint)t);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t,
+              (blasint)d, scale, q, (blasint)d, k, (blasint)d, 0.0f, p,
+              (blasint)t);
   for (int64_t i = 0; i < t; ++i) {
     float *row = p + i * t;
     int64_t visible = causal ? i + 1 : t;
@@ -52,15 +53,17 @@ void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
   for (int64_t s = 0; s < slices; ++s) {
     int64_t base = s * t * d;
     probabilities(q + base, k + base, p, t, d, causal);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t, (blasint)d, (blasint)t,
-                1.0f, p, (blasint)t, v + base, (blasint)d, 0.0f, o + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t,
+                (blasint)d, (blasint)t, 1.0f, p, (blasint)t, v + base,
+                (blasint)d, 0.0f, o + base, (blasint)d);
   }
   free(p);
 }
 
-void dtk_attention_grad_f32(const float *q, const float *k, const float *v, const float *dout,
-                            float *dq, float *dk, float *dv, int64_t slices, int64_t t,
-                            int64_t d, int32_t causal) {
+void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
+                            const float *dout, float *dq, float *dk, float *dv,
+                            int64_t slices, int64_t t, int64_t d,
+                            int32_t causal) {
   float *p = scratch(2 * t * t); /* P and dP, (t, t) each */
   float *dp = p + t * t;
   float scale = 1.0f / sqrtf((float)d);
@@ -68,11 +71,13 @@ void dtk_attention_grad_f32(const float *q, const float *k, const float *v, cons
     int64_t base = s * t * d;
     probabilities(q + base, k + base, p, t, d, causal);
     /* dV = P^T dO */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d, (blasint)t,
-                1.0f, p, (blasint)t, dout + base, (blasint)d, 0.0f, dv + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d,
+                (blasint)t, 1.0f, p, (blasint)t, dout + base, (blasint)d, 0.0f,
+                dv + base, (blasint)d);
     /* dP = dO V^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t, (blasint)d,
-                1.0f, dout + base, (blasint)d, v + base, (blasint)d, 0.0f, dp, (blasint)t);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t,
+                (blasint)d, 1.0f, dout + base, (blasint)d, v + base, (blasint)d,
+                0.0f, dp, (blasint)t);
     /* dS = P * (dP - rowsum(dP * P)), stored over dP */
     for (int64_t i = 0; i < t; ++i) {
       float *pr = p + i * t, *dpr = dp + i * t;
@@ -83,10 +88,12 @@ void dtk_attention_grad_f32(const float *q, const float *k, const float *v, cons
         dpr[j] = pr[j] * (dpr[j] - dot);
     }
     /* dQ = dS K * scale; dK = dS^T Q * scale */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t, (blasint)d, (blasint)t,
-                scale, dp, (blasint)t, k + base, (blasint)d, 0.0f, dq + base, (blasint)d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d, (blasint)t,
-                scale, dp, (blasint)t, q + base, (blasint)d, 0.0f, dk + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t,
+                (blasint)d, (blasint)t, scale, dp, (blasint)t, k + base,
+                (blasint)d, 0.0f, dq + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d,
+                (blasint)t, scale, dp, (blasint)t, q + base, (blasint)d, 0.0f,
+                dk + base, (blasint)d);
   }
   free(p);
 }

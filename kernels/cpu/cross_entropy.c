@@ -1,6 +1,7 @@
 /*===- cross_entropy.c - softmax cross-entropy, its gradient, accuracy ----===*
  *
- * Labels come from the data: a negative label marks a padded position (ignored), a label
+ * Labels come from the data: a negative label marks a padded position
+ *(ignored), a label
  * >= the number of classes is a data/model mismatch and is reported.
  *
  *===----------------------------------------------------------------------------===*/
@@ -14,7 +15,8 @@ static void check_label(int32_t label, int64_t classes) {
   if (label >= classes) {
     char message[200];
     snprintf(message, sizeof message,
-             "label %d is out of range for a model with %lld output classes (check the data's "
+             "label %d is out of range for a model with %lld output classes "
+             "(check the data's "
              "labels against the model's output width)",
              (int)label, (long long)classes);
     dtk_fail(message);
@@ -32,8 +34,8 @@ static float log_sum_exp(const float *row, int64_t n) {
   return mx + logf(s);
 }
 
-void dtk_cross_entropy_f32(const float *logits, const int32_t *labels, float *loss,
-                           int64_t rows, int64_t classes) {
+void dtk_cross_entropy_f32(const float *logits, const int32_t *labels,
+                           float *loss, int64_t rows, int64_t classes) {
   double sum = 0.0;
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -47,8 +49,9 @@ void dtk_cross_entropy_f32(const float *logits, const int32_t *labels, float *lo
   *loss = count ? (float)(sum / (double)count) : 0.0f;
 }
 
-void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels, const float *dloss,
-                                float *dlogits, int64_t rows, int64_t classes) {
+void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
+                                const float *dloss, float *dlogits,
+                                int64_t rows, int64_t classes) {
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r)
     count += labels[r] >= 0;
@@ -69,8 +72,8 @@ void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels, cons
   }
 }
 
-void dtk_count_correct_f32(const float *logits, const int32_t *labels, float *correct,
-                           int64_t rows, int64_t classes) {
+void dtk_count_correct_f32(const float *logits, const int32_t *labels,
+                           float *correct, int64_t rows, int64_t classes) {
   int64_t hits = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] < 0)

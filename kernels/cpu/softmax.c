@@ -1,7 +1,7 @@
 /*===- softmax.c - softmax along one axis ---------------------------------===*
  *
- * x is viewed as (outer, n, inner) and normalised along n; the maximum is subtracted
- * first so that exp never overflows.
+ * x is viewed as (outer, n, inner) and normalised along n; the maximum is
+ *subtracted first so that exp never overflows.
  *
  *===----------------------------------------------------------------------------===*/
 
@@ -9,7 +9,8 @@
 
 #include <math.h>
 
-void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner) {
+void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
+                     int64_t inner) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const float *xs = x + o * n * inner + i; /* (n) with stride inner */

@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Kernels (kernels/) check what depends on the data, such as token ids and labels
-// being in range, and call dtk_fail when the data does not fit the model. Inside a
-// step there is nothing to unwind to, and the state of the arena is mid-update, so
-// the program stops at once without writing a checkpoint (the last complete one is
-// intact) and says what was wrong.
+// Kernels (kernels/) check what depends on the data, such as token ids and
+// labels being in range, and call dtk_fail when the data does not fit the
+// model. Inside a step there is nothing to unwind to, and the state of the
+// arena is mid-update, so the program stops at once without writing a
+// checkpoint (the last complete one is intact) and says what was wrong.
 //
 //===----------------------------------------------------------------------===//
 

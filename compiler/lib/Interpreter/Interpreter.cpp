@@ -1,8 +1,8 @@
 //===- Interpreter.cpp - reference evaluator for dt IR --------------------===//
 //
-// A straightforward evaluator: every op is implemented by the plainest loops that
-// state its definition, independent of the kernels and of code generation, so that it
-// can serve as the oracle for both. See Interpreter.h.
+// A straightforward evaluator: every op is implemented by the plainest loops
+// that state its definition, independent of the kernels and of code generation,
+// so that it can serve as the oracle for both. See Interpreter.h.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -22,15 +22,19 @@ using namespace dt;
 using namespace dt::interp;
 
 Tensor::Tensor(ArrayRef<int64_t> s, double fill) : shape(s) {
-  int64_t n = std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+  int64_t n =
+      std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
   data.assign(n, fill);
 }
 
-Tensor::Tensor(ArrayRef<int64_t> s, std::vector<double> d) : shape(s), data(std::move(d)) {}
+Tensor::Tensor(ArrayRef<int64_t> s, std::vector<double> d)
+    : shape(s), data(std::move(d)) {}
 
 namespace {
 
-Tensor scalar(double v) { return Tensor(ArrayRef<int64_t>{}, std::vector<double>{v}); }
+Tensor scalar(double v) {
+  return Tensor(ArrayRef<int64_t>{}, std::vector<double>{v});
+}
 
 int64_t product(ArrayRef<int64_t> s) {
   return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
@@ -50,8 +54,8 @@ double roundTo(Type type, double v) {
   if (type.isF64())
     return v;
   if (type.isF16() || type.isBF16()) {
-    // Round through float to the 16-bit format's precision by clearing mantissa bits
-    // (ties away are close enough for a reference); range is not modelled.
+    // Round through float to the 16-bit format's precision by clearing mantissa
+    // bits (ties away are close enough for a reference); range is not modelled.
     int mantissa = type.isF16() ? 10 : 7;
     int exp;
     double m = std::frexp(v, &exp);
@@ -97,7 +101,9 @@ struct AxisView {
   AxisView(ArrayRef<int64_t> shape, int64_t axis)
       : outer(product(shape.take_front(axis))), n(shape[axis]),
         inner(product(shape.drop_front(axis + 1))) {}
-  int64_t at(int64_t o, int64_t j, int64_t i) const { return (o * n + j) * inner + i; }
+  int64_t at(int64_t o, int64_t j, int64_t i) const {
+    return (o * n + j) * inner + i;
+  }
 };
 
 double geluScalar(double x) {
@@ -111,9 +117,11 @@ double geluDerivScalar(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
 }
 
-/// Scalar semantics of every elementwise op, by op; shared by plain ops and dt.fused.
+/// Scalar semantics of every elementwise op, by op; shared by plain ops and
+/// dt.fused.
 FailureOr<double> elementwise(Operation *op, ArrayRef<double> a) {
-  Type elem = llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  Type elem =
+      llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
   bool isFloat = llvm::isa<FloatType>(elem);
   auto intDiv = [](double x, double y) { return std::trunc(x / y); };
   return llvm::TypeSwitch<Operation *, FailureOr<double>>(op)
@@ -171,7 +179,8 @@ Tensor constantTensor(ConstantOp op) {
 }
 
 /// `x` summed over `axes`, which disappear (the result has `outShape`).
-Tensor sumOver(const Tensor &x, ArrayRef<int64_t> axes, ArrayRef<int64_t> outShape) {
+Tensor sumOver(const Tensor &x, ArrayRef<int64_t> axes,
+               ArrayRef<int64_t> outShape) {
   Tensor out(outShape);
   SmallVector<int64_t> strides = stridesOf(x.shape);
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -192,7 +201,8 @@ Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
   for (int64_t p : perm)
     outShape.push_back(x.shape[p]);
   Tensor out(outShape);
-  SmallVector<int64_t> inStrides = stridesOf(x.shape), outStrides = stridesOf(outShape);
+  SmallVector<int64_t> inStrides = stridesOf(x.shape),
+                       outStrides = stridesOf(outShape);
   for (int64_t i = 0; i < out.numel(); ++i) {
     int64_t src = 0, rem = i;
     for (size_t d = 0; d < perm.size(); ++d) {
@@ -204,7 +214,8 @@ Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
   return out;
 }
 
-Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb, ArrayRef<int64_t> outShape) {
+Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
+              ArrayRef<int64_t> outShape) {
   size_t r = a.shape.size();
   int64_t batch = product(ArrayRef<int64_t>(a.shape).drop_back(2));
   int64_t m = outShape[r - 2], n = outShape[r - 1];
@@ -245,7 +256,8 @@ Tensor softmax(const Tensor &x, int64_t axis) {
 }
 
 /// Row statistics of layer norm: mean and 1/sqrt(var + eps) of each row.
-void rowStats(const double *row, int64_t n, double eps, double &mean, double &rstd) {
+void rowStats(const double *row, int64_t n, double eps, double &mean,
+              double &rstd) {
   mean = 0;
   for (int64_t j = 0; j < n; ++j)
     mean += row[j];
@@ -268,12 +280,14 @@ double logSumExp(const double *row, int64_t n) {
   return mx + std::log(s);
 }
 
-/// Attention over [batch*heads, T, D] slices; returns P (probabilities) per slice.
-void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh, int64_t t,
-                    int64_t d, std::vector<double> &p) {
+/// Attention over [batch*heads, T, D] slices; returns P (probabilities) per
+/// slice.
+void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
+                    int64_t t, int64_t d, std::vector<double> &p) {
   double scale = 1.0 / std::sqrt(static_cast<double>(d));
   p.assign(t * t, 0);
-  const double *qs = q.data.data() + bh * t * d, *ks = k.data.data() + bh * t * d;
+  const double *qs = q.data.data() + bh * t * d,
+               *ks = k.data.data() + bh * t * d;
   for (int64_t i = 0; i < t; ++i) {
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < t; ++j) {
@@ -298,11 +312,13 @@ void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh, i
 }
 
 double scheduleValue(ScheduleOp op, double step, double total) {
-  double lr = op.getLr().convertToDouble(), warmup = static_cast<double>(op.getWarmup());
+  double lr = op.getLr().convertToDouble(),
+         warmup = static_cast<double>(op.getWarmup());
   StringRef kind = op.getKind();
   if (kind == "step")
     return lr * std::pow(op.getGamma().convertToDouble(),
-                         std::floor((step - 1) / static_cast<double>(op.getEvery())));
+                         std::floor((step - 1) /
+                                    static_cast<double>(op.getEvery())));
   if (kind == "constant")
     return lr;
   if (warmup > 0 && step <= warmup)
@@ -320,12 +336,15 @@ double scheduleValue(ScheduleOp op, double step, double total) {
 /// Evaluates one function body.
 class Frame {
 public:
-  Frame(Interpreter &interp, ModuleOp module) : interp(interp), module(module) {}
+  Frame(Interpreter &interp, ModuleOp module)
+      : interp(interp), module(module) {}
 
   FailureOr<std::vector<Tensor>> run(func::FuncOp fn, ArrayRef<Tensor> args) {
     Block &entry = fn.getBody().front();
     if (entry.getNumArguments() != args.size())
-      return fn.emitError("expected ") << entry.getNumArguments() << " arguments", failure();
+      return fn.emitError("expected ")
+                 << entry.getNumArguments() << " arguments",
+             failure();
     for (auto [arg, t] : llvm::zip(entry.getArguments(), args))
       values[arg] = t;
     return runBlock(entry);
@@ -401,7 +420,9 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
       .Case([&](ReshapeOp r) {
         return Results{Tensor(shape(r.getResult()), get(r.getInput()).data)};
       })
-      .Case([&](TransposeOp t) { return Results{transpose(get(t.getInput()), t.getPerm())}; })
+      .Case([&](TransposeOp t) {
+        return Results{transpose(get(t.getInput()), t.getPerm())};
+      })
       .Case([&](SplitOp s) {
         const Tensor &x = get(s.getInput());
         AxisView v(x.shape, s.getAxis());
@@ -413,7 +434,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
           for (int64_t o = 0; o < v.outer; ++o)
             for (int64_t j = 0; j < n; ++j)
               for (int64_t i = 0; i < v.inner; ++i)
-                piece.data[(o * n + j) * v.inner + i] = x.data[v.at(o, start + j, i)];
+                piece.data[(o * n + j) * v.inner + i] =
+                    x.data[v.at(o, start + j, i)];
           start += n;
           out.push_back(std::move(piece));
         }
@@ -429,28 +451,35 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
           for (int64_t o = 0; o < v.outer; ++o)
             for (int64_t j = 0; j < n; ++j)
               for (int64_t i = 0; i < v.inner; ++i)
-                out.data[v.at(o, start + j, i)] = x.data[(o * n + j) * v.inner + i];
+                out.data[v.at(o, start + j, i)] =
+                    x.data[(o * n + j) * v.inner + i];
           start += n;
         }
         return Results{out};
       })
       .Case([&](ReduceSumOp r) {
-        return Results{sumOver(get(r.getInput()), r.getAxes(), shape(r.getResult()))};
+        return Results{
+            sumOver(get(r.getInput()), r.getAxes(), shape(r.getResult()))};
       })
       .Case([&](MatmulOp m) {
-        return Results{matmul(get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
-                              m.getTransposeRhs(), shape(m.getResult()))};
+        return Results{matmul(get(m.getLhs()), get(m.getRhs()),
+                              m.getTransposeLhs(), m.getTransposeRhs(),
+                              shape(m.getResult()))};
       })
-      .Case([&](SoftmaxOp s) { return Results{softmax(get(s.getInput()), s.getAxis())}; })
+      .Case([&](SoftmaxOp s) {
+        return Results{softmax(get(s.getInput()), s.getAxis())};
+      })
       .Case([&](LayerNormOp l) {
-        const Tensor &x = get(l.getInput()), &w = get(l.getWeight()), &b = get(l.getBias());
+        const Tensor &x = get(l.getInput()), &w = get(l.getWeight()),
+                     &b = get(l.getBias());
         int64_t n = x.shape.back(), rows = x.numel() / n;
         Tensor y(x.shape);
         for (int64_t r = 0; r < rows; ++r) {
           double mean, rstd;
           rowStats(&x.data[r * n], n, l.getEps().convertToDouble(), mean, rstd);
           for (int64_t j = 0; j < n; ++j)
-            y.data[r * n + j] = (x.data[r * n + j] - mean) * rstd * w.data[j] + b.data[j];
+            y.data[r * n + j] =
+                (x.data[r * n + j] - mean) * rstd * w.data[j] + b.data[j];
         }
         return Results{y};
       })
@@ -488,7 +517,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         for (int64_t i = 0; i < ids.numel(); ++i) {
           int64_t id = static_cast<int64_t>(ids.data[i]);
           if (id < 0 || id >= count)
-            return e.emitOpError("id ") << id << " is out of range [0, " << count << ")",
+            return e.emitOpError("id ")
+                       << id << " is out of range [0, " << count << ")",
                    failure();
           for (int64_t c = 0; c < width; ++c)
             out.data[i * width + c] = table.data[id * width + c];
@@ -501,7 +531,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         int64_t width = out.shape[1];
         for (int64_t i = 0; i < ids.numel(); ++i)
           for (int64_t c = 0; c < width; ++c)
-            out.data[static_cast<int64_t>(ids.data[i]) * width + c] += g.data[i * width + c];
+            out.data[static_cast<int64_t>(ids.data[i]) * width + c] +=
+                g.data[i * width + c];
         return Results{out};
       })
       .Case([&](CrossEntropyOp c) {
@@ -512,7 +543,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         for (int64_t r = 0; r < y.numel(); ++r) {
           if (y.data[r] < 0)
             continue;
-          sum += logSumExp(&l.data[r * n], n) - l.data[r * n + static_cast<int64_t>(y.data[r])];
+          sum += logSumExp(&l.data[r * n], n) -
+                 l.data[r * n + static_cast<int64_t>(y.data[r])];
           ++count;
         }
         return Results{scalar(count ? sum / count : 0.0)};
@@ -550,7 +582,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         return Results{scalar(correct)};
       })
       .Case([&](AttentionOp a) {
-        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()), &v = get(a.getValue());
+        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()),
+                     &v = get(a.getValue());
         ArrayRef<int64_t> s = q.shape;
         int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
         Tensor o(s);
@@ -568,8 +601,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         return Results{o};
       })
       .Case([&](AttentionGradOp a) {
-        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()), &v = get(a.getValue()),
-                     &go = get(a.getResultGrad());
+        const Tensor &q = get(a.getQuery()), &k = get(a.getKey()),
+                     &v = get(a.getValue()), &go = get(a.getResultGrad());
         ArrayRef<int64_t> s = q.shape;
         int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -608,8 +641,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         return Results{dq, dk, dv};
       })
       .Case([&](ScheduleOp s) {
-        return Results{
-            scalar(scheduleValue(s, get(s.getStep()).data[0], get(s.getTotal()).data[0]))};
+        return Results{scalar(scheduleValue(s, get(s.getStep()).data[0],
+                                            get(s.getTotal()).data[0]))};
       })
       .Case([&](FusedOp f) -> FailureOr<Results> {
         // The body on operands broadcast to the iteration shape.
@@ -637,7 +670,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
 
 } // namespace
 
-FailureOr<std::vector<Tensor>> Interpreter::call(func::FuncOp fn, ArrayRef<Tensor> args) {
+FailureOr<std::vector<Tensor>> Interpreter::call(func::FuncOp fn,
+                                                 ArrayRef<Tensor> args) {
   Frame frame(*this, module);
   return frame.run(fn, args);
 }

@@ -1,11 +1,13 @@
-//===- MLIRGen.cpp - checked job to the dt dialect -------------------------===//
+//===- MLIRGen.cpp - checked job to the dt dialect
+//-------------------------===//
 //
-// Implements Sema's GraphBuilder with dt ops: the tracer calls `param`, `input`,
-// `constant` and `op` in evaluation order and MLIRGen emits one or a few dt ops per
-// call into the function being built. Names, shapes and broadcasting are already
-// resolved by the tracer; the only decisions here are how each primitive maps to the
-// dialect (e.g. `x[B, T, C] @ w[C, N]` becomes one 2-D matmul between reshapes, `mean`
-// a sum and a scale) and which features code generation does not support yet.
+// Implements Sema's GraphBuilder with dt ops: the tracer calls `param`,
+// `input`, `constant` and `op` in evaluation order and MLIRGen emits one or a
+// few dt ops per call into the function being built. Names, shapes and
+// broadcasting are already resolved by the tracer; the only decisions here are
+// how each primitive maps to the dialect (e.g. `x[B, T, C] @ w[C, N]` becomes
+// one 2-D matmul between reshapes, `mean` a sum and a scale) and which features
+// code generation does not support yet.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -41,32 +43,38 @@ public:
     return add(b.create<LoadOp>(location(param.loc), type, param.name));
   }
 
-  TraceValue input(DataRole dataRole, StringRef field, const TensorType &t) override {
+  TraceValue input(DataRole dataRole, StringRef field,
+                   const TensorType &t) override {
     std::string name = ("in/" + toString(dataRole) + "." + field).str();
     RankedTensorType type = tensorType(t);
     if (!lookupGlobal(module, name)) {
       OpBuilder::InsertionGuard guard(b);
       setGlobalInsertionPoint();
-      b.create<GlobalOp>(module.getLoc(), name, type, Role::input, DictionaryAttr(),
-                         IntegerAttr());
+      b.create<GlobalOp>(module.getLoc(), name, type, Role::input,
+                         DictionaryAttr(), IntegerAttr());
     }
     return add(b.create<LoadOp>(module.getLoc(), type, name));
   }
 
   TraceValue constant(double value, DType dtype) override {
-    return add(createSplat(b, b.getUnknownLoc(), RankedTensorType::get({}, elementType(dtype)),
+    return add(createSplat(b, b.getUnknownLoc(),
+                           RankedTensorType::get({}, elementType(dtype)),
                            value));
   }
 
   TraceValue constant(int64_t value, DType dtype) override {
     auto type = RankedTensorType::get({}, elementType(dtype));
     return add(b.create<ConstantOp>(
-        b.getUnknownLoc(), DenseElementsAttr::get(type, b.getIntegerAttr(elementType(dtype), value))));
+        b.getUnknownLoc(),
+        DenseElementsAttr::get(type,
+                               b.getIntegerAttr(elementType(dtype), value))));
   }
 
   SmallVector<TraceValue, 1> op(PrimOp kind, ArrayRef<TraceValue> operandIds,
-                                const PrimAttrs &attrs, ArrayRef<TensorType> resultTypes,
-                                const Location &where, StringRef scope) override {
+                                const PrimAttrs &attrs,
+                                ArrayRef<TensorType> resultTypes,
+                                const Location &where,
+                                StringRef scope) override {
     mlir::Location loc = location(where, scope);
     SmallVector<Value> x;
     for (TraceValue id : operandIds)
@@ -85,11 +93,16 @@ public:
 
   static Type elementTypeOf(MLIRContext *ctx, DType dtype) {
     switch (dtype) {
-    case DType::F32: return Float32Type::get(ctx);
-    case DType::BF16: return BFloat16Type::get(ctx);
-    case DType::F16: return Float16Type::get(ctx);
-    case DType::I32: return IntegerType::get(ctx, 32);
-    case DType::I64: return IntegerType::get(ctx, 64);
+    case DType::F32:
+      return Float32Type::get(ctx);
+    case DType::BF16:
+      return BFloat16Type::get(ctx);
+    case DType::F16:
+      return Float16Type::get(ctx);
+    case DType::I32:
+      return IntegerType::get(ctx, 32);
+    case DType::I64:
+      return IntegerType::get(ctx, 64);
     }
     llvm_unreachable("unknown dtype");
   }
@@ -97,8 +110,10 @@ public:
   mlir::Location location(const Location &where, StringRef scope = {}) {
     if (where.file.empty())
       return b.getUnknownLoc();
-    mlir::Location loc = FileLineColLoc::get(b.getContext(), where.file, where.line, where.col);
-    // The layer an op belongs to travels with it, for recomputation and pipeline stages.
+    mlir::Location loc =
+        FileLineColLoc::get(b.getContext(), where.file, where.line, where.col);
+    // The layer an op belongs to travels with it, for recomputation and
+    // pipeline stages.
     return scope.empty() ? loc : NameLoc::get(b.getStringAttr(scope), loc);
   }
 
@@ -132,7 +147,9 @@ private:
 
   DictionaryAttr initializer(const Initializer &init) {
     SmallVector<NamedAttribute> attrs;
-    auto f = [&](StringRef key, double v) { attrs.push_back(b.getNamedAttr(key, b.getF64FloatAttr(v))); };
+    auto f = [&](StringRef key, double v) {
+      attrs.push_back(b.getNamedAttr(key, b.getF64FloatAttr(v)));
+    };
     switch (init.kind) {
     case Initializer::Kind::Uniform:
       attrs.push_back(b.getNamedAttr("kind", b.getStringAttr("uniform")));
@@ -155,14 +172,16 @@ private:
   }
 
   Value splatLike(Value v, double value) {
-    return createSplat(b, b.getUnknownLoc(), llvm::cast<RankedTensorType>(v.getType()), value);
+    return createSplat(b, b.getUnknownLoc(),
+                       llvm::cast<RankedTensorType>(v.getType()), value);
   }
 
   Value reshape(mlir::Location loc, Value v, ArrayRef<int64_t> shape) {
     auto t = llvm::cast<RankedTensorType>(v.getType());
     if (t.getShape() == shape)
       return v;
-    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), v);
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, t.getElementType()), v);
   }
 
   /// Sum over all axes: a scalar.
@@ -173,57 +192,84 @@ private:
     SmallVector<int64_t> axes;
     for (int64_t i = 0; i < t.getRank(); ++i)
       axes.push_back(i);
-    return b.create<ReduceSumOp>(loc, RankedTensorType::get({}, t.getElementType()), v,
-                                 b.getDenseI64ArrayAttr(axes));
+    return b.create<ReduceSumOp>(loc,
+                                 RankedTensorType::get({}, t.getElementType()),
+                                 v, b.getDenseI64ArrayAttr(axes));
   }
 
-  SmallVector<Value> build(PrimOp kind, ArrayRef<Value> x, const PrimAttrs &attrs,
-                           ArrayRef<Type> types, mlir::Location loc) {
+  SmallVector<Value> build(PrimOp kind, ArrayRef<Value> x,
+                           const PrimAttrs &attrs, ArrayRef<Type> types,
+                           mlir::Location loc) {
     Type t0 = types.empty() ? Type() : types[0];
     switch (kind) {
-    case PrimOp::Add: return {b.create<AddOp>(loc, x[0], x[1])};
-    case PrimOp::Sub: return {b.create<SubOp>(loc, x[0], x[1])};
-    case PrimOp::Mul: return {b.create<MulOp>(loc, x[0], x[1])};
-    case PrimOp::Div: return {b.create<DivOp>(loc, x[0], x[1])};
-    case PrimOp::Neg: return {b.create<NegOp>(loc, x[0])};
-    case PrimOp::Relu: return {b.create<ReluOp>(loc, x[0])};
-    case PrimOp::Gelu: return {b.create<GeluOp>(loc, x[0])};
-    case PrimOp::Tanh: return {b.create<TanhOp>(loc, x[0])};
-    case PrimOp::Sigmoid: return {b.create<SigmoidOp>(loc, x[0])};
-    case PrimOp::Exp: return {b.create<ExpOp>(loc, x[0])};
-    case PrimOp::Log: return {b.create<LogOp>(loc, x[0])};
-    case PrimOp::Sqrt: return {b.create<SqrtOp>(loc, x[0])};
-    case PrimOp::BroadcastTo: return {b.create<BroadcastToOp>(loc, t0, x[0])};
-    case PrimOp::Reshape: return {b.create<ReshapeOp>(loc, t0, x[0])};
+    case PrimOp::Add:
+      return {b.create<AddOp>(loc, x[0], x[1])};
+    case PrimOp::Sub:
+      return {b.create<SubOp>(loc, x[0], x[1])};
+    case PrimOp::Mul:
+      return {b.create<MulOp>(loc, x[0], x[1])};
+    case PrimOp::Div:
+      return {b.create<DivOp>(loc, x[0], x[1])};
+    case PrimOp::Neg:
+      return {b.create<NegOp>(loc, x[0])};
+    case PrimOp::Relu:
+      return {b.create<ReluOp>(loc, x[0])};
+    case PrimOp::Gelu:
+      return {b.create<GeluOp>(loc, x[0])};
+    case PrimOp::Tanh:
+      return {b.create<TanhOp>(loc, x[0])};
+    case PrimOp::Sigmoid:
+      return {b.create<SigmoidOp>(loc, x[0])};
+    case PrimOp::Exp:
+      return {b.create<ExpOp>(loc, x[0])};
+    case PrimOp::Log:
+      return {b.create<LogOp>(loc, x[0])};
+    case PrimOp::Sqrt:
+      return {b.create<SqrtOp>(loc, x[0])};
+    case PrimOp::BroadcastTo:
+      return {b.create<BroadcastToOp>(loc, t0, x[0])};
+    case PrimOp::Reshape:
+      return {b.create<ReshapeOp>(loc, t0, x[0])};
     case PrimOp::Transpose:
-      return {b.create<TransposeOp>(loc, t0, x[0], b.getDenseI64ArrayAttr(attrs.perm))};
-    case PrimOp::MatMul: return {matmul(loc, x[0], x[1], llvm::cast<RankedTensorType>(t0))};
-    case PrimOp::Softmax: return {b.create<SoftmaxOp>(loc, x[0], attrs.axis)};
+      return {b.create<TransposeOp>(loc, t0, x[0],
+                                    b.getDenseI64ArrayAttr(attrs.perm))};
+    case PrimOp::MatMul:
+      return {matmul(loc, x[0], x[1], llvm::cast<RankedTensorType>(t0))};
+    case PrimOp::Softmax:
+      return {b.create<SoftmaxOp>(loc, x[0], attrs.axis)};
     case PrimOp::LayerNorm: {
       // A layer norm without a bias adds zeros.
       Value bias = x.size() > 2 ? x[2] : splatLike(x[1], 0.0);
-      return {b.create<LayerNormOp>(loc, t0, x[0], x[1], bias, b.getF64FloatAttr(attrs.eps))};
+      return {b.create<LayerNormOp>(loc, t0, x[0], x[1], bias,
+                                    b.getF64FloatAttr(attrs.eps))};
     }
-    case PrimOp::Embedding: return {b.create<EmbeddingOp>(loc, t0, x[0], x[1])};
+    case PrimOp::Embedding:
+      return {b.create<EmbeddingOp>(loc, t0, x[0], x[1])};
     case PrimOp::Split: {
       auto split = b.create<SplitOp>(loc, types, x[0], attrs.axis);
       return SmallVector<Value>(split.getResults());
     }
-    case PrimOp::Concat: return {b.create<ConcatOp>(loc, t0, x, attrs.axis)};
-    case PrimOp::Iota: return {b.create<IotaOp>(loc, t0)};
+    case PrimOp::Concat:
+      return {b.create<ConcatOp>(loc, t0, x, attrs.axis)};
+    case PrimOp::Iota:
+      return {b.create<IotaOp>(loc, t0)};
     case PrimOp::Attention: {
       auto op = b.create<AttentionOp>(loc, t0, x[0], x[1], x[2]);
       op.setCausal(attrs.causal);
       return {op};
     }
     case PrimOp::Sum:
-      return {b.create<ReduceSumOp>(loc, t0, x[0], b.getDenseI64ArrayAttr({attrs.axis}))};
+      return {b.create<ReduceSumOp>(loc, t0, x[0],
+                                    b.getDenseI64ArrayAttr({attrs.axis}))};
     case PrimOp::Mean: {
-      int64_t n = llvm::cast<RankedTensorType>(x[0].getType()).getDimSize(attrs.axis);
-      Value sum = b.create<ReduceSumOp>(loc, t0, x[0], b.getDenseI64ArrayAttr({attrs.axis}));
+      int64_t n =
+          llvm::cast<RankedTensorType>(x[0].getType()).getDimSize(attrs.axis);
+      Value sum = b.create<ReduceSumOp>(loc, t0, x[0],
+                                        b.getDenseI64ArrayAttr({attrs.axis}));
       return {b.create<MulOp>(loc, sum, splatLike(sum, 1.0 / n))};
     }
-    case PrimOp::CrossEntropy: return {b.create<CrossEntropyOp>(loc, t0, x[0], x[1])};
+    case PrimOp::CrossEntropy:
+      return {b.create<CrossEntropyOp>(loc, t0, x[0], x[1])};
     case PrimOp::Mse: {
       // mean((pred - target)^2) over every element.
       Value d = b.create<SubOp>(loc, x[0], x[1]);
@@ -235,8 +281,9 @@ private:
     llvm_unreachable("unknown primitive op");
   }
 
-  /// `a[..., m, k] @ b[k, n]` is one 2-D product over the flattened leading dims (the
-  /// dialect's matmul takes operands of one rank); a batched `b` maps directly.
+  /// `a[..., m, k] @ b[k, n]` is one 2-D product over the flattened leading
+  /// dims (the dialect's matmul takes operands of one rank); a batched `b` maps
+  /// directly.
   Value matmul(mlir::Location loc, Value a, Value w, RankedTensorType result) {
     auto at = llvm::cast<RankedTensorType>(a.getType());
     auto wt = llvm::cast<RankedTensorType>(w.getType());
@@ -246,7 +293,8 @@ private:
     int64_t rows = at.getNumElements() / k;
     Value flat = reshape(loc, a, {rows, k});
     Value product = b.create<MatmulOp>(
-        loc, RankedTensorType::get({rows, n}, result.getElementType()), flat, w);
+        loc, RankedTensorType::get({rows, n}, result.getElementType()), flat,
+        w);
     return reshape(loc, product, result.getShape());
   }
 };
@@ -254,11 +302,15 @@ private:
 /// Attribute for a compile-time constant in the job description.
 Attribute constantAttr(Builder &b, const Constant &c) {
   switch (c.getKind()) {
-  case Constant::Kind::Int: return b.getI64IntegerAttr(c.getInt());
-  case Constant::Kind::Float: return b.getF64FloatAttr(c.getNumber());
-  case Constant::Kind::Bool: return b.getBoolAttr(c.getBool());
+  case Constant::Kind::Int:
+    return b.getI64IntegerAttr(c.getInt());
+  case Constant::Kind::Float:
+    return b.getF64FloatAttr(c.getNumber());
+  case Constant::Kind::Bool:
+    return b.getBoolAttr(c.getBool());
   case Constant::Kind::String:
-  case Constant::Kind::Symbol: return b.getStringAttr(c.getString());
+  case Constant::Kind::Symbol:
+    return b.getStringAttr(c.getString());
   case Constant::Kind::Tuple:
   case Constant::Kind::List: {
     SmallVector<Attribute> items;
@@ -277,7 +329,8 @@ Attribute constantAttr(Builder &b, const Constant &c) {
 }
 
 DictionaryAttr sourceAttr(Builder &b, const DataSource &source) {
-  SmallVector<NamedAttribute> attrs{b.getNamedAttr("kind", b.getStringAttr(source.kind))};
+  SmallVector<NamedAttribute> attrs{
+      b.getNamedAttr("kind", b.getStringAttr(source.kind))};
   for (const NamedConstant &arg : source.args)
     attrs.push_back(b.getNamedAttr(arg.name, constantAttr(b, arg.value)));
   return b.getDictionaryAttr(attrs);
@@ -291,8 +344,9 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
   };
   Attribute log = b.getUnitAttr(), checkpoint = b.getUnitAttr();
   if (job.log)
-    log = b.getDictionaryAttr({b.getNamedAttr("every", i64(job.log->every)),
-                               b.getNamedAttr("dir", b.getStringAttr(job.log->dir))});
+    log = b.getDictionaryAttr(
+        {b.getNamedAttr("every", i64(job.log->every)),
+         b.getNamedAttr("dir", b.getStringAttr(job.log->dir))});
   if (job.checkpoint)
     checkpoint = b.getDictionaryAttr(
         {b.getNamedAttr("every", i64(job.checkpoint->every)),
@@ -307,18 +361,21 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
       b.getNamedAttr("seed", i64(job.seed)),
       b.getNamedAttr("eval_every", i64(job.evalEvery)),
       // Padding rows carry label -1, which only cross-entropy knows to ignore.
-      b.getNamedAttr("eval_partial", b.getStringAttr(job.classifier ? "pad" : "drop")),
+      b.getNamedAttr("eval_partial",
+                     b.getStringAttr(job.classifier ? "pad" : "drop")),
       b.getNamedAttr("classifier", b.getBoolAttr(job.classifier)),
       b.getNamedAttr("log", log),
       b.getNamedAttr("checkpoint", checkpoint),
   });
-  SmallVector<NamedAttribute> data{b.getNamedAttr("train", sourceAttr(b, job.data))};
+  SmallVector<NamedAttribute> data{
+      b.getNamedAttr("train", sourceAttr(b, job.data))};
   if (job.eval)
     data.push_back(b.getNamedAttr("eval", sourceAttr(b, *job.eval)));
-  return b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(job.name)),
-                              b.getNamedAttr("source", b.getStringAttr(sourcePath)),
-                              b.getNamedAttr("train", train),
-                              b.getNamedAttr("data", b.getDictionaryAttr(data))});
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("name", b.getStringAttr(job.name)),
+       b.getNamedAttr("source", b.getStringAttr(sourcePath)),
+       b.getNamedAttr("train", train),
+       b.getNamedAttr("data", b.getDictionaryAttr(data))});
 }
 
 /// The recipe the optimizer pass reads.
@@ -327,59 +384,71 @@ void setRecipe(ModuleOp module, Builder &b, const Job &job) {
   StringRef kind = o.kind == OptimizerConfig::Kind::SGD    ? "sgd"
                    : o.kind == OptimizerConfig::Kind::Adam ? "adam"
                                                            : "adamw";
-  module->setAttr("dt.optimizer",
-                  b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(kind)),
-                                       b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
-                                       b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
-                                       b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
-                                       b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),
-                                       b.getNamedAttr("weight_decay", b.getF64FloatAttr(o.weightDecay)),
-                                       b.getNamedAttr("momentum", b.getF64FloatAttr(o.momentum)),
-                                       b.getNamedAttr("nesterov", b.getBoolAttr(o.nesterov))}));
+  module->setAttr(
+      "dt.optimizer",
+      b.getDictionaryAttr(
+          {b.getNamedAttr("kind", b.getStringAttr(kind)),
+           b.getNamedAttr("lr", b.getF64FloatAttr(o.lr)),
+           b.getNamedAttr("beta1", b.getF64FloatAttr(o.beta1)),
+           b.getNamedAttr("beta2", b.getF64FloatAttr(o.beta2)),
+           b.getNamedAttr("eps", b.getF64FloatAttr(o.eps)),
+           b.getNamedAttr("weight_decay", b.getF64FloatAttr(o.weightDecay)),
+           b.getNamedAttr("momentum", b.getF64FloatAttr(o.momentum)),
+           b.getNamedAttr("nesterov", b.getBoolAttr(o.nesterov))}));
   const ScheduleConfig &s = job.schedule;
   StringRef schedule = s.kind == ScheduleConfig::Kind::Constant ? "constant"
                        : s.kind == ScheduleConfig::Kind::Cosine ? "cosine"
                        : s.kind == ScheduleConfig::Kind::Linear ? "linear"
                                                                 : "step";
-  module->setAttr("dt.schedule",
-                  b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(schedule)),
-                                       b.getNamedAttr("warmup", b.getI64IntegerAttr(s.warmup)),
-                                       b.getNamedAttr("min", b.getF64FloatAttr(s.min)),
-                                       b.getNamedAttr("final", b.getF64FloatAttr(s.final)),
-                                       b.getNamedAttr("every", b.getI64IntegerAttr(std::max<int64_t>(1, s.every))),
-                                       b.getNamedAttr("gamma", b.getF64FloatAttr(s.gamma))}));
+  module->setAttr(
+      "dt.schedule",
+      b.getDictionaryAttr(
+          {b.getNamedAttr("kind", b.getStringAttr(schedule)),
+           b.getNamedAttr("warmup", b.getI64IntegerAttr(s.warmup)),
+           b.getNamedAttr("min", b.getF64FloatAttr(s.min)),
+           b.getNamedAttr("final", b.getF64FloatAttr(s.final)),
+           b.getNamedAttr("every",
+                          b.getI64IntegerAttr(std::max<int64_t>(1, s.every))),
+           b.getNamedAttr("gamma", b.getF64FloatAttr(s.gamma))}));
   if (job.clip)
     module->setAttr("dt.clip", b.getF64FloatAttr(*job.clip));
   module->setAttr("dt.accumulation", b.getI64IntegerAttr(job.accumulation));
 }
 
 /// Rejects what code generation cannot do yet, at the program's own locations.
-LogicalResult checkSupported(MLIRContext &ctx, const Job &job, FunctionBuilder &locs) {
+LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
+                             FunctionBuilder &locs) {
   if (job.parallel.getWorldSize() > 1)
     return emitError(locs.location(job.parallel.loc))
            << "code generation for a mesh of " << job.parallel.getWorldSize()
-           << " ranks is not available yet: this version of dtc emits single-rank programs "
-              "(check the job with -fsyntax-only, or remove the parallel block to train on "
+           << " ranks is not available yet: this version of dtc emits "
+              "single-rank programs "
+              "(check the job with -fsyntax-only, or remove the parallel block "
+              "to train on "
               "one rank)";
   if (job.precision != DType::F32)
     return emitError(locs.location(job.loc))
            << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")
-           << " is not supported by code generation yet: this version trains in f32 "
+           << " is not supported by code generation yet: this version trains "
+              "in f32 "
               "(remove the precision key)";
   if (!job.recompute.empty())
     return emitError(locs.location(job.loc))
-           << "activation recomputation (recompute = ...) is not supported by code "
+           << "activation recomputation (recompute = ...) is not supported by "
+              "code "
               "generation yet (remove the recompute key)";
   return success();
 }
 
 } // namespace
 
-OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job, StringRef sourcePath) {
+OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
+                              StringRef sourcePath) {
   context.loadDialect<DTDialect, func::FuncDialect>();
   OpBuilder b(&context);
   OwningOpRef<ModuleOp> module = ModuleOp::create(
-      FileLineColLoc::get(&context, job.loc.file, job.loc.line, job.loc.col), job.name);
+      FileLineColLoc::get(&context, job.loc.file, job.loc.line, job.loc.col),
+      job.name);
 
   {
     FunctionBuilder probe(*module, b, DataRole::Train);
@@ -393,7 +462,8 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job, StringRef so
                                        b.getFunctionType({}, {}));
   b.setInsertionPointToStart(lossFn.addEntryBlock());
   FunctionBuilder train(*module, b, DataRole::Train);
-  FailureOr<LossTrace> loss = traceLoss(job, DataRole::Train, job.microBatch, train);
+  FailureOr<LossTrace> loss =
+      traceLoss(job, DataRole::Train, job.microBatch, train);
   if (failed(loss))
     return nullptr;
   Value lossValue = train.get(loss->loss);
@@ -407,12 +477,14 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job, StringRef so
                                          b.getFunctionType({}, {}));
     b.setInsertionPointToStart(evalFn.addEntryBlock());
     FunctionBuilder eval(*module, b, DataRole::Eval);
-    FailureOr<LossTrace> evalLoss = traceLoss(job, DataRole::Eval, job.microBatch, eval);
+    FailureOr<LossTrace> evalLoss =
+        traceLoss(job, DataRole::Eval, job.microBatch, eval);
     if (failed(evalLoss))
       return nullptr;
     Value value = eval.get(evalLoss->loss);
     auto scalar = llvm::cast<RankedTensorType>(value.getType());
-    FailureOr<GlobalOp> lossOut = getOrCreateGlobal(*module, names::kEvalLoss, scalar, Role::output);
+    FailureOr<GlobalOp> lossOut =
+        getOrCreateGlobal(*module, names::kEvalLoss, scalar, Role::output);
     if (failed(lossOut))
       return nullptr;
     b.create<StoreOp>(module->getLoc(), value, lossOut->getSymName());

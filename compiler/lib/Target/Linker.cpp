@@ -1,8 +1,10 @@
-//===- Linker.cpp - links an object file with the runtime ------------------===//
+//===- Linker.cpp - links an object file with the runtime
+//------------------===//
 //
-// Runs the system C++ driver (the compiler dt was built with, or $DT_CXX) on the object
-// file, libdtrt.a (main, loaders, checkpoints), libdtkernels.a and their system
-// dependencies. The libraries are found beside dtc: `<dir of dtc>/../lib`.
+// Runs the system C++ driver (the compiler dt was built with, or $DT_CXX) on
+// the object file, libdtrt.a (main, loaders, checkpoints), libdtkernels.a and
+// their system dependencies. The libraries are found beside dtc: `<dir of
+// dtc>/../lib`.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -35,7 +37,8 @@ std::string findDriver() {
 
 LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
                                  const char *argv0, std::string &error) {
-  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&linkExecutable);
+  std::string self =
+      llvm::sys::fs::getMainExecutable(argv0, (void *)&linkExecutable);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
   llvm::SmallString<256> runtime(libDir), kernels(libDir);
@@ -43,8 +46,10 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
   llvm::sys::path::append(kernels, "libdtkernels.a");
   for (const auto &lib : {runtime, kernels})
     if (!llvm::sys::fs::exists(lib)) {
-      error = ("the runtime library '" + lib + "' is missing; build dt first "
-               "(scripts/setup.sh)").str();
+      error = ("the runtime library '" + lib +
+               "' is missing; build dt first "
+               "(scripts/setup.sh)")
+                  .str();
       return failure();
     }
 
@@ -53,12 +58,18 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
     error = "no C++ compiler to link with: install g++ or clang, or set DT_CXX";
     return failure();
   }
-  // The runtime and the kernels call each other (kernels report data faults through
-  // the runtime's dtk_fail), hence the group.
-  std::vector<std::string> args{driver,           object.str(),        "-o",
-                                output.str(),     "-Wl,--start-group", std::string(runtime),
-                                std::string(kernels), "-Wl,--end-group"};
-  // System libraries the runtime and kernels need (see runtime/ and kernels/ CMake).
+  // The runtime and the kernels call each other (kernels report data faults
+  // through the runtime's dtk_fail), hence the group.
+  std::vector<std::string> args{driver,
+                                object.str(),
+                                "-o",
+                                output.str(),
+                                "-Wl,--start-group",
+                                std::string(runtime),
+                                std::string(kernels),
+                                "-Wl,--end-group"};
+  // System libraries the runtime and kernels need (see runtime/ and kernels/
+  // CMake).
   llvm::SmallVector<llvm::StringRef> extra;
   llvm::StringRef(DT_LINK_LIBS).split(extra, '|', -1, false);
   for (llvm::StringRef lib : extra)
@@ -66,9 +77,11 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
 
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(driver, argRefs, std::nullopt, {}, 0, 0, &message);
+  int status = llvm::sys::ExecuteAndWait(driver, argRefs, std::nullopt, {}, 0,
+                                         0, &message);
   if (status != 0) {
-    error = "linking '" + output.str() + "' failed" + (message.empty() ? "" : ": " + message) +
+    error = "linking '" + output.str() + "' failed" +
+            (message.empty() ? "" : ": " + message) +
             " (the linker's output is above)";
     return failure();
   }

@@ -1,8 +1,10 @@
-//===- Manifest.cpp - the program manifest ---------------------------------===//
+//===- Manifest.cpp - the program manifest
+//---------------------------------===//
 //
-// Serialises the planned arena and the job description to the JSON of docs/abi.md.
-// The job description is already a dictionary attribute (built by MLIRGen), so this is
-// a direct attribute-to-JSON conversion plus one entry per dt.global.
+// Serialises the planned arena and the job description to the JSON of
+// docs/abi.md. The job description is already a dictionary attribute (built by
+// MLIRGen), so this is a direct attribute-to-JSON conversion plus one entry per
+// dt.global.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -48,7 +50,8 @@ FailureOr<llvm::json::Value> toJSON(Attribute attr, Operation *owner) {
     }
     return llvm::json::Value(std::move(out));
   }
-  return owner->emitError("cannot describe ") << attr << " in the manifest", failure();
+  return owner->emitError("cannot describe ") << attr << " in the manifest",
+         failure();
 }
 
 std::string dtypeName(Type t) {
@@ -71,14 +74,16 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   auto arena = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
   auto job = module->getAttrOfType<DictionaryAttr>("dt.job");
   if (!arena || !job)
-    return module.emitError("the manifest needs a planned module with dt.job"), failure();
+    return module.emitError("the manifest needs a planned module with dt.job"),
+           failure();
 
   FailureOr<llvm::json::Value> jobJson = toJSON(job, module);
   if (failed(jobJson))
     return failure();
   llvm::json::Object manifest = std::move(*jobJson->getAsObject());
   manifest["abi"] = 1;
-  manifest["arena"] = llvm::json::Object{{"bytes", arena.getInt()}, {"align", 64}};
+  manifest["arena"] =
+      llvm::json::Object{{"bytes", arena.getInt()}, {"align", 64}};
 
   llvm::json::Array buffers;
   for (GlobalOp g : module.getOps<GlobalOp>()) {

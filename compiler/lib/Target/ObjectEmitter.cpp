@@ -1,9 +1,11 @@
-//===- ObjectEmitter.cpp - LLVM dialect to a native object file ------------===//
+//===- ObjectEmitter.cpp - LLVM dialect to a native object file
+//------------===//
 //
-// The last compiler stage, in-process: MLIR's LLVM-dialect module is translated to LLVM
-// IR, the manifest is added as a constant C string, LLVM's -O3 pipeline runs with the
-// target machine's cost model (so the fused loops are vectorised for this CPU), and the
-// code generator writes a position-independent object file (Debian links PIE).
+// The last compiler stage, in-process: MLIR's LLVM-dialect module is translated
+// to LLVM IR, the manifest is added as a constant C string, LLVM's -O3 pipeline
+// runs with the target machine's cost model (so the fused loops are vectorised
+// for this CPU), and the code generator writes a position-independent object
+// file (Debian links PIE).
 //
 //===----------------------------------------------------------------------------===//
 
@@ -28,12 +30,13 @@ using namespace mlir;
 
 namespace {
 
-std::unique_ptr<llvm::TargetMachine> createTargetMachine(const dt::CodegenOptions &options,
-                                                         std::string &error) {
+std::unique_ptr<llvm::TargetMachine>
+createTargetMachine(const dt::CodegenOptions &options, std::string &error) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   std::string triple = llvm::sys::getDefaultTargetTriple();
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return nullptr;
   std::string cpu = options.cpu, features;
@@ -50,13 +53,15 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const dt::CodegenOption
       llvm::CodeGenOptLevel::Aggressive));
 }
 
-/// Translates, adds the manifest, and optimises; null (with an error emitted) on failure.
-std::unique_ptr<llvm::Module> buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
-                                                   llvm::TargetMachine &tm,
-                                                   llvm::LLVMContext &llvmContext) {
+/// Translates, adds the manifest, and optimises; null (with an error emitted)
+/// on failure.
+std::unique_ptr<llvm::Module>
+buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
+                     llvm::TargetMachine &tm, llvm::LLVMContext &llvmContext) {
   registerBuiltinDialectTranslation(*module.getContext());
   registerLLVMDialectTranslation(*module.getContext());
-  std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(module, llvmContext, "dt");
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext, "dt");
   if (!llvmModule) {
     module.emitError("translation to LLVM IR failed");
     return nullptr;
@@ -64,17 +69,19 @@ std::unique_ptr<llvm::Module> buildOptimizedModule(ModuleOp module, llvm::String
   llvmModule->setDataLayout(tm.createDataLayout());
   llvmModule->setTargetTriple(tm.getTargetTriple().str());
 
-  llvm::Constant *text = llvm::ConstantDataArray::getString(llvmContext, manifest, true);
+  llvm::Constant *text =
+      llvm::ConstantDataArray::getString(llvmContext, manifest, true);
   new llvm::GlobalVariable(*llvmModule, text->getType(), /*isConstant=*/true,
-                           llvm::GlobalValue::ExternalLinkage, text, "dt_manifest");
+                           llvm::GlobalValue::ExternalLinkage, text,
+                           "dt_manifest");
 
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   // Loops are vectorised by dt's own lowering (explicit vectors with a scalar
-  // remainder): LLVM's loop vectoriser and unroller would only re-vectorise remainders
-  // and multiply compile time.
+  // remainder): LLVM's loop vectoriser and unroller would only re-vectorise
+  // remainders and multiply compile time.
   llvm::PipelineTuningOptions tuning;
   tuning.LoopVectorization = false;
   tuning.LoopUnrolling = false;
@@ -84,14 +91,16 @@ std::unique_ptr<llvm::Module> buildOptimizedModule(ModuleOp module, llvm::String
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*llvmModule, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3)
+      .run(*llvmModule, mam);
   return llvmModule;
 }
 
 } // namespace
 
 LogicalResult dt::emitLLVMIR(ModuleOp module, llvm::StringRef manifest,
-                             const CodegenOptions &options, llvm::raw_ostream &os) {
+                             const CodegenOptions &options,
+                             llvm::raw_ostream &os) {
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(options, error);
   if (!tm)
@@ -106,7 +115,8 @@ LogicalResult dt::emitLLVMIR(ModuleOp module, llvm::StringRef manifest,
 }
 
 LogicalResult dt::emitObjectFile(ModuleOp module, llvm::StringRef manifest,
-                                 const CodegenOptions &options, llvm::StringRef path) {
+                                 const CodegenOptions &options,
+                                 llvm::StringRef path) {
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(options, error);
   if (!tm)
@@ -122,7 +132,8 @@ LogicalResult dt::emitObjectFile(ModuleOp module, llvm::StringRef manifest,
   if (ec)
     return module.emitError("cannot write '") << path << "': " << ec.message();
   llvm::legacy::PassManager codegen;
-  if (tm->addPassesToEmitFile(codegen, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (tm->addPassesToEmitFile(codegen, out, nullptr,
+                              llvm::CodeGenFileType::ObjectFile))
     return module.emitError("this target cannot emit object files");
   codegen.run(*llvmModule);
   out.flush();

@@ -1,17 +1,21 @@
-//===- Autodiff.cpp - reverse-mode differentiation of the loss -------------===//
+//===- Autodiff.cpp - reverse-mode differentiation of the loss
+//-------------===//
 //
 // Turns `@loss` into the `@grad_step` entry point. The algorithm:
 //
-//   1. Activity analysis. A value is *varied* when it depends on a parameter load and
-//      *useful* when the loss depends on it; only ops with a varied operand and a useful
-//      result are differentiated, and only the operand adjoints that lead back to a
-//      parameter are requested (`needed`), so no gradient of input data is ever built.
-//   2. Reverse sweep. Walking the body backwards from the loss (adjoint 1), each active
-//      op builds its VJP through DifferentiableOpInterface at the end of the function;
-//      adjoints reaching one value from several uses are summed.
+//   1. Activity analysis. A value is *varied* when it depends on a parameter
+//   load and
+//      *useful* when the loss depends on it; only ops with a varied operand and
+//      a useful result are differentiated, and only the operand adjoints that
+//      lead back to a parameter are requested (`needed`), so no gradient of
+//      input data is ever built.
+//   2. Reverse sweep. Walking the body backwards from the loss (adjoint 1),
+//   each active
+//      op builds its VJP through DifferentiableOpInterface at the end of the
+//      function; adjoints reaching one value from several uses are summed.
 //   3. Gradients. The adjoint of every parameter load (summed over loads of one
-//      parameter) is stored into `grad/P`, or added to it under gradient accumulation.
-//      The loss is stored into `out/loss`.
+//      parameter) is stored into `grad/P`, or added to it under gradient
+//      accumulation. The loss is stored into `out/loss`.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -33,7 +37,8 @@ FailureOr<GlobalOp> dt::getOrCreateGlobal(ModuleOp module, StringRef name,
                                           RankedTensorType type, Role role) {
   if (auto existing = lookupGlobal(module, name)) {
     if (existing.getType() != type || existing.getRole() != role)
-      return existing.emitError("global '") << name << "' exists with another type or role",
+      return existing.emitError("global '")
+                 << name << "' exists with another type or role",
              failure();
     return existing;
   }
@@ -47,7 +52,8 @@ FailureOr<GlobalOp> dt::getOrCreateGlobal(ModuleOp module, StringRef name,
   else
     b.setInsertionPointToStart(module.getBody());
   return b.create<GlobalOp>(module.getLoc(), name, type, role,
-                            /*init=*/DictionaryAttr(), /*offset=*/IntegerAttr());
+                            /*init=*/DictionaryAttr(),
+                            /*offset=*/IntegerAttr());
 }
 
 namespace {
@@ -70,13 +76,16 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
   }
 
   LogicalResult differentiate(ModuleOp module, func::FuncOp fn) {
-    auto resultType = fn.getNumResults() == 1
-                          ? llvm::dyn_cast<RankedTensorType>(fn.getResultTypes()[0])
-                          : RankedTensorType();
-    if (!fn.getBody().hasOneBlock() || fn.getNumArguments() != 0 || !resultType ||
-        resultType.getRank() != 0 || !llvm::isa<FloatType>(resultType.getElementType()))
-      return fn.emitError("@loss must take no arguments, have one block and return one "
-                          "float scalar tensor");
+    auto resultType =
+        fn.getNumResults() == 1
+            ? llvm::dyn_cast<RankedTensorType>(fn.getResultTypes()[0])
+            : RankedTensorType();
+    if (!fn.getBody().hasOneBlock() || fn.getNumArguments() != 0 ||
+        !resultType || resultType.getRank() != 0 ||
+        !llvm::isa<FloatType>(resultType.getElementType()))
+      return fn.emitError(
+          "@loss must take no arguments, have one block and return one "
+          "float scalar tensor");
     Block &body = fn.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     Value lossValue = ret.getOperand(0);
@@ -89,7 +98,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
         GlobalOp g = lookupGlobal(module, load.getGlobal());
         fromParam = g && g.getRole() == Role::param;
       } else {
-        fromParam = llvm::any_of(op.getOperands(), [&](Value v) { return varied.count(v); });
+        fromParam = llvm::any_of(op.getOperands(),
+                                 [&](Value v) { return varied.count(v); });
       }
       if (fromParam)
         for (Value r : op.getResults())
@@ -98,7 +108,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     }
     useful.insert(lossValue);
     for (Operation &op : llvm::reverse(body.without_terminator()))
-      if (llvm::any_of(op.getResults(), [&](Value r) { return useful.count(r); }))
+      if (llvm::any_of(op.getResults(),
+                       [&](Value r) { return useful.count(r); }))
         for (Value v : op.getOperands())
           useful.insert(v);
 
@@ -106,7 +117,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     OpBuilder b(ret);
     Location loc = fn.getLoc();
     llvm::DenseMap<Value, Value> adjoint;
-    adjoint[lossValue] = createSplat(b, loc, llvm::cast<RankedTensorType>(lossValue.getType()), 1.0);
+    adjoint[lossValue] = createSplat(
+        b, loc, llvm::cast<RankedTensorType>(lossValue.getType()), 1.0);
     auto accumulate = [&](Value v, Value g) {
       Value &slot = adjoint[v];
       slot = slot ? b.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
@@ -116,8 +128,10 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
     for (Operation *op : llvm::reverse(forward)) {
-      bool active = llvm::any_of(op->getOperands(), [&](Value v) { return varied.count(v); }) &&
-                    llvm::any_of(op->getResults(), [&](Value r) { return useful.count(r); });
+      bool active = llvm::any_of(op->getOperands(),
+                                 [&](Value v) { return varied.count(v); }) &&
+                    llvm::any_of(op->getResults(),
+                                 [&](Value r) { return useful.count(r); });
       if (!active)
         continue;
       SmallVector<Value> resultGrads;
@@ -155,7 +169,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
       accumulation = attr.getInt();
 
     FailureOr<GlobalOp> lossOut = getOrCreateGlobal(
-        module, names::kLoss, llvm::cast<RankedTensorType>(lossValue.getType()), Role::output);
+        module, names::kLoss, llvm::cast<RankedTensorType>(lossValue.getType()),
+        Role::output);
     if (failed(lossOut))
       return failure();
     b.create<StoreOp>(loc, lossValue, lossOut->getSymName());
@@ -167,18 +182,21 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     for (GlobalOp param : params) {
       Value g = grads.lookup(param);
       if (!g) {
-        // A parameter the loss does not reach still gets a (zero) gradient, so that the
-        // optimizer and checkpoints see every parameter; say so, it is usually a mistake.
-        param.emitWarning("parameter '") << param.getSymName() << "' does not affect the loss";
+        // A parameter the loss does not reach still gets a (zero) gradient, so
+        // that the optimizer and checkpoints see every parameter; say so, it is
+        // usually a mistake.
+        param.emitWarning("parameter '")
+            << param.getSymName() << "' does not affect the loss";
         g = createSplat(b, loc, param.getTensorType(), 0.0);
       }
       FailureOr<GlobalOp> gradGlobal =
-          getOrCreateGlobal(module, names::gradOf(param.getSymName()), param.getTensorType(),
-                            Role::grad);
+          getOrCreateGlobal(module, names::gradOf(param.getSymName()),
+                            param.getTensorType(), Role::grad);
       if (failed(gradGlobal))
         return failure();
       if (accumulation > 1) {
-        Value old = b.create<LoadOp>(loc, param.getTensorType(), gradGlobal->getSymName());
+        Value old = b.create<LoadOp>(loc, param.getTensorType(),
+                                     gradGlobal->getSymName());
         g = b.create<AddOp>(loc, old, g);
       }
       b.create<StoreOp>(loc, g, gradGlobal->getSymName());

@@ -1,26 +1,33 @@
-//===- FuseElementwise.cpp - group elementwise ops into dt.fused -----------===//
+//===- FuseElementwise.cpp - group elementwise ops into dt.fused
+//-----------===//
 //
 // Greedy producer-consumer fusion of a straight-line body. The algorithm:
 //
-//   1. Walk ops in order. An elementwise op X starts a group; it joins (and merges) the
-//      groups of its elementwise producers that have X's shape, provided every value
-//      those groups make that is used outside them is used *after* X. The fused op will
-//      sit where the group's last op is, so that rule is exactly what keeps every use
-//      after its definition; no cycle can form.
-//   2. `dt.broadcast_to` of a value into a group's shape is absorbed: the group takes the
-//      smaller value as an operand and broadcasts it in its loop (the broadcast op stays
-//      only if something else uses it). Splat constants are cloned into the body.
-//   3. Each group becomes one dt.fused at its last op; values used outside are yielded.
-//      Singletons become dt.fused too, and so does a broadcast that nothing absorbed, so
-//      that lowering has a single elementwise form.
+//   1. Walk ops in order. An elementwise op X starts a group; it joins (and
+//   merges) the
+//      groups of its elementwise producers that have X's shape, provided every
+//      value those groups make that is used outside them is used *after* X. The
+//      fused op will sit where the group's last op is, so that rule is exactly
+//      what keeps every use after its definition; no cycle can form.
+//   2. `dt.broadcast_to` of a value into a group's shape is absorbed: the group
+//   takes the
+//      smaller value as an operand and broadcasts it in its loop (the broadcast
+//      op stays only if something else uses it). Splat constants are cloned
+//      into the body.
+//   3. Each group becomes one dt.fused at its last op; values used outside are
+//   yielded.
+//      Singletons become dt.fused too, and so does a broadcast that nothing
+//      absorbed, so that lowering has a single elementwise form.
 //
 // Two refinements keep intermediate values out of memory:
-//   0. Before grouping, a cheap elementwise op (one or two operands) whose every user
-//      could fuse with it is duplicated, one copy per user: recomputing it in each
-//      consumer's loop is cheaper than writing it out and reading it back.
-//   4. A sum (dt.reduce_sum over all, the leading or the trailing axes) whose operand is
-//      the one value a group makes is absorbed too: the group becomes a dt.fused with
-//      reduce_axes, and the summed values never reach memory.
+//   0. Before grouping, a cheap elementwise op (one or two operands) whose
+//   every user
+//      could fuse with it is duplicated, one copy per user: recomputing it in
+//      each consumer's loop is cheaper than writing it out and reading it back.
+//   4. A sum (dt.reduce_sum over all, the leading or the trailing axes) whose
+//   operand is
+//      the one value a group makes is absorbed too: the group becomes a
+//      dt.fused with reduce_axes, and the summed values never reach memory.
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -55,8 +62,8 @@ bool isFusible(Operation *op) {
          op->getNumResults() == 1;
 }
 
-/// A sum a fused region can end in: of floats, over all, the leading or the trailing
-/// axes (what lowering vectorises).
+/// A sum a fused region can end in: of floats, over all, the leading or the
+/// trailing axes (what lowering vectorises).
 bool isFusibleReduction(Operation *op) {
   auto r = llvm::dyn_cast_or_null<ReduceSumOp>(op);
   if (!r || !llvm::isa<FloatType>(r.getType().getElementType()))
@@ -65,24 +72,29 @@ bool isFusibleReduction(Operation *op) {
   int64_t rank = shapeOf(r.getInput()).size();
   if (axes.empty())
     return false;
-  bool leading = axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
-  bool trailing = axes.back() == rank - 1 && axes.front() == rank - static_cast<int64_t>(axes.size());
+  bool leading =
+      axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
+  bool trailing = axes.back() == rank - 1 &&
+                  axes.front() == rank - static_cast<int64_t>(axes.size());
   return leading || trailing;
 }
 
-/// Step 0: one copy of a cheap elementwise op per user, when every user could fuse it.
+/// Step 0: one copy of a cheap elementwise op per user, when every user could
+/// fuse it.
 void duplicateCheapProducers(Block &block) {
   SmallVector<Operation *> candidates;
   for (Operation &op : block)
     if (isFusible(&op) && op.getNumOperands() <= 2)
       candidates.push_back(&op);
   for (Operation *op : llvm::reverse(candidates)) {
-    llvm::SetVector<Operation *> users(op->getUsers().begin(), op->getUsers().end());
+    llvm::SetVector<Operation *> users(op->getUsers().begin(),
+                                       op->getUsers().end());
     if (users.size() < 2 || users.size() > 4)
       continue;
     ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
     bool allFuse = llvm::all_of(users, [&](Operation *u) {
-      return (isFusible(u) && shapeOf(u->getResult(0)) == shape) || isFusibleReduction(u);
+      return (isFusible(u) && shapeOf(u->getResult(0)) == shape) ||
+             isFusibleReduction(u);
     });
     if (!allFuse)
       continue;
@@ -93,7 +105,8 @@ void duplicateCheapProducers(Block &block) {
   }
 }
 
-struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwisePass> {
+struct FuseElementwisePass
+    : public dt::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     if (fn.isExternal())
@@ -117,15 +130,18 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
     llvm::EquivalenceClasses<Operation *> groups;
     auto leader = [&](Operation *op) { return groups.getLeaderValue(op); };
     auto members = [&](Operation *op) {
-      return SmallVector<Operation *>(groups.member_begin(groups.findValue(leader(op))),
-                                      groups.member_end());
+      return SmallVector<Operation *>(
+          groups.member_begin(groups.findValue(leader(op))),
+          groups.member_end());
     };
-    // Whether every use outside `op`'s group, other than by `joining`, is after `joining`.
+    // Whether every use outside `op`'s group, other than by `joining`, is after
+    // `joining`.
     auto usedOnlyAfter = [&](Operation *op, Operation *joining) {
       Operation *lead = leader(op);
       for (Operation *m : members(op))
         for (Operation *user : m->getUsers()) {
-          if (user == joining || ((groups.findValue(user) != groups.end()) && leader(user) == lead))
+          if (user == joining || ((groups.findValue(user) != groups.end()) &&
+                                  leader(user) == lead))
             continue;
           if (position[user] <= position[joining])
             return false;
@@ -142,8 +158,10 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       ArrayRef<int64_t> shape = shapeOf(op.getResult(0));
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (!producer || !(groups.findValue(producer) != groups.end()) || leader(producer) == leader(&op) ||
-            shapeOf(producer->getResult(0)) != shape || !usedOnlyAfter(producer, &op))
+        if (!producer || !(groups.findValue(producer) != groups.end()) ||
+            leader(producer) == leader(&op) ||
+            shapeOf(producer->getResult(0)) != shape ||
+            !usedOnlyAfter(producer, &op))
           continue;
         groups.unionSets(producer, &op);
       }
@@ -156,14 +174,16 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
     SmallVector<SmallVector<Operation *>> toBuild;
     for (Operation *lead : leaders) {
       SmallVector<Operation *> ops = members(lead);
-      llvm::sort(ops, [&](Operation *a, Operation *b) { return position[a] < position[b]; });
+      llvm::sort(ops, [&](Operation *a, Operation *b) {
+        return position[a] < position[b];
+      });
       toBuild.push_back(std::move(ops));
     }
     for (ArrayRef<Operation *> ops : toBuild)
       materialize(ops, reductionOf(ops));
 
-    // Broadcasts and constants that fused regions absorbed may now be dead; broadcasts
-    // that something else still needs become copies of their own.
+    // Broadcasts and constants that fused regions absorbed may now be dead;
+    // broadcasts that something else still needs become copies of their own.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
       if (llvm::isa<BroadcastToOp, ConstantOp>(op) && op.use_empty())
         op.erase();
@@ -175,8 +195,9 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       materialize({bc});
   }
 
-  /// Step 4: the sum a group can end in: the only user of the only value the group
-  /// makes, when every operand the group reads has the group's shape or is a scalar.
+  /// Step 4: the sum a group can end in: the only user of the only value the
+  /// group makes, when every operand the group reads has the group's shape or
+  /// is a scalar.
   static ReduceSumOp reductionOf(ArrayRef<Operation *> ops) {
     llvm::SmallPtrSet<Operation *, 16> inGroup(ops.begin(), ops.end());
     Value out;
@@ -188,7 +209,8 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
               return {};
             out = r;
           }
-    if (!out || !out.hasOneUse() || !isFusibleReduction(*out.getUsers().begin()))
+    if (!out || !out.hasOneUse() ||
+        !isFusibleReduction(*out.getUsers().begin()))
       return {};
     ArrayRef<int64_t> shape = shapeOf(out);
     for (Operation *op : ops)
@@ -204,15 +226,16 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
     return llvm::cast<ReduceSumOp>(*out.getUsers().begin());
   }
 
-  /// Replaces `ops` (in program order, one shape) by one dt.fused at the last of them;
-  /// with `reduction`, the fused op also does that sum of the group's value.
+  /// Replaces `ops` (in program order, one shape) by one dt.fused at the last
+  /// of them; with `reduction`, the fused op also does that sum of the group's
+  /// value.
   void materialize(ArrayRef<Operation *> ops, ReduceSumOp reduction = {}) {
     llvm::SmallPtrSet<Operation *, 16> inGroup(ops.begin(), ops.end());
     Operation *lastOp = ops.back();
     ArrayRef<int64_t> shape = shapeOf(lastOp->getResult(0));
 
-    // What an outside operand really is: broadcasts from outside the group are seen
-    // through (the region broadcasts its operands itself).
+    // What an outside operand really is: broadcasts from outside the group are
+    // seen through (the region broadcasts its operands itself).
     std::function<Value(Value)> source = [&](Value v) -> Value {
       if (auto bc = v.getDefiningOp<BroadcastToOp>(); bc && !inGroup.count(bc))
         return source(bc.getInput());
@@ -231,7 +254,8 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
     SmallVector<Value> outputs;
     for (Operation *op : ops)
       for (Value r : op->getResults())
-        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !inGroup.count(u); }))
+        if (llvm::any_of(r.getUsers(),
+                         [&](Operation *u) { return !inGroup.count(u); }))
           outputs.push_back(r);
 
     OpBuilder b(lastOp);
@@ -240,16 +264,19 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
     if (reduction)
       resultTypes = {reduction.getType()};
     auto fused = b.create<FusedOp>(loc, resultTypes, inputs.getArrayRef(),
-                                   reduction ? reduction.getAxesAttr() : DenseI64ArrayAttr());
+                                   reduction ? reduction.getAxesAttr()
+                                             : DenseI64ArrayAttr());
     Block *body = new Block();
     fused.getBody().push_back(body);
     IRMapping map;
     for (Value in : inputs) {
       Type elem = llvm::cast<RankedTensorType>(in.getType()).getElementType();
-      map.map(in, body->addArgument(RankedTensorType::get(shape, elem), in.getLoc()));
+      map.map(in, body->addArgument(RankedTensorType::get(shape, elem),
+                                    in.getLoc()));
     }
     OpBuilder inner = OpBuilder::atBlockEnd(body);
-    // The body's value for an operand: mapped, seen through a broadcast, or a constant.
+    // The body's value for an operand: mapped, seen through a broadcast, or a
+    // constant.
     std::function<Value(Value)> bodyValue = [&](Value v) -> Value {
       if (Value m = map.lookupOrNull(v))
         return m;
@@ -259,7 +286,8 @@ struct FuseElementwisePass : public dt::impl::FuseElementwiseBase<FuseElementwis
       auto splat = llvm::cast<DenseElementsAttr>(c.getValue());
       auto t = RankedTensorType::get(shape, splat.getElementType());
       Value clone = inner.create<ConstantOp>(
-          c.getLoc(), DenseElementsAttr::get(t, splat.getSplatValue<Attribute>()));
+          c.getLoc(),
+          DenseElementsAttr::get(t, splat.getSplatValue<Attribute>()));
       map.map(v, clone);
       return clone;
     };

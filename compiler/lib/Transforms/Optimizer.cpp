@@ -1,11 +1,12 @@
-//===- Optimizer.cpp - the apply_step entry point --------------------------===//
+//===- Optimizer.cpp - the apply_step entry point
+//--------------------------===//
 //
-// Builds `@apply_step` from the training recipe in the module attributes. Everything
-// is ordinary dt IR: scalar math on 0-d tensors for the schedule and bias corrections,
-// and elementwise updates per parameter that dt-fuse-elementwise turns into a single pass
-// over each parameter and its state. The update formulas are PyTorch's (torch.optim.SGD,
-// Adam, AdamW), so a dt program and a PyTorch script with the same recipe take the same
-// steps.
+// Builds `@apply_step` from the training recipe in the module attributes.
+// Everything is ordinary dt IR: scalar math on 0-d tensors for the schedule and
+// bias corrections, and elementwise updates per parameter that
+// dt-fuse-elementwise turns into a single pass over each parameter and its
+// state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW), so a
+// dt program and a PyTorch script with the same recipe take the same steps.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -40,7 +41,8 @@ public:
       return f.getValueAsDouble();
     if (auto i = llvm::dyn_cast<IntegerAttr>(a))
       return static_cast<double>(i.getInt());
-    return owner->emitError() << what << " '" << key << "' must be a number", failure();
+    return owner->emitError() << what << " '" << key << "' must be a number",
+           failure();
   }
 
   FailureOr<bool> flag(StringRef key, bool fallback) {
@@ -49,7 +51,8 @@ public:
       return fallback;
     if (auto b = llvm::dyn_cast<BoolAttr>(a))
       return b.getValue();
-    return owner->emitError() << what << " '" << key << "' must be a bool", failure();
+    return owner->emitError() << what << " '" << key << "' must be a bool",
+           failure();
   }
 
   FailureOr<StringRef> kind() {
@@ -68,7 +71,8 @@ private:
 /// The optimizer recipe, with PyTorch's defaults.
 struct Recipe {
   StringRef kind;
-  double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0, momentum = 0;
+  double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
+             momentum = 0;
   bool nesterov = false;
 };
 
@@ -82,15 +86,21 @@ struct Emit {
   Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
   Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
   Value sqrt(Value x) { return b.create<SqrtOp>(loc, x); }
-  Value splat(RankedTensorType t, double v) { return createSplat(b, loc, t, v); }
+  Value splat(RankedTensorType t, double v) {
+    return createSplat(b, loc, t, v);
+  }
   Value like(Value x, double v) {
     return splat(llvm::cast<RankedTensorType>(x.getType()), v);
   }
   /// A scalar made available at `type`'s shape.
   Value bcast(Value scalar, RankedTensorType type) {
-    return type.getRank() == 0 ? scalar : b.create<BroadcastToOp>(loc, type, scalar).getResult();
+    return type.getRank() == 0
+               ? scalar
+               : b.create<BroadcastToOp>(loc, type, scalar).getResult();
   }
-  Value load(GlobalOp g) { return b.create<LoadOp>(loc, g.getType(), g.getSymName()); }
+  Value load(GlobalOp g) {
+    return b.create<LoadOp>(loc, g.getType(), g.getSymName());
+  }
   void store(Value v, GlobalOp g) { b.create<StoreOp>(loc, v, g.getSymName()); }
   /// sum(x * x) over all elements, as a 0-d tensor.
   Value sumOfSquares(Value x) {
@@ -101,8 +111,9 @@ struct Emit {
     SmallVector<int64_t> all;
     for (int64_t i = 0; i < t.getRank(); ++i)
       all.push_back(i);
-    return b.create<ReduceSumOp>(loc, RankedTensorType::get({}, t.getElementType()), sq,
-                                 b.getDenseI64ArrayAttr(all));
+    return b.create<ReduceSumOp>(loc,
+                                 RankedTensorType::get({}, t.getElementType()),
+                                 sq, b.getDenseI64ArrayAttr(all));
   }
 };
 
@@ -115,7 +126,9 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
   FailureOr<Recipe> readRecipe(ModuleOp module) {
     auto dict = module->getAttrOfType<DictionaryAttr>("dt.optimizer");
     if (!dict)
-      return module.emitError("dt-optimizer needs the module attribute dt.optimizer"), failure();
+      return module.emitError(
+                 "dt-optimizer needs the module attribute dt.optimizer"),
+             failure();
     Config c(module, "dt.optimizer", dict);
     Recipe r;
     FailureOr<StringRef> kind = c.kind();
@@ -123,15 +136,18 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       return failure();
     r.kind = *kind;
     if (r.kind != "sgd" && r.kind != "adam" && r.kind != "adamw")
-      return module.emitError("unknown optimizer '") << r.kind << "'", failure();
+      return module.emitError("unknown optimizer '") << r.kind << "'",
+             failure();
     double defaultDecay = r.kind == "adamw" ? 0.01 : 0.0;
-    FailureOr<double> lr = c.number("lr", std::nullopt), b1 = c.number("beta1", 0.9),
-                      b2 = c.number("beta2", 0.999), eps = c.number("eps", 1e-8),
+    FailureOr<double> lr = c.number("lr", std::nullopt),
+                      b1 = c.number("beta1", 0.9),
+                      b2 = c.number("beta2", 0.999),
+                      eps = c.number("eps", 1e-8),
                       wd = c.number("weight_decay", defaultDecay),
                       mom = c.number("momentum", 0.0);
     FailureOr<bool> nesterov = c.flag("nesterov", false);
-    if (failed(lr) || failed(b1) || failed(b2) || failed(eps) || failed(wd) || failed(mom) ||
-        failed(nesterov))
+    if (failed(lr) || failed(b1) || failed(b2) || failed(eps) || failed(wd) ||
+        failed(mom) || failed(nesterov))
       return failure();
     r.lr = *lr, r.beta1 = *b1, r.beta2 = *b2, r.eps = *eps, r.weightDecay = *wd;
     r.momentum = *mom, r.nesterov = *nesterov;
@@ -139,8 +155,9 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
   }
 
   /// dt.schedule's attributes from the module's dt.schedule dictionary.
-  FailureOr<ScheduleOp> buildSchedule(ModuleOp module, OpBuilder &b, Location loc, Value step,
-                                      Value total, double lr) {
+  FailureOr<ScheduleOp> buildSchedule(ModuleOp module, OpBuilder &b,
+                                      Location loc, Value step, Value total,
+                                      double lr) {
     auto dict = module->getAttrOfType<DictionaryAttr>("dt.schedule");
     Config c(module, "dt.schedule", dict);
     StringRef kind = "constant";
@@ -150,16 +167,20 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
         return failure();
       kind = *k;
     }
-    FailureOr<double> warmup = c.number("warmup", 0.0), min = c.number("min", 0.0),
-                      fin = c.number("final", 0.0), every = c.number("every", 1.0),
+    FailureOr<double> warmup = c.number("warmup", 0.0),
+                      min = c.number("min", 0.0), fin = c.number("final", 0.0),
+                      every = c.number("every", 1.0),
                       gamma = c.number("gamma", 1.0);
-    if (failed(warmup) || failed(min) || failed(fin) || failed(every) || failed(gamma))
+    if (failed(warmup) || failed(min) || failed(fin) || failed(every) ||
+        failed(gamma))
       return failure();
     auto op = b.create<ScheduleOp>(
-        loc, RankedTensorType::get({}, b.getF32Type()), step, total, b.getStringAttr(kind),
-        b.getF64FloatAttr(lr), b.getI64IntegerAttr(static_cast<int64_t>(*warmup)),
+        loc, RankedTensorType::get({}, b.getF32Type()), step, total,
+        b.getStringAttr(kind), b.getF64FloatAttr(lr),
+        b.getI64IntegerAttr(static_cast<int64_t>(*warmup)),
         b.getF64FloatAttr(*min), b.getF64FloatAttr(*fin),
-        b.getI64IntegerAttr(static_cast<int64_t>(*every)), b.getF64FloatAttr(*gamma));
+        b.getI64IntegerAttr(static_cast<int64_t>(*every)),
+        b.getF64FloatAttr(*gamma));
     if (failed(op.verify()))
       return failure();
     return op;
@@ -184,7 +205,8 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       if (g.getRole() == Role::param) {
         GlobalOp grad = lookupGlobal(module, names::gradOf(g.getSymName()));
         if (!grad)
-          return g.emitError("parameter has no gradient global; run dt-autodiff first");
+          return g.emitError(
+              "parameter has no gradient global; run dt-autodiff first");
         params.push_back({g, grad});
       }
 
@@ -204,19 +226,22 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto fn = b.create<func::FuncOp>(loc, names::kApplyStep, FunctionType::get(ctx, {}, {}));
+    auto fn = b.create<func::FuncOp>(loc, names::kApplyStep,
+                                     FunctionType::get(ctx, {}, {}));
     b.setInsertionPointToStart(fn.addEntryBlock());
     Emit e{b, loc};
 
     // The 1-based step this update makes, and its learning rate.
     Value t = e.add(e.load(*stepG), e.splat(i64, 1));
-    FailureOr<ScheduleOp> lr = buildSchedule(module, b, loc, t, e.load(*totalG), recipe->lr);
+    FailureOr<ScheduleOp> lr =
+        buildSchedule(module, b, loc, t, e.load(*totalG), recipe->lr);
     if (failed(lr))
       return failure();
     e.store(*lr, *lrG);
     Value tf = b.create<ConvertOp>(loc, f32, t);
 
-    // Gradients, averaged over accumulated micro-batches; their global norm; clipping.
+    // Gradients, averaged over accumulated micro-batches; their global norm;
+    // clipping.
     SmallVector<Value> grads;
     for (auto [param, grad] : params) {
       Value g = e.load(grad);
@@ -241,8 +266,10 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     const Recipe &r = *recipe;
     Value bc1, bc2Sqrt;
     if (r.kind != "sgd") {
-      bc1 = e.sub(e.splat(f32, 1), b.create<PowOp>(loc, e.splat(f32, r.beta1), tf));
-      Value bc2 = e.sub(e.splat(f32, 1), b.create<PowOp>(loc, e.splat(f32, r.beta2), tf));
+      bc1 = e.sub(e.splat(f32, 1),
+                  b.create<PowOp>(loc, e.splat(f32, r.beta1), tf));
+      Value bc2 = e.sub(e.splat(f32, 1),
+                        b.create<PowOp>(loc, e.splat(f32, r.beta2), tf));
       bc2Sqrt = e.sqrt(bc2);
     }
 
@@ -252,8 +279,8 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       Value p = e.load(param), g = grads[k];
       bool decays = r.weightDecay != 0 && type.getRank() >= 2;
       auto state = [&](StringRef slot) {
-        return global((r.kind + "." + slot + "/" + param.getSymName()).str(), type,
-                      Role::state);
+        return global((r.kind + "." + slot + "/" + param.getSymName()).str(),
+                      type, Role::state);
       };
 
       if (r.kind == "sgd") {
@@ -264,28 +291,32 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
             return failure();
           Value buf = e.add(e.mul(e.load(*bufG), e.splat(type, r.momentum)), d);
           e.store(buf, *bufG);
-          d = r.nesterov ? e.add(d, e.mul(buf, e.splat(type, r.momentum))) : buf;
+          d = r.nesterov ? e.add(d, e.mul(buf, e.splat(type, r.momentum)))
+                         : buf;
         }
         e.store(e.sub(p, e.mul(e.bcast(*lr, type), d)), param);
         continue;
       }
 
-      // Adam and AdamW. Adam's weight decay is L2 (added to the gradient), AdamW's is
-      // decoupled (the parameter shrinks by lr * wd before the step).
+      // Adam and AdamW. Adam's weight decay is L2 (added to the gradient),
+      // AdamW's is decoupled (the parameter shrinks by lr * wd before the
+      // step).
       FailureOr<GlobalOp> mG = state("m"), vG = state("v");
       if (failed(mG) || failed(vG))
         return failure();
       if (decays && r.kind == "adam")
         g = e.add(g, e.mul(p, e.splat(type, r.weightDecay)));
       if (decays && r.kind == "adamw") {
-        Value shrink = e.sub(e.splat(f32, 1), e.mul(*lr, e.splat(f32, r.weightDecay)));
+        Value shrink =
+            e.sub(e.splat(f32, 1), e.mul(*lr, e.splat(f32, r.weightDecay)));
         p = e.mul(p, e.bcast(shrink, type));
       }
       Value m = e.add(e.mul(e.load(*mG), e.splat(type, r.beta1)),
                       e.mul(g, e.splat(type, 1 - r.beta1)));
       Value v = e.add(e.mul(e.load(*vG), e.splat(type, r.beta2)),
                       e.mul(e.mul(g, g), e.splat(type, 1 - r.beta2)));
-      Value denom = e.add(e.div(e.sqrt(v), e.bcast(bc2Sqrt, type)), e.splat(type, r.eps));
+      Value denom =
+          e.add(e.div(e.sqrt(v), e.bcast(bc2Sqrt, type)), e.splat(type, r.eps));
       Value stepSize = e.div(*lr, bc1);
       e.store(e.sub(p, e.div(e.mul(e.bcast(stepSize, type), m), denom)), param);
       e.store(m, *mG);

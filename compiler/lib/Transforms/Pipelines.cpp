@@ -1,7 +1,8 @@
-//===- Pipelines.cpp - the dt pass pipelines -------------------------------===//
+//===- Pipelines.cpp - the dt pass pipelines
+//-------------------------------===//
 //
-// The order of the passes between MLIRGen and lowering, in one place, shared by dtc,
-// dt-opt (`-dt-train-step`, `-dt-fuse-and-plan`) and the tests.
+// The order of the passes between MLIRGen and lowering, in one place, shared by
+// dtc, dt-opt (`-dt-train-step`, `-dt-fuse-and-plan`) and the tests.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -14,8 +15,8 @@
 using namespace mlir;
 
 void dt::buildTrainStepPipeline(OpPassManager &pm) {
-  // Canonicalise first so that e.g. transposes fold into matmuls before they are
-  // differentiated (their adjoints would otherwise be transposes too).
+  // Canonicalise first so that e.g. transposes fold into matmuls before they
+  // are differentiated (their adjoints would otherwise be transposes too).
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
@@ -29,7 +30,8 @@ void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
 }
 
 void dt::registerDTPipelines() {
-  PassPipelineRegistration<>("dt-train-step", "MLIRGen output to the train step",
+  PassPipelineRegistration<>("dt-train-step",
+                             "MLIRGen output to the train step",
                              buildTrainStepPipeline);
   PassPipelineRegistration<>("dt-fuse-and-plan", "Fusion and memory planning",
                              buildFuseAndPlanPipeline);

@@ -1,20 +1,24 @@
-//===- PlanMemory.cpp - static arena offsets for every tensor --------------===//
+//===- PlanMemory.cpp - static arena offsets for every tensor
+//--------------===//
 //
-// Every tensor of a rank lives at a byte offset in one arena fixed at compile time. The
-// algorithm:
+// Every tensor of a rank lives at a byte offset in one arena fixed at compile
+// time. The algorithm:
 //
 //   1. Persistent region: the globals, in order, each 64-byte aligned.
 //   2. Storage per entry point: a dt.load result *is* its global's buffer and a
-//      dt.reshape result is its operand's buffer. A value stored into a global is
-//      computed directly into the global's buffer when the function stores that global
-//      once and no read of the old value can happen after the value's producer runs
-//      (the producer itself may read it when it is a dt.fused region reading the same
-//      element it writes, as optimizer updates do); otherwise the store copies. A load
-//      whose value is read after a store to its global gets a buffer of its own (the
-//      lowering copies into it).
-//   3. Transient region: the other values get offsets after the persistent region by
-//      liveness over the straight-line body, best fit among free blocks; entry points
-//      share the region, which is as large as the hungriest of them needs.
+//      dt.reshape result is its operand's buffer. A value stored into a global
+//      is computed directly into the global's buffer when the function stores
+//      that global once and no read of the old value can happen after the
+//      value's producer runs (the producer itself may read it when it is a
+//      dt.fused region reading the same element it writes, as optimizer updates
+//      do); otherwise the store copies. A load whose value is read after a
+//      store to its global gets a buffer of its own (the lowering copies into
+//      it).
+//   3. Transient region: the other values get offsets after the persistent
+//   region by
+//      liveness over the straight-line body, best fit among free blocks; entry
+//      points share the region, which is as large as the hungriest of them
+//      needs.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -55,7 +59,8 @@ public:
     // Best fit: the smallest free block that holds `bytes`.
     auto best = free.end();
     for (auto it = free.begin(); it != free.end(); ++it)
-      if (it->second >= bytes && (best == free.end() || it->second < best->second))
+      if (it->second >= bytes &&
+          (best == free.end() || it->second < best->second))
         best = it;
     if (best == free.end()) {
       int64_t offset = top;
@@ -128,7 +133,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     module->setAttr("dt.arena_bytes", b.getI64IntegerAttr(alignUp(arena)));
   }
 
-  FailureOr<int64_t> planFunction(func::FuncOp fn, const llvm::StringMap<int64_t> &globalOffset,
+  FailureOr<int64_t> planFunction(func::FuncOp fn,
+                                  const llvm::StringMap<int64_t> &globalOffset,
                                   int64_t base) {
     Block &block = fn.getBody().front();
     llvm::DenseMap<Operation *, unsigned> position;
@@ -171,9 +177,11 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       for (StoreOp s : stores.lookup(name))
         firstStore = std::min(firstStore, position[s]);
       for (LoadOp l : entry.getValue())
-        if (lastUse.lookup(l.getResult()) < firstStore || position[l] > firstStore)
+        if (lastUse.lookup(l.getResult()) < firstStore ||
+            position[l] > firstStore)
           fixed[l.getResult()] = globalOffset.lookup(name);
-      // Otherwise the load keeps its old value past a store: it gets its own buffer.
+      // Otherwise the load keeps its old value past a store: it gets its own
+      // buffer.
     }
     for (auto &entry : stores) {
       StringRef name = entry.getKey();
@@ -193,13 +201,15 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
 
     // 3. Transient buffers by liveness.
     Allocator alloc(base);
-    std::multimap<unsigned, std::pair<int64_t, int64_t>> expiring; // last use -> block
+    std::multimap<unsigned, std::pair<int64_t, int64_t>>
+        expiring; // last use -> block
     OpBuilder b(fn.getContext());
     for (Operation &op : block) {
       unsigned pos = position[&op];
       // Buffers whose last read was before this op are free again.
       while (!expiring.empty() && expiring.begin()->first < pos) {
-        alloc.release(expiring.begin()->second.first, expiring.begin()->second.second);
+        alloc.release(expiring.begin()->second.first,
+                      expiring.begin()->second.second);
         expiring.erase(expiring.begin());
       }
       if (op.getNumResults() == 0)
@@ -212,10 +222,12 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
           continue;
         }
         if (rt != r) { // a view: its root was planned when it was defined
-          offsets.push_back(llvm::cast<IntegerAttr>(
-                                llvm::cast<ArrayAttr>(rt.getDefiningOp()->getAttr("dt.offsets"))
-                                    [llvm::cast<OpResult>(rt).getResultNumber()])
-                                .getInt());
+          offsets.push_back(
+              llvm::cast<IntegerAttr>(
+                  llvm::cast<ArrayAttr>(rt.getDefiningOp()->getAttr(
+                      "dt.offsets"))[llvm::cast<OpResult>(rt)
+                                         .getResultNumber()])
+                  .getInt());
           continue;
         }
         int64_t bytes = byteSize(r.getType());
@@ -228,10 +240,11 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     return alloc.end();
   }
 
-  /// Whether the old value read by `load` is dead once `producer` (whose result the
-  /// store at `storeAt` writes) runs: every read of it happens before, or is `producer`
-  /// itself reading it elementwise (a dt.fused region reads and writes the same element,
-  /// so updating in place is safe). A load after the store reads the new value anyway.
+  /// Whether the old value read by `load` is dead once `producer` (whose result
+  /// the store at `storeAt` writes) runs: every read of it happens before, or
+  /// is `producer` itself reading it elementwise (a dt.fused region reads and
+  /// writes the same element, so updating in place is safe). A load after the
+  /// store reads the new value anyway.
   static bool oldValueDeadAt(LoadOp load, Operation *producer, unsigned storeAt,
                              llvm::DenseMap<Operation *, unsigned> &position) {
     unsigned at = position[producer];

@@ -4,13 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dtc FILE -o train` runs the pipeline top to bottom, one call per stage: parse,
-// check (imports, models, the train job, parallel and deploy blocks), MLIRGen, the train
-// step (autodiff, optimizer), fusion and memory planning, lowering, LLVM, and linking with
-// the runtime. `-fsyntax-only` stops after checking; `--emit=STAGE` prints a stage's
-// output and stops there; `--report` prints the program's memory plan. Any error exits
-// with status 1. The pipeline runs on a thread with a large stack, a second guard (after
-// the parser's nesting limits) against deep recursion.
+// `dtc FILE -o train` runs the pipeline top to bottom, one call per stage:
+// parse, check (imports, models, the train job, parallel and deploy blocks),
+// MLIRGen, the train step (autodiff, optimizer), fusion and memory planning,
+// lowering, LLVM, and linking with the runtime. `-fsyntax-only` stops after
+// checking; `--emit=STAGE` prints a stage's output and stops there; `--report`
+// prints the program's memory plan. Any error exits with status 1. The pipeline
+// runs on a thread with a large stack, a second guard (after the parser's
+// nesting limits) against deep recursion.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,19 +52,30 @@ using namespace dt;
 using namespace llvm;
 
 namespace {
-enum class EmitAction { None, AST, Trace, DT, TrainStep, Planned, Manifest, Lowered, LLVM, Obj };
+enum class EmitAction {
+  None,
+  AST,
+  Trace,
+  DT,
+  TrainStep,
+  Planned,
+  Manifest,
+  Lowered,
+  LLVM,
+  Obj
+};
 
 cl::OptionCategory dtcCategory("dtc options");
 
 cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
                                    cl::desc("<input .dt file>"),
                                    cl::cat(dtcCategory));
-cl::opt<std::string> outputFilename("o",
-                                    cl::desc("Output file (default: the input's "
-                                             "name without .dt; '-' prints an "
-                                             "--emit stage to stdout)"),
-                                    cl::value_desc("file"), cl::init(""),
-                                    cl::cat(dtcCategory));
+cl::opt<std::string>
+    outputFilename("o",
+                   cl::desc("Output file (default: the input's "
+                            "name without .dt; '-' prints an "
+                            "--emit stage to stdout)"),
+                   cl::value_desc("file"), cl::init(""), cl::cat(dtcCategory));
 cl::opt<bool> syntaxOnly("fsyntax-only",
                          cl::desc("Parse and check the file, nothing more"),
                          cl::cat(dtcCategory));
@@ -118,8 +130,8 @@ int printTrace(const Job &job) {
     return 1;
   recorder.print(outs());
   for (const std::string &violation : recorder.getViolations())
-    WithColor::error(errs(), "dtc") << "trace violates an op contract: "
-                                    << violation << "\n";
+    WithColor::error(errs(), "dtc")
+        << "trace violates an op contract: " << violation << "\n";
   return recorder.getViolations().empty() ? 0 : 1;
 }
 
@@ -129,14 +141,15 @@ std::unique_ptr<ToolOutputFile> openStageOutput() {
   std::error_code ec;
   auto out = std::make_unique<ToolOutputFile>(path, ec, sys::fs::OF_None);
   if (ec) {
-    WithColor::error(errs(), "dtc") << "cannot write '" << path << "': "
-                                    << ec.message() << "\n";
+    WithColor::error(errs(), "dtc")
+        << "cannot write '" << path << "': " << ec.message() << "\n";
     return nullptr;
   }
   return out;
 }
 
-/// Prints `module` (or `text`) as the requested stage and returns the exit status.
+/// Prints `module` (or `text`) as the requested stage and returns the exit
+/// status.
 int emitStage(mlir::ModuleOp module, StringRef text = {}) {
   std::unique_ptr<ToolOutputFile> out = openStageOutput();
   if (!out)
@@ -159,7 +172,8 @@ LogicalResult runPipeline(mlir::ModuleOp module,
 
 /// `--report`: the arena, by role and by parameter.
 void printReport(mlir::ModuleOp module, raw_ostream &os) {
-  int64_t arena = module->getAttrOfType<mlir::IntegerAttr>("dt.arena_bytes").getInt();
+  int64_t arena =
+      module->getAttrOfType<mlir::IntegerAttr>("dt.arena_bytes").getInt();
   int64_t persistent =
       module->getAttrOfType<mlir::IntegerAttr>("dt.persistent_bytes").getInt();
   std::map<std::string, int64_t> byRole;
@@ -179,13 +193,15 @@ void printReport(mlir::ModuleOp module, raw_ostream &os) {
   os << "  parameters      " << paramCount << " values\n";
   for (StringRef role : {"param", "grad", "state", "input", "output"})
     os << "  " << left_justify(role, 14) << mib(byRole[role.str()]) << "\n";
-  os << "  persistent    " << mib(persistent) << "  (all of the above, aligned)\n";
+  os << "  persistent    " << mib(persistent)
+     << "  (all of the above, aligned)\n";
   os << "  activations   " << mib(arena - persistent)
      << "  (transient values of the largest entry point)\n";
   os << "  arena         " << mib(arena) << "\n";
   os << "parameters\n";
   for (auto &[name, count] : params)
-    os << "  " << left_justify(name, 40) << format("%12lld", (long long)count) << "\n";
+    os << "  " << left_justify(name, 40) << format("%12lld", (long long)count)
+       << "\n";
 }
 
 /// The pipeline, one call per stage. Returns the exit status.
@@ -193,9 +209,8 @@ int compile(const char *argv0) {
   SourceMgr sourceMgr;
   DiagnosticEngine diag(sourceMgr, errs());
   SearchPaths paths;
-  paths.stdlibDir = findStdlibDir(stdlibDir, argv0,
-                                  reinterpret_cast<void *>(&compile),
-                                  DT_STDLIB_DIR);
+  paths.stdlibDir = findStdlibDir(
+      stdlibDir, argv0, reinterpret_cast<void *>(&compile), DT_STDLIB_DIR);
   paths.includeDirs.assign(includeDirs.begin(), includeDirs.end());
   ModuleLoader loader(diag, paths);
 
@@ -226,14 +241,16 @@ int compile(const char *argv0) {
 
   // From here on, errors are MLIR diagnostics printed against the same sources.
   mlir::MLIRContext context;
-  context.loadDialect<DTDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                      mlir::math::MathDialect, mlir::linalg::LinalgDialect,
-                      mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                      mlir::vector::VectorDialect, mlir::LLVM::LLVMDialect>();
+  context.loadDialect<DTDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect, mlir::math::MathDialect,
+                      mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
+                      mlir::scf::SCFDialect, mlir::vector::VectorDialect,
+                      mlir::LLVM::LLVMDialect>();
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errs());
 
   // 3. MLIRGen: the dt dialect, the loss and eval over one micro-batch.
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *job, inputFilename);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlirGen(context, *job, inputFilename);
   if (!module)
     return 1;
   if (emitAction == EmitAction::DT)
@@ -291,8 +308,8 @@ int compile(const char *argv0) {
 
   SmallString<128> object;
   if (std::error_code ec = sys::fs::createTemporaryFile("dtc", "o", object)) {
-    WithColor::error(errs(), "dtc") << "cannot create a temporary file: "
-                                    << ec.message() << "\n";
+    WithColor::error(errs(), "dtc")
+        << "cannot create a temporary file: " << ec.message() << "\n";
     return 1;
   }
   FileRemover removeObject(object);

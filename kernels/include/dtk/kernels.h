@@ -1,9 +1,10 @@
 /*===- kernels.h - hand-written CPU kernels called by generated code ------===*
  *
- * Generated code calls these with plain pointers into the arena; shapes are passed as
- * 64-bit integers. Every kernel writes its outputs completely (no accumulation into
- * existing contents) and checks the data-dependent assumptions it makes (ids and labels in
- * range), reporting a violation through dtk_fail, which the runtime provides.
+ * Generated code calls these with plain pointers into the arena; shapes are
+ *passed as 64-bit integers. Every kernel writes its outputs completely (no
+ *accumulation into existing contents) and checks the data-dependent assumptions
+ *it makes (ids and labels in range), reporting a violation through dtk_fail,
+ *which the runtime provides.
  *
  *===----------------------------------------------------------------------------===*/
 
@@ -16,49 +17,57 @@
 extern "C" {
 #endif
 
-/// Reports a fault in the data (an id or label out of range) and does not return.
-/// Defined by the runtime (libdtrt), which prints it and exits with status 1.
+/// Reports a fault in the data (an id or label out of range) and does not
+/// return. Defined by the runtime (libdtrt), which prints it and exits with
+/// status 1.
 void dtk_fail(const char *message) __attribute__((noreturn));
 
-/// C = op(A) op(B) for `batch` consecutive matrices; op(A) is M x K, op(B) is K x N.
-/// A is stored M x K (K x M when trans_a), B is stored K x N (N x K when trans_b).
-void dtk_matmul_f32(const float *a, const float *b, float *c, int64_t batch, int64_t m,
-                    int64_t n, int64_t k, int32_t trans_a, int32_t trans_b);
+/// C = op(A) op(B) for `batch` consecutive matrices; op(A) is M x K, op(B) is K
+/// x N. A is stored M x K (K x M when trans_a), B is stored K x N (N x K when
+/// trans_b).
+void dtk_matmul_f32(const float *a, const float *b, float *c, int64_t batch,
+                    int64_t m, int64_t n, int64_t k, int32_t trans_a,
+                    int32_t trans_b);
 
 /// Softmax of x viewed as [outer, n, inner] along the middle dimension.
-void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n, int64_t inner);
+void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
+                     int64_t inner);
 
 /// Layer norm of each of `rows` rows of `cols` values (biased variance).
-void dtk_layer_norm_f32(const float *x, const float *w, const float *b, float *y,
-                        int64_t rows, int64_t cols, float eps);
+void dtk_layer_norm_f32(const float *x, const float *w, const float *b,
+                        float *y, int64_t rows, int64_t cols, float eps);
 /// Gradients of dtk_layer_norm_f32 given dy; statistics are recomputed.
-void dtk_layer_norm_grad_f32(const float *x, const float *w, const float *dy, float *dx,
-                             float *dw, float *db, int64_t rows, int64_t cols, float eps);
+void dtk_layer_norm_grad_f32(const float *x, const float *w, const float *dy,
+                             float *dx, float *dw, float *db, int64_t rows,
+                             int64_t cols, float eps);
 
 /// out[i, :] = table[ids[i], :] for n ids into a [count, width] table.
-void dtk_embedding_f32(const float *table, const int32_t *ids, float *out, int64_t n,
-                       int64_t count, int64_t width);
+void dtk_embedding_f32(const float *table, const int32_t *ids, float *out,
+                       int64_t n, int64_t count, int64_t width);
 /// dtable = 0, then dtable[ids[i], :] += dout[i, :].
-void dtk_embedding_grad_f32(const int32_t *ids, const float *dout, float *dtable, int64_t n,
-                            int64_t count, int64_t width);
+void dtk_embedding_grad_f32(const int32_t *ids, const float *dout,
+                            float *dtable, int64_t n, int64_t count,
+                            int64_t width);
 
 /// Mean softmax cross-entropy over rows whose label is >= 0 (0 if none).
-void dtk_cross_entropy_f32(const float *logits, const int32_t *labels, float *loss,
-                           int64_t rows, int64_t classes);
+void dtk_cross_entropy_f32(const float *logits, const int32_t *labels,
+                           float *loss, int64_t rows, int64_t classes);
 /// dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere.
-void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels, const float *dloss,
-                                float *dlogits, int64_t rows, int64_t classes);
+void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
+                                const float *dloss, float *dlogits,
+                                int64_t rows, int64_t classes);
 /// Number of labelled rows whose arg-max (first maximum) is the label.
-void dtk_count_correct_f32(const float *logits, const int32_t *labels, float *correct,
-                           int64_t rows, int64_t classes);
+void dtk_count_correct_f32(const float *logits, const int32_t *labels,
+                           float *correct, int64_t rows, int64_t classes);
 
 /// Scaled dot-product attention over `slices` independent [t, d] slices.
 void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
                        int64_t slices, int64_t t, int64_t d, int32_t causal);
 /// Its gradients; the probabilities are recomputed.
-void dtk_attention_grad_f32(const float *q, const float *k, const float *v, const float *dout,
-                            float *dq, float *dk, float *dv, int64_t slices, int64_t t,
-                            int64_t d, int32_t causal);
+void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
+                            const float *dout, float *dq, float *dk, float *dv,
+                            int64_t slices, int64_t t, int64_t d,
+                            int32_t causal);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
-//===- Passes.h - dt lowering passes -----------------------------*- C++ -*-===//
+//===- Passes.h - dt lowering passes -----------------------------*- C++
+//-*-===//
 //
-// The lowering passes and the `dt-lower-to-llvm` pipeline that runs them with the
-// upstream conversions to the LLVM dialect.
+// The lowering passes and the `dt-lower-to-llvm` pipeline that runs them with
+// the upstream conversions to the LLVM dialect.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -45,13 +46,14 @@ namespace dt {
 #define GEN_PASS_REGISTRATION
 #include "dt/Conversion/Passes.h.inc"
 
-/// Adds the passes from convert-dt-to-kernels output to the LLVM dialect: linalg to
-/// loops, math approximations, and the upstream conversions to LLVM, with memref
-/// arguments passed as bare pointers (entry points are `void dt_name(char *arena)`).
+/// Adds the passes from convert-dt-to-kernels output to the LLVM dialect:
+/// linalg to loops, math approximations, and the upstream conversions to LLVM,
+/// with memref arguments passed as bare pointers (entry points are `void
+/// dt_name(char *arena)`).
 void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
 
-/// Registers the `dt-lower-to-llvm` pipeline (the passes themselves are registered by
-/// registerDTConversionPasses()).
+/// Registers the `dt-lower-to-llvm` pipeline (the passes themselves are
+/// registered by registerDTConversionPasses()).
 void registerLowerToLLVMPipeline();
 
 } // namespace dt

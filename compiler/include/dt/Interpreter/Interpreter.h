@@ -1,10 +1,11 @@
-//===- Interpreter.h - reference evaluator for dt IR -------------*- C++ -*-===//
+//===- Interpreter.h - reference evaluator for dt IR -------------*- C++
+//-*-===//
 //
-// Evaluates dt functions directly, in double precision, one op at a time. It is the
-// oracle of the test suite: VJP rules are checked against finite differences of it, and
-// fused or lowered programs against it. Each result is rounded to its element type
-// (f32 results to float), so f32 programs are evaluated with f32 rounding and f64
-// programs exactly. Speed is not a goal.
+// Evaluates dt functions directly, in double precision, one op at a time. It is
+// the oracle of the test suite: VJP rules are checked against finite
+// differences of it, and fused or lowered programs against it. Each result is
+// rounded to its element type (f32 results to float), so f32 programs are
+// evaluated with f32 rounding and f64 programs exactly. Speed is not a goal.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -33,13 +34,15 @@ struct Tensor {
   int64_t numel() const { return static_cast<int64_t>(data.size()); }
 };
 
-/// Evaluates the functions of one module; `globals` holds the value of each dt.global by
-/// symbol name, read by dt.load and written by dt.store (missing globals read as zeros).
+/// Evaluates the functions of one module; `globals` holds the value of each
+/// dt.global by symbol name, read by dt.load and written by dt.store (missing
+/// globals read as zeros).
 class Interpreter {
 public:
   explicit Interpreter(mlir::ModuleOp module) : module(module) {}
 
-  /// Runs `fn` on `args` and returns its results; emits an error at the failing op.
+  /// Runs `fn` on `args` and returns its results; emits an error at the failing
+  /// op.
   mlir::FailureOr<std::vector<Tensor>> call(mlir::func::FuncOp fn,
                                             llvm::ArrayRef<Tensor> args);
 

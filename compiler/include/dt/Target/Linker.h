@@ -1,7 +1,8 @@
-//===- Linker.h - links an object file with the runtime ----------*- C++ -*-===//
+//===- Linker.h - links an object file with the runtime ----------*- C++
+//-*-===//
 //
-// Runs the system C++ driver to link generated code with libdtrt (which owns main),
-// libdtkernels and their dependencies into an executable.
+// Runs the system C++ driver to link generated code with libdtrt (which owns
+// main), libdtkernels and their dependencies into an executable.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -15,10 +16,12 @@
 
 namespace dt {
 
-/// Links `object` into the executable `output`. `argv0` locates the runtime libraries
+/// Links `object` into the executable `output`. `argv0` locates the runtime
+/// libraries
 /// (`<dir of dtc>/../lib`). On failure, `error` says what went wrong.
-mlir::LogicalResult linkExecutable(llvm::StringRef object, llvm::StringRef output,
-                                   const char *argv0, std::string &error);
+mlir::LogicalResult linkExecutable(llvm::StringRef object,
+                                   llvm::StringRef output, const char *argv0,
+                                   std::string &error);
 
 } // namespace dt
 

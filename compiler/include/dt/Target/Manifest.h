@@ -1,8 +1,10 @@
-//===- Manifest.h - the program manifest embedded in the executable -*- C++ -*-===//
+//===- Manifest.h - the program manifest embedded in the executable -*- C++
+//-*-===//
 //
-// The JSON document of docs/abi.md: the arena layout (every dt.global with its role,
-// shape and offset), the training recipe and the data sources. It is built from the
-// module after memory planning, before the globals are lowered away.
+// The JSON document of docs/abi.md: the arena layout (every dt.global with its
+// role, shape and offset), the training recipe and the data sources. It is
+// built from the module after memory planning, before the globals are lowered
+// away.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -16,9 +18,9 @@
 
 namespace dt {
 
-/// The manifest of a planned module (globals with offsets, `dt.arena_bytes`) whose job
-/// description is the module attribute `dt.job` (a dictionary mirroring the manifest's
-/// "name", "source", "train" and "data" sections).
+/// The manifest of a planned module (globals with offsets, `dt.arena_bytes`)
+/// whose job description is the module attribute `dt.job` (a dictionary
+/// mirroring the manifest's "name", "source", "train" and "data" sections).
 mlir::FailureOr<std::string> buildManifest(mlir::ModuleOp module);
 
 } // namespace dt

@@ -1,8 +1,9 @@
-//===- ObjectEmitter.h - LLVM dialect to a native object file ----*- C++ -*-===//
+//===- ObjectEmitter.h - LLVM dialect to a native object file ----*- C++
+//-*-===//
 //
-// Translates a module in the LLVM dialect to LLVM IR, embeds the manifest as the
-// `dt_manifest` symbol, optimises at -O3 for the target CPU and writes an object file,
-// all in-process.
+// Translates a module in the LLVM dialect to LLVM IR, embeds the manifest as
+// the `dt_manifest` symbol, optimises at -O3 for the target CPU and writes an
+// object file, all in-process.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -24,11 +25,15 @@ struct CodegenOptions {
 
 /// Translates, embeds `manifest` and optimises; prints the LLVM IR to `os`.
 mlir::LogicalResult emitLLVMIR(mlir::ModuleOp module, llvm::StringRef manifest,
-                               const CodegenOptions &options, llvm::raw_ostream &os);
+                               const CodegenOptions &options,
+                               llvm::raw_ostream &os);
 
-/// Translates, embeds `manifest`, optimises and writes an object file to `path`.
-mlir::LogicalResult emitObjectFile(mlir::ModuleOp module, llvm::StringRef manifest,
-                                   const CodegenOptions &options, llvm::StringRef path);
+/// Translates, embeds `manifest`, optimises and writes an object file to
+/// `path`.
+mlir::LogicalResult emitObjectFile(mlir::ModuleOp module,
+                                   llvm::StringRef manifest,
+                                   const CodegenOptions &options,
+                                   llvm::StringRef path);
 
 } // namespace dt
 

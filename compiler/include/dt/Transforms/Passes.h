@@ -1,4 +1,5 @@
-//===- Passes.h - dt transformation passes -----------------------*- C++ -*-===//
+//===- Passes.h - dt transformation passes -----------------------*- C++
+//-*-===//
 //
 // Declarations and registration of the passes between MLIRGen and lowering.
 //
@@ -21,8 +22,8 @@ namespace dt {
 #define GEN_PASS_REGISTRATION
 #include "dt/Transforms/Passes.h.inc"
 
-/// Names of the entry points and well-known globals shared by the passes, MLIRGen and
-/// the manifest (see docs/abi.md).
+/// Names of the entry points and well-known globals shared by the passes,
+/// MLIRGen and the manifest (see docs/abi.md).
 namespace names {
 inline constexpr llvm::StringLiteral kLossFn = "loss";
 inline constexpr llvm::StringLiteral kGradStep = "grad_step";
@@ -36,25 +37,31 @@ inline constexpr llvm::StringLiteral kGradNorm = "out/grad_norm";
 inline constexpr llvm::StringLiteral kEvalLoss = "out/eval_loss";
 inline constexpr llvm::StringLiteral kEvalCorrect = "out/eval_correct";
 /// The gradient global of parameter `param`.
-inline std::string gradOf(llvm::StringRef param) { return ("grad/" + param).str(); }
+inline std::string gradOf(llvm::StringRef param) {
+  return ("grad/" + param).str();
+}
 } // namespace names
 
-/// The passes that turn MLIRGen's @loss into the train step: canonicalisation, dt-autodiff,
-/// dt-optimizer, canonicalisation and CSE (`dtc --emit=train-step` prints the result).
+/// The passes that turn MLIRGen's @loss into the train step: canonicalisation,
+/// dt-autodiff, dt-optimizer, canonicalisation and CSE (`dtc --emit=train-step`
+/// prints the result).
 void buildTrainStepPipeline(mlir::OpPassManager &pm);
 
-/// The passes that prepare the train step for lowering: dt-fuse-elementwise on every
-/// entry point, then dt-plan-memory.
+/// The passes that prepare the train step for lowering: dt-fuse-elementwise on
+/// every entry point, then dt-plan-memory.
 void buildFuseAndPlanPipeline(mlir::OpPassManager &pm);
 
-/// Registers the two pipelines with dt-opt (`dt-train-step`, `dt-fuse-and-plan`).
+/// Registers the two pipelines with dt-opt (`dt-train-step`,
+/// `dt-fuse-and-plan`).
 void registerDTPipelines();
 
-/// Returns the global named `name`, creating it (at the end of the module's globals) with
-/// `type` and `role` if it does not exist. Fails with an error if it exists with another
-/// type or role.
-mlir::FailureOr<GlobalOp> getOrCreateGlobal(mlir::ModuleOp module, llvm::StringRef name,
-                                            mlir::RankedTensorType type, Role role);
+/// Returns the global named `name`, creating it (at the end of the module's
+/// globals) with `type` and `role` if it does not exist. Fails with an error if
+/// it exists with another type or role.
+mlir::FailureOr<GlobalOp> getOrCreateGlobal(mlir::ModuleOp module,
+                                            llvm::StringRef name,
+                                            mlir::RankedTensorType type,
+                                            Role role);
 
 } // namespace dt
 

@@ -1,14 +1,19 @@
-//===- DTToKernels.cpp - planned dt entry points to loops and kernel calls -===//
+//===- DTToKernels.cpp - planned dt entry points to loops and kernel calls
+//-===//
 //
-// After dt-plan-memory every tensor has an arena offset, so lowering needs no value
-// mapping: each op reads its operands from, and writes its results to, views of the
-// arena at their offsets. Elementwise regions become linalg.generic (then loops), the
-// rest become linalg copies/reductions or calls into kernels/. See Passes.td.
+// After dt-plan-memory every tensor has an arena offset, so lowering needs no
+// value mapping: each op reads its operands from, and writes its results to,
+// views of the arena at their offsets. Elementwise regions become
+// linalg.generic (then loops), the rest become linalg copies/reductions or
+// calls into kernels/. See Passes.td.
 //
-// Pattern: %y = dt.fused(%a, %b) {...}        => linalg.generic ins(view a, view b)
+// Pattern: %y = dt.fused(%a, %b) {...}        => linalg.generic ins(view a,
+// view b)
 //                                                 outs(view y) { scalar body }
-// Pattern: %c = dt.matmul %a, %b               => call @dtk_matmul_f32(ptr a, ptr b,
-//                                                 ptr c, batch, m, n, k, ta, tb)
+// Pattern: %c = dt.matmul %a, %b               => call @dtk_matmul_f32(ptr a,
+// ptr b,
+//                                                 ptr c, batch, m, n, k, ta,
+//                                                 tb)
 //
 //===----------------------------------------------------------------------------===//
 
@@ -47,7 +52,9 @@ int64_t product(ArrayRef<int64_t> s) {
   return p;
 }
 
-Type elementOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getElementType(); }
+Type elementOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+}
 
 /// Lowers the body of one entry point into a new function over the arena.
 class EntryLowering {
@@ -65,9 +72,11 @@ public:
     Block *entry = target.addEntryBlock();
     b.setInsertionPointToStart(entry);
     arena = entry->getArgument(0);
-    Value address = b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, arena);
+    Value address =
+        b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, arena);
     Value asInt = b.create<arith::IndexCastOp>(loc, b.getI64Type(), address);
-    base = b.create<LLVM::IntToPtrOp>(loc, LLVM::LLVMPointerType::get(ctx), asInt);
+    base =
+        b.create<LLVM::IntToPtrOp>(loc, LLVM::LLVMPointerType::get(ctx), asInt);
 
     for (Operation &op : source.getBody().front()) {
       loc = op.getLoc();
@@ -105,7 +114,8 @@ private:
     auto type = MemRefType::get(shape, elem);
     Value &slot = views[{offset, type}];
     if (!slot) {
-      // Views are made at the top of the function so that every use is dominated.
+      // Views are made at the top of the function so that every use is
+      // dominated.
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfter(base.getDefiningOp());
       Value shift = b.create<arith::ConstantIndexOp>(loc, offset);
@@ -121,19 +131,26 @@ private:
 
   Value pointer(int64_t offset) {
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-    return b.create<LLVM::GEPOp>(loc, ptr, b.getI8Type(), base,
-                                 ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
+    return b.create<LLVM::GEPOp>(
+        loc, ptr, b.getI8Type(), base,
+        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
   }
   Value pointerOf(Value v) { return pointer(offsetOf(v)); }
 
   Value i64(int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, 64); }
   Value i32(int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, 32); }
-  Value f32(double v) { return b.create<arith::ConstantFloatOp>(loc, APFloat(float(v)), b.getF32Type()); }
-  Value f64(double v) { return b.create<arith::ConstantFloatOp>(loc, APFloat(v), b.getF64Type()); }
+  Value f32(double v) {
+    return b.create<arith::ConstantFloatOp>(loc, APFloat(float(v)),
+                                            b.getF32Type());
+  }
+  Value f64(double v) {
+    return b.create<arith::ConstantFloatOp>(loc, APFloat(v), b.getF64Type());
+  }
 
   /// Calls kernel `name`, declaring it on first use.
   void call(StringRef name, ArrayRef<Value> args) {
-    auto fnType = FunctionType::get(b.getContext(), ValueRange(args).getTypes(), {});
+    auto fnType =
+        FunctionType::get(b.getContext(), ValueRange(args).getTypes(), {});
     if (!module.lookupSymbol<func::FuncOp>(name)) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
@@ -147,7 +164,8 @@ private:
     for (Value v : values)
       if (!elementOf(v).isF32())
         return op->emitOpError("has ")
-               << elementOf(v) << " data; the CPU backend's kernels take f32 only";
+               << elementOf(v)
+               << " data; the CPU backend's kernels take f32 only";
     return success();
   }
   LogicalResult requireI32(Operation *op, Value v) {
@@ -163,12 +181,15 @@ private:
 
   LogicalResult lower(Operation *op) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-        .Case([&](LoadOp l) { return copyIfMoved(globalOffset(l.getGlobal()), l.getResult()); })
+        .Case([&](LoadOp l) {
+          return copyIfMoved(globalOffset(l.getGlobal()), l.getResult());
+        })
         .Case([&](StoreOp s) {
           int64_t to = globalOffset(s.getGlobal());
           if (offsetOf(s.getValue()) != to)
-            b.create<memref::CopyOp>(loc, viewOf(s.getValue()),
-                                     view(to, shapeOf(s.getValue()), elementOf(s.getValue())));
+            b.create<memref::CopyOp>(
+                loc, viewOf(s.getValue()),
+                view(to, shapeOf(s.getValue()), elementOf(s.getValue())));
           return success();
         })
         .Case([&](ReshapeOp) { return success(); }) // a view of the same bytes
@@ -177,17 +198,33 @@ private:
         .Case([&](FusedOp f) { return lowerFused(f); })
         .Case([&](ReduceSumOp r) { return lowerReduceSum(r); })
         .Case([&](TransposeOp t) { return lowerTranspose(t); })
-        .Case([&](SplitOp s) { return lowerSplitOrConcat(s, s.getInput(), s.getResults(), s.getAxis(), true); })
-        .Case([&](ConcatOp c) { return lowerSplitOrConcat(c, c.getResult(), c.getInputs(), c.getAxis(), false); })
+        .Case([&](SplitOp s) {
+          return lowerSplitOrConcat(s, s.getInput(), s.getResults(),
+                                    s.getAxis(), true);
+        })
+        .Case([&](ConcatOp c) {
+          return lowerSplitOrConcat(c, c.getResult(), c.getInputs(),
+                                    c.getAxis(), false);
+        })
         .Case([&](MatmulOp m) { return lowerMatmul(m); })
         .Case([&](SoftmaxOp s) { return lowerSoftmax(s); })
         .Case([&](LayerNormOp l) { return lowerLayerNorm(l); })
         .Case([&](LayerNormGradOp l) { return lowerLayerNormGrad(l); })
         .Case([&](EmbeddingOp e) { return lowerEmbedding(e); })
         .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
-        .Case([&](CrossEntropyOp c) { return lowerLogitsKernel(c, "dtk_cross_entropy_f32", c.getLogits(), c.getLabels(), {}, c.getResult()); })
-        .Case([&](CrossEntropyGradOp c) { return lowerLogitsKernel(c, "dtk_cross_entropy_grad_f32", c.getLogits(), c.getLabels(), c.getResultGrad(), c.getLogitsGrad()); })
-        .Case([&](CountCorrectOp c) { return lowerLogitsKernel(c, "dtk_count_correct_f32", c.getLogits(), c.getLabels(), {}, c.getResult()); })
+        .Case([&](CrossEntropyOp c) {
+          return lowerLogitsKernel(c, "dtk_cross_entropy_f32", c.getLogits(),
+                                   c.getLabels(), {}, c.getResult());
+        })
+        .Case([&](CrossEntropyGradOp c) {
+          return lowerLogitsKernel(c, "dtk_cross_entropy_grad_f32",
+                                   c.getLogits(), c.getLabels(),
+                                   c.getResultGrad(), c.getLogitsGrad());
+        })
+        .Case([&](CountCorrectOp c) {
+          return lowerLogitsKernel(c, "dtk_count_correct_f32", c.getLogits(),
+                                   c.getLabels(), {}, c.getResult());
+        })
         .Case([&](AttentionOp a) { return lowerAttention(a); })
         .Case([&](AttentionGradOp a) { return lowerAttentionGrad(a); })
         .Case([&](ScheduleOp s) { return lowerSchedule(s); })
@@ -196,16 +233,18 @@ private:
           return success();
         })
         .Default([&](Operation *o) {
-          return o->emitOpError("cannot be lowered by convert-dt-to-kernels (was the "
-                                "module fused and planned?)");
+          return o->emitOpError(
+              "cannot be lowered by convert-dt-to-kernels (was the "
+              "module fused and planned?)");
         });
   }
 
-  /// A load whose value the plan moved out of the global's buffer copies it there.
+  /// A load whose value the plan moved out of the global's buffer copies it
+  /// there.
   LogicalResult copyIfMoved(int64_t from, Value result) {
     if (offsetOf(result) != from)
-      b.create<memref::CopyOp>(loc, view(from, shapeOf(result), elementOf(result)),
-                               viewOf(result));
+      b.create<memref::CopyOp>(
+          loc, view(from, shapeOf(result), elementOf(result)), viewOf(result));
     return success();
   }
 
@@ -218,13 +257,15 @@ private:
       return success();
     }
     // A dense constant is read-only data of the object file, copied into place.
-    auto type = MemRefType::get(value.getType().getShape(), value.getElementType());
+    auto type =
+        MemRefType::get(value.getType().getShape(), value.getElementType());
     std::string name = "__dt_constant_" + std::to_string(constants++);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
-      b.create<memref::GlobalOp>(loc, name, b.getStringAttr("private"), type, value,
-                                 /*constant=*/true, /*alignment=*/IntegerAttr());
+      b.create<memref::GlobalOp>(
+          loc, name, b.getStringAttr("private"), type, value,
+          /*constant=*/true, /*alignment=*/IntegerAttr());
     }
     Value global = b.create<memref::GetGlobalOp>(loc, type, name);
     b.create<memref::CopyOp>(loc, global, viewOf(c.getResult()));
@@ -240,19 +281,23 @@ private:
         ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
         [&](OpBuilder &nb, Location nl, ValueRange) {
           Value i = nb.create<linalg::IndexOp>(nl, 0);
-          nb.create<linalg::YieldOp>(nl, ValueRange{nb.create<arith::IndexCastOp>(nl, elem, i)});
+          nb.create<linalg::YieldOp>(
+              nl, ValueRange{nb.create<arith::IndexCastOp>(nl, elem, i)});
         });
     return success();
   }
 
   /// Elements per vector for data of `bits`-bit elements: one 512-bit register
   /// (LLVM splits it on narrower machines).
-  static unsigned lanesFor(unsigned bits) { return std::max(1u, 512u / std::max(8u, bits)); }
+  static unsigned lanesFor(unsigned bits) {
+    return std::max(1u, 512u / std::max(8u, bits));
+  }
 
   Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
 
   /// Builds `for (i = lb; i < ub; i += step)` and calls `body(i)` inside it.
-  void forLoop(int64_t lb, int64_t ub, int64_t step, function_ref<void(Value)> body) {
+  void forLoop(int64_t lb, int64_t ub, int64_t step,
+               function_ref<void(Value)> body) {
     if (lb >= ub)
       return;
     auto loop = b.create<scf::ForOp>(loc, index(lb), index(ub), index(step));
@@ -262,7 +307,8 @@ private:
   }
 
   /// Loops over `shape` but its last dimension, then over the last dimension in
-  /// steps of `lanes` (calling `body(indices, lanes)`) and one by one for the rest
+  /// steps of `lanes` (calling `body(indices, lanes)`) and one by one for the
+  /// rest
   /// (`body(indices, 1)`).
   void vectorLoopNest(ArrayRef<int64_t> shape, unsigned lanes,
                       function_ref<void(ArrayRef<Value>, unsigned)> body) {
@@ -296,7 +342,8 @@ private:
     if (width == 1)
       return b.create<memref::LoadOp>(loc, view, indices);
     Type elem = llvm::cast<MemRefType>(view.getType()).getElementType();
-    return b.create<vector::LoadOp>(loc, VectorType::get({width}, elem), view, indices);
+    return b.create<vector::LoadOp>(loc, VectorType::get({width}, elem), view,
+                                    indices);
   }
 
   void write(Value value, Value view, ArrayRef<Value> indices, unsigned width) {
@@ -306,27 +353,29 @@ private:
       b.create<vector::StoreOp>(loc, value, view, indices);
   }
 
-  /// An operand of a fused region: a view of it, or (for a 0-d operand) its value,
-  /// loaded once, and that value splatted to a vector.
+  /// An operand of a fused region: a view of it, or (for a 0-d operand) its
+  /// value, loaded once, and that value splatted to a vector.
   struct FusedOperand {
     Value view, scalar, splat;
     SmallVector<int64_t> shape;
   };
 
-  /// Views (or loaded scalars) for `f`'s operands; `flat` views every non-scalar operand
-  /// as one dimension of `flat` elements.
-  SmallVector<FusedOperand> prepareOperands(FusedOp f, std::optional<int64_t> flat,
-                                            unsigned lanes) {
+  /// Views (or loaded scalars) for `f`'s operands; `flat` views every
+  /// non-scalar operand as one dimension of `flat` elements.
+  SmallVector<FusedOperand>
+  prepareOperands(FusedOp f, std::optional<int64_t> flat, unsigned lanes) {
     SmallVector<FusedOperand> operands;
     for (Value v : f.getInputs()) {
       FusedOperand o;
       if (!shapeOf(v).empty())
-        o.shape = flat ? SmallVector<int64_t>{*flat} : SmallVector<int64_t>(shapeOf(v));
+        o.shape = flat ? SmallVector<int64_t>{*flat}
+                       : SmallVector<int64_t>(shapeOf(v));
       o.view = view(offsetOf(v), o.shape, elementOf(v));
       if (o.shape.empty()) {
         o.scalar = b.create<memref::LoadOp>(loc, o.view, ValueRange{});
         if (lanes > 1)
-          o.splat = b.create<vector::SplatOp>(loc, VectorType::get({lanes}, elementOf(v)), o.scalar);
+          o.splat = b.create<vector::SplatOp>(
+              loc, VectorType::get({lanes}, elementOf(v)), o.scalar);
       }
       operands.push_back(o);
     }
@@ -336,8 +385,8 @@ private:
   /// The values `f`'s body yields for `width` consecutive elements at `ivs` of
   /// `iteration` (vectors when width > 1).
   SmallVector<Value> evaluateBody(FusedOp f, ArrayRef<FusedOperand> operands,
-                                  ArrayRef<Value> ivs, ArrayRef<int64_t> iteration,
-                                  unsigned width) {
+                                  ArrayRef<Value> ivs,
+                                  ArrayRef<int64_t> iteration, unsigned width) {
     Block &body = f.getBody().front();
     llvm::DenseMap<Value, Value> values;
     for (auto [arg, o] : llvm::zip(body.getArguments(), operands)) {
@@ -349,11 +398,14 @@ private:
       size_t lead = ivs.size() - o.shape.size();
       SmallVector<Value> idx;
       for (auto [i, d] : llvm::enumerate(o.shape))
-        idx.push_back(d == 1 && iteration[lead + i] != 1 ? index(0) : ivs[lead + i]);
-      bool alongInner = o.shape.back() == iteration.back() || iteration.back() == 1;
+        idx.push_back(d == 1 && iteration[lead + i] != 1 ? index(0)
+                                                         : ivs[lead + i]);
+      bool alongInner =
+          o.shape.back() == iteration.back() || iteration.back() == 1;
       if (width > 1 && !alongInner) {
         Value s = read(o.view, idx, 1);
-        values[arg] = b.create<vector::SplatOp>(loc, VectorType::get({width}, s.getType()), s);
+        values[arg] = b.create<vector::SplatOp>(
+            loc, VectorType::get({width}, s.getType()), s);
       } else {
         values[arg] = read(o.view, idx, width);
       }
@@ -363,7 +415,8 @@ private:
       for (Value v : op.getOperands())
         args.push_back(values.lookup(v));
       values[op.getResult(0)] =
-          llvm::cast<ScalarizableOpInterface>(op).buildScalar(b, op.getLoc(), args, width);
+          llvm::cast<ScalarizableOpInterface>(op).buildScalar(b, op.getLoc(),
+                                                              args, width);
     }
     SmallVector<Value> yielded;
     for (Value v : body.getTerminator()->getOperands())
@@ -371,7 +424,8 @@ private:
     return yielded;
   }
 
-  /// Elements per vector for `f`: one 512-bit register of its widest element type.
+  /// Elements per vector for `f`: one 512-bit register of its widest element
+  /// type.
   static unsigned lanesFor(FusedOp f) {
     unsigned widest = 8;
     for (Value v : f.getInputs())
@@ -381,28 +435,33 @@ private:
     return lanesFor(widest);
   }
 
-  /// Pattern: dt.fused => a loop nest whose innermost loop runs `lanes` elements at a
-  /// time (explicit vectors; the memory plan guarantees distinct buffers, so nothing
-  /// is left to LLVM's alias analysis) with a scalar remainder. 0-d operands are loaded
-  /// once before the loops; an operand broadcast along the innermost dimension is read
-  /// as a scalar and splatted; when nothing broadcasts the nest is one flat loop.
+  /// Pattern: dt.fused => a loop nest whose innermost loop runs `lanes`
+  /// elements at a time (explicit vectors; the memory plan guarantees distinct
+  /// buffers, so nothing is left to LLVM's alias analysis) with a scalar
+  /// remainder. 0-d operands are loaded once before the loops; an operand
+  /// broadcast along the innermost dimension is read as a scalar and splatted;
+  /// when nothing broadcasts the nest is one flat loop.
   LogicalResult lowerFused(FusedOp f) {
     if (f.isReduction())
       return lowerFusedReduction(f);
     SmallVector<int64_t> iteration(f.getIterationShape());
-    bool collapse = iteration.size() > 1 && llvm::all_of(f.getInputs(), [&](Value v) {
-                      return shapeOf(v).empty() || shapeOf(v) == ArrayRef<int64_t>(iteration);
-                    });
+    bool collapse =
+        iteration.size() > 1 && llvm::all_of(f.getInputs(), [&](Value v) {
+          return shapeOf(v).empty() ||
+                 shapeOf(v) == ArrayRef<int64_t>(iteration);
+        });
     if (collapse)
       iteration = {product(iteration)};
     unsigned lanes = iteration.empty() ? 1 : lanesFor(f);
-    SmallVector<FusedOperand> operands =
-        prepareOperands(f, collapse ? std::optional<int64_t>(iteration[0]) : std::nullopt, lanes);
+    SmallVector<FusedOperand> operands = prepareOperands(
+        f, collapse ? std::optional<int64_t>(iteration[0]) : std::nullopt,
+        lanes);
     SmallVector<Value> outputs;
     for (Value r : f.getResults())
       outputs.push_back(view(offsetOf(r), iteration, elementOf(r)));
     auto emit = [&](ArrayRef<Value> ivs, unsigned width) {
-      for (auto [v, out] : llvm::zip(evaluateBody(f, operands, ivs, iteration, width), outputs))
+      for (auto [v, out] :
+           llvm::zip(evaluateBody(f, operands, ivs, iteration, width), outputs))
         write(v, out, ivs, width);
     };
     if (iteration.empty())
@@ -412,22 +471,25 @@ private:
     return success();
   }
 
-  /// Pattern: dt.fused {reduce_axes} => the body evaluated over the flattened iteration
-  /// space and summed: over trailing axes in vector registers (one accumulator per
-  /// result, a horizontal sum, the remainder), over leading axes into the output row.
+  /// Pattern: dt.fused {reduce_axes} => the body evaluated over the flattened
+  /// iteration space and summed: over trailing axes in vector registers (one
+  /// accumulator per result, a horizontal sum, the remainder), over leading
+  /// axes into the output row.
   LogicalResult lowerFusedReduction(FusedOp f) {
     ArrayRef<int64_t> shape = f.getIterationShape();
     ArrayRef<int64_t> axes = *f.getReduceAxes();
     int64_t rank = shape.size(), total = product(shape);
     bool trailing = axes.back() == rank - 1 &&
                     axes.front() == rank - static_cast<int64_t>(axes.size());
-    bool leading = axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
+    bool leading = axes.front() == 0 &&
+                   axes.back() == static_cast<int64_t>(axes.size()) - 1;
     bool flatOperands = llvm::all_of(f.getInputs(), [&](Value v) {
       return shapeOf(v).empty() || shapeOf(v) == shape;
     });
     if ((!trailing && !leading) || !flatOperands)
-      return f.emitOpError("is a reduction the lowering does not vectorise (sums over the "
-                           "leading or trailing axes of unbroadcast operands only)");
+      return f.emitOpError(
+          "is a reduction the lowering does not vectorise (sums over the "
+          "leading or trailing axes of unbroadcast operands only)");
     unsigned lanes = lanesFor(f);
     SmallVector<FusedOperand> operands = prepareOperands(f, total, lanes);
     SmallVector<int64_t> flat{total};
@@ -446,13 +508,15 @@ private:
                             SmallVector<Value> accs) -> SmallVector<Value> {
         if (lb >= ub)
           return accs;
-        auto loop = b.create<scf::ForOp>(loc, index(lb), index(ub), index(width), accs);
+        auto loop =
+            b.create<scf::ForOp>(loc, index(lb), index(ub), index(width), accs);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(loop.getBody());
         Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
         SmallVector<Value> next;
-        for (auto [acc, v] : llvm::zip(loop.getRegionIterArgs(),
-                                       evaluateBody(f, operands, {at}, flat, width)))
+        for (auto [acc, v] :
+             llvm::zip(loop.getRegionIterArgs(),
+                       evaluateBody(f, operands, {at}, flat, width)))
           next.push_back(b.create<arith::AddFOp>(loc, acc, v));
         b.create<scf::YieldOp>(loc, next);
         return SmallVector<Value>(loop.getResults());
@@ -464,12 +528,15 @@ private:
           SmallVector<Value> zeros;
           for (Type elem : elems)
             zeros.push_back(b.create<arith::ConstantOp>(
-                loc, DenseElementsAttr::get(VectorType::get({lanes}, elem), b.getZeroAttr(elem))));
+                loc, DenseElementsAttr::get(VectorType::get({lanes}, elem),
+                                            b.getZeroAttr(elem))));
           for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
-            sums.push_back(b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD, v));
+            sums.push_back(b.create<vector::ReductionOp>(
+                loc, vector::CombiningKind::ADD, v));
         } else {
           for (Type elem : elems)
-            sums.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)));
+            sums.push_back(
+                b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)));
         }
         sums = accumulate(base, vectorEnd, n, 1, sums);
         for (auto [sum, out] : llvm::zip(sums, outs))
@@ -478,27 +545,32 @@ private:
       return success();
     }
 
-    // Leading axes: out[j] = sum_i body(i * n + j), accumulated into the output row.
+    // Leading axes: out[j] = sum_i body(i * n + j), accumulated into the output
+    // row.
     int64_t n = product(shape.drop_front(axes.size())), rows = total / n;
     SmallVector<Value> outs;
     for (auto [r, elem] : llvm::zip(f.getResults(), elems)) {
       outs.push_back(view(offsetOf(r), {n}, elem));
-      b.create<linalg::FillOp>(loc, ValueRange{b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))},
-                               ValueRange{outs.back()});
+      b.create<linalg::FillOp>(
+          loc,
+          ValueRange{b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))},
+          ValueRange{outs.back()});
     }
     forLoop(0, rows, 1, [&](Value i) {
       Value base = b.create<arith::MulIOp>(loc, i, index(n));
       vectorLoopNest({n}, lanes, [&](ArrayRef<Value> ivs, unsigned width) {
         Value at = b.create<arith::AddIOp>(loc, base, ivs[0]);
-        for (auto [v, out] : llvm::zip(evaluateBody(f, operands, {at}, flat, width), outs))
-          write(b.create<arith::AddFOp>(loc, read(out, ivs, width), v), out, ivs, width);
+        for (auto [v, out] :
+             llvm::zip(evaluateBody(f, operands, {at}, flat, width), outs))
+          write(b.create<arith::AddFOp>(loc, read(out, ivs, width), v), out,
+                ivs, width);
       });
     });
     return success();
   }
 
-  /// Pattern: dt.reduce_sum over all axes, the trailing axes or the leading axes of a
-  /// float tensor => vector accumulation; other reductions => linalg.
+  /// Pattern: dt.reduce_sum over all axes, the trailing axes or the leading
+  /// axes of a float tensor => vector accumulation; other reductions => linalg.
   LogicalResult lowerReduceSum(ReduceSumOp r) {
     ArrayRef<int64_t> shape = shapeOf(r.getInput());
     Type elem = elementOf(r.getResult());
@@ -520,9 +592,11 @@ private:
     auto vecType = VectorType::get({lanes}, elem);
 
     if (runs.back().first) {
-      // Reduce the trailing run: out[o] = sum_j in[o * n + j], a vector accumulator in
-      // registers per output element, then a horizontal sum and the remainder.
-      int64_t n = runs.back().second, outer = total / n, vectorEnd = n - n % lanes;
+      // Reduce the trailing run: out[o] = sum_j in[o * n + j], a vector
+      // accumulator in registers per output element, then a horizontal sum and
+      // the remainder.
+      int64_t n = runs.back().second, outer = total / n,
+              vectorEnd = n - n % lanes;
       Value out = view(offsetOf(r.getResult()), {outer}, elem);
       if (shapeOf(r.getResult()).empty())
         out = view(offsetOf(r.getResult()), {1}, elem);
@@ -530,22 +604,28 @@ private:
         Value base = b.create<arith::MulIOp>(loc, o, index(n));
         Value s = zero;
         if (vectorEnd > 0) {
-          Value acc = b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vecType, b.getZeroAttr(elem)));
-          auto loop = b.create<scf::ForOp>(loc, index(0), index(vectorEnd), index(lanes), ValueRange{acc});
+          Value acc = b.create<arith::ConstantOp>(
+              loc, DenseElementsAttr::get(vecType, b.getZeroAttr(elem)));
+          auto loop = b.create<scf::ForOp>(loc, index(0), index(vectorEnd),
+                                           index(lanes), ValueRange{acc});
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(loop.getBody());
           Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0), read(in, {at}, lanes));
+          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0),
+                                              read(in, {at}, lanes));
           b.create<scf::YieldOp>(loc, sum);
           b.setInsertionPointAfter(loop);
-          s = b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD, loop.getResult(0));
+          s = b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD,
+                                            loop.getResult(0));
         }
         if (vectorEnd < n) {
-          auto loop = b.create<scf::ForOp>(loc, index(vectorEnd), index(n), index(1), ValueRange{s});
+          auto loop = b.create<scf::ForOp>(loc, index(vectorEnd), index(n),
+                                           index(1), ValueRange{s});
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(loop.getBody());
           Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0), read(in, {at}, 1));
+          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0),
+                                              read(in, {at}, 1));
           b.create<scf::YieldOp>(loc, sum);
           b.setInsertionPointAfter(loop);
           s = loop.getResult(0);
@@ -555,8 +635,8 @@ private:
       return success();
     }
 
-    // Reduce the leading run: out[j] = sum_i in[i * n + j], row by row into the output
-    // (a bias gradient: the output row stays in cache).
+    // Reduce the leading run: out[j] = sum_i in[i * n + j], row by row into the
+    // output (a bias gradient: the output row stays in cache).
     int64_t n = runs.back().second, rows = total / n;
     Value out = view(offsetOf(r.getResult()), {n}, elem);
     b.create<linalg::FillOp>(loc, zero, out);
@@ -564,7 +644,8 @@ private:
       Value base = b.create<arith::MulIOp>(loc, i, index(n));
       vectorLoopNest({n}, lanes, [&](ArrayRef<Value> ivs, unsigned width) {
         Value at = b.create<arith::AddIOp>(loc, base, ivs[0]);
-        Value sum = b.create<arith::AddFOp>(loc, read(out, ivs, width), read(in, {at}, width));
+        Value sum = b.create<arith::AddFOp>(loc, read(out, ivs, width),
+                                            read(in, {at}, width));
         write(sum, out, ivs, width);
       });
     });
@@ -586,47 +667,57 @@ private:
       if (!reduced)
         kept.push_back(b.getAffineDimExpr(d));
     }
-    SmallVector<AffineMap> maps{b.getMultiDimIdentityMap(inShape.size()),
-                                AffineMap::get(inShape.size(), 0, kept, b.getContext())};
+    SmallVector<AffineMap> maps{
+        b.getMultiDimIdentityMap(inShape.size()),
+        AffineMap::get(inShape.size(), 0, kept, b.getContext())};
     bool isFloat = llvm::isa<FloatType>(elem);
-    b.create<linalg::GenericOp>(loc, TypeRange{}, ValueRange{in}, ValueRange{out}, maps,
-                                iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
-                                  Value s = isFloat ? nb.create<arith::AddFOp>(nl, args[0], args[1]).getResult()
-                                                    : nb.create<arith::AddIOp>(nl, args[0], args[1]).getResult();
-                                  nb.create<linalg::YieldOp>(nl, s);
-                                });
+    b.create<linalg::GenericOp>(
+        loc, TypeRange{}, ValueRange{in}, ValueRange{out}, maps, iterators,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value s =
+              isFloat
+                  ? nb.create<arith::AddFOp>(nl, args[0], args[1]).getResult()
+                  : nb.create<arith::AddIOp>(nl, args[0], args[1]).getResult();
+          nb.create<linalg::YieldOp>(nl, s);
+        });
     return success();
   }
 
   LogicalResult lowerTranspose(TransposeOp t) {
     ArrayRef<int64_t> perm = t.getPerm();
-    // Result dim i is input dim perm[i]: the input is indexed by the inverse permutation.
+    // Result dim i is input dim perm[i]: the input is indexed by the inverse
+    // permutation.
     SmallVector<AffineExpr> inExprs(perm.size());
     for (auto [i, p] : llvm::enumerate(perm))
       inExprs[p] = b.getAffineDimExpr(i);
-    SmallVector<AffineMap> maps{AffineMap::get(perm.size(), 0, inExprs, b.getContext()),
-                                b.getMultiDimIdentityMap(perm.size())};
-    SmallVector<utils::IteratorType> iterators(perm.size(), utils::IteratorType::parallel);
-    b.create<linalg::GenericOp>(loc, TypeRange{}, ValueRange{viewOf(t.getInput())},
-                                ValueRange{viewOf(t.getResult())}, maps, iterators,
-                                [](OpBuilder &nb, Location nl, ValueRange args) {
-                                  nb.create<linalg::YieldOp>(nl, args[0]);
-                                });
+    SmallVector<AffineMap> maps{
+        AffineMap::get(perm.size(), 0, inExprs, b.getContext()),
+        b.getMultiDimIdentityMap(perm.size())};
+    SmallVector<utils::IteratorType> iterators(perm.size(),
+                                               utils::IteratorType::parallel);
+    b.create<linalg::GenericOp>(
+        loc, TypeRange{}, ValueRange{viewOf(t.getInput())},
+        ValueRange{viewOf(t.getResult())}, maps, iterators,
+        [](OpBuilder &nb, Location nl, ValueRange args) {
+          nb.create<linalg::YieldOp>(nl, args[0]);
+        });
     return success();
   }
 
   /// Copies between `whole` and consecutive slices of it along `axis`.
-  LogicalResult lowerSplitOrConcat(Operation *, Value whole, ValueRange pieces, int64_t axis,
-                                   bool fromWhole) {
+  LogicalResult lowerSplitOrConcat(Operation *, Value whole, ValueRange pieces,
+                                   int64_t axis, bool fromWhole) {
     Value wholeView = viewOf(whole);
     ArrayRef<int64_t> shape = shapeOf(whole);
     int64_t start = 0;
     for (Value piece : pieces) {
-      SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes, strides(shape.size(), b.getIndexAttr(1));
+      SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes,
+          strides(shape.size(), b.getIndexAttr(1));
       for (int64_t d : shapeOf(piece))
         sizes.push_back(b.getIndexAttr(d));
       offsets[axis] = b.getIndexAttr(start);
-      Value slice = b.create<memref::SubViewOp>(loc, wholeView, offsets, sizes, strides);
+      Value slice =
+          b.create<memref::SubViewOp>(loc, wholeView, offsets, sizes, strides);
       Value pieceView = viewOf(piece);
       if (fromWhole)
         b.create<linalg::CopyOp>(loc, slice, pieceView);
@@ -643,9 +734,11 @@ private:
     ArrayRef<int64_t> a = shapeOf(m.getLhs()), c = shapeOf(m.getResult());
     size_t r = a.size();
     int64_t k = m.getTransposeLhs() ? a[r - 2] : a[r - 1];
-    call("dtk_matmul_f32", {pointerOf(m.getLhs()), pointerOf(m.getRhs()), pointerOf(m.getResult()),
-                            i64(product(a.drop_back(2))), i64(c[r - 2]), i64(c[r - 1]), i64(k),
-                            i32(m.getTransposeLhs()), i32(m.getTransposeRhs())});
+    call("dtk_matmul_f32",
+         {pointerOf(m.getLhs()), pointerOf(m.getRhs()),
+          pointerOf(m.getResult()), i64(product(a.drop_back(2))), i64(c[r - 2]),
+          i64(c[r - 1]), i64(k), i32(m.getTransposeLhs()),
+          i32(m.getTransposeRhs())});
     return success();
   }
 
@@ -654,9 +747,10 @@ private:
       return failure();
     ArrayRef<int64_t> shape = shapeOf(s.getInput());
     int64_t axis = s.getAxis();
-    call("dtk_softmax_f32", {pointerOf(s.getInput()), pointerOf(s.getResult()),
-                             i64(product(shape.take_front(axis))), i64(shape[axis]),
-                             i64(product(shape.drop_front(axis + 1)))});
+    call("dtk_softmax_f32",
+         {pointerOf(s.getInput()), pointerOf(s.getResult()),
+          i64(product(shape.take_front(axis))), i64(shape[axis]),
+          i64(product(shape.drop_front(axis + 1)))});
     return success();
   }
 
@@ -665,8 +759,9 @@ private:
       return failure();
     ArrayRef<int64_t> shape = shapeOf(l.getInput());
     call("dtk_layer_norm_f32",
-         {pointerOf(l.getInput()), pointerOf(l.getWeight()), pointerOf(l.getBias()),
-          pointerOf(l.getResult()), i64(product(shape.drop_back())), i64(shape.back()),
+         {pointerOf(l.getInput()), pointerOf(l.getWeight()),
+          pointerOf(l.getBias()), pointerOf(l.getResult()),
+          i64(product(shape.drop_back())), i64(shape.back()),
           f32(l.getEps().convertToDouble())});
     return success();
   }
@@ -676,41 +771,50 @@ private:
       return failure();
     ArrayRef<int64_t> shape = shapeOf(l.getInput());
     call("dtk_layer_norm_grad_f32",
-         {pointerOf(l.getInput()), pointerOf(l.getWeight()), pointerOf(l.getResultGrad()),
-          pointerOf(l.getInputGrad()), pointerOf(l.getWeightGrad()), pointerOf(l.getBiasGrad()),
-          i64(product(shape.drop_back())), i64(shape.back()), f32(l.getEps().convertToDouble())});
+         {pointerOf(l.getInput()), pointerOf(l.getWeight()),
+          pointerOf(l.getResultGrad()), pointerOf(l.getInputGrad()),
+          pointerOf(l.getWeightGrad()), pointerOf(l.getBiasGrad()),
+          i64(product(shape.drop_back())), i64(shape.back()),
+          f32(l.getEps().convertToDouble())});
     return success();
   }
 
   LogicalResult lowerEmbedding(EmbeddingOp e) {
-    if (failed(requireF32(e, {e.getTable()})) || failed(requireI32(e, e.getIds())))
+    if (failed(requireF32(e, {e.getTable()})) ||
+        failed(requireI32(e, e.getIds())))
       return failure();
     ArrayRef<int64_t> table = shapeOf(e.getTable());
-    call("dtk_embedding_f32", {pointerOf(e.getTable()), pointerOf(e.getIds()), pointerOf(e.getResult()),
-                               i64(product(shapeOf(e.getIds()))), i64(table[0]), i64(table[1])});
+    call("dtk_embedding_f32",
+         {pointerOf(e.getTable()), pointerOf(e.getIds()),
+          pointerOf(e.getResult()), i64(product(shapeOf(e.getIds()))),
+          i64(table[0]), i64(table[1])});
     return success();
   }
 
   LogicalResult lowerEmbeddingGrad(EmbeddingGradOp e) {
-    if (failed(requireF32(e, {e.getResultGrad()})) || failed(requireI32(e, e.getIds())))
+    if (failed(requireF32(e, {e.getResultGrad()})) ||
+        failed(requireI32(e, e.getIds())))
       return failure();
     ArrayRef<int64_t> table = shapeOf(e.getTableGrad());
-    call("dtk_embedding_grad_f32", {pointerOf(e.getIds()), pointerOf(e.getResultGrad()),
-                                    pointerOf(e.getTableGrad()), i64(product(shapeOf(e.getIds()))),
-                                    i64(table[0]), i64(table[1])});
+    call("dtk_embedding_grad_f32",
+         {pointerOf(e.getIds()), pointerOf(e.getResultGrad()),
+          pointerOf(e.getTableGrad()), i64(product(shapeOf(e.getIds()))),
+          i64(table[0]), i64(table[1])});
     return success();
   }
 
-  /// cross_entropy, its gradient and count_correct share (logits, labels[, g], out).
-  LogicalResult lowerLogitsKernel(Operation *op, StringRef kernel, Value logits, Value labels,
-                                  Value grad, Value out) {
+  /// cross_entropy, its gradient and count_correct share (logits, labels[, g],
+  /// out).
+  LogicalResult lowerLogitsKernel(Operation *op, StringRef kernel, Value logits,
+                                  Value labels, Value grad, Value out) {
     if (failed(requireF32(op, {logits})) || failed(requireI32(op, labels)))
       return failure();
     ArrayRef<int64_t> shape = shapeOf(logits);
     SmallVector<Value> args{pointerOf(logits), pointerOf(labels)};
     if (grad)
       args.push_back(pointerOf(grad));
-    args.append({pointerOf(out), i64(product(shape.drop_back())), i64(shape.back())});
+    args.append(
+        {pointerOf(out), i64(product(shape.drop_back())), i64(shape.back())});
     call(kernel, args);
     return success();
   }
@@ -720,9 +824,10 @@ private:
       return failure();
     ArrayRef<int64_t> s = shapeOf(a.getQuery());
     int64_t t = s[s.size() - 2], d = s.back();
-    call("dtk_attention_f32", {pointerOf(a.getQuery()), pointerOf(a.getKey()), pointerOf(a.getValue()),
-                               pointerOf(a.getResult()), i64(product(s) / (t * d)), i64(t), i64(d),
-                               i32(a.getCausal())});
+    call("dtk_attention_f32",
+         {pointerOf(a.getQuery()), pointerOf(a.getKey()),
+          pointerOf(a.getValue()), pointerOf(a.getResult()),
+          i64(product(s) / (t * d)), i64(t), i64(d), i32(a.getCausal())});
     return success();
   }
 
@@ -732,14 +837,16 @@ private:
     ArrayRef<int64_t> s = shapeOf(a.getQuery());
     int64_t t = s[s.size() - 2], d = s.back();
     call("dtk_attention_grad_f32",
-         {pointerOf(a.getQuery()), pointerOf(a.getKey()), pointerOf(a.getValue()),
-          pointerOf(a.getResultGrad()), pointerOf(a.getQueryGrad()), pointerOf(a.getKeyGrad()),
-          pointerOf(a.getValueGrad()), i64(product(s) / (t * d)), i64(t), i64(d),
-          i32(a.getCausal())});
+         {pointerOf(a.getQuery()), pointerOf(a.getKey()),
+          pointerOf(a.getValue()), pointerOf(a.getResultGrad()),
+          pointerOf(a.getQueryGrad()), pointerOf(a.getKeyGrad()),
+          pointerOf(a.getValueGrad()), i64(product(s) / (t * d)), i64(t),
+          i64(d), i32(a.getCausal())});
     return success();
   }
 
-  /// The schedule in f64 scalar arithmetic (as the reference interpreter computes it).
+  /// The schedule in f64 scalar arithmetic (as the reference interpreter
+  /// computes it).
   LogicalResult lowerSchedule(ScheduleOp s) {
     auto load = [&](Value v) -> Value {
       Value x = b.create<memref::LoadOp>(loc, viewOf(v), ValueRange{});
@@ -749,23 +856,34 @@ private:
     double lr = s.getLr().convertToDouble();
     double warmup = static_cast<double>(s.getWarmup());
     StringRef kind = s.getKind();
-    auto mul = [&](Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y).getResult(); };
-    auto add = [&](Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y).getResult(); };
-    auto sub = [&](Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y).getResult(); };
-    auto div = [&](Value x, Value y) { return b.create<arith::DivFOp>(loc, x, y).getResult(); };
+    auto mul = [&](Value x, Value y) {
+      return b.create<arith::MulFOp>(loc, x, y).getResult();
+    };
+    auto add = [&](Value x, Value y) {
+      return b.create<arith::AddFOp>(loc, x, y).getResult();
+    };
+    auto sub = [&](Value x, Value y) {
+      return b.create<arith::SubFOp>(loc, x, y).getResult();
+    };
+    auto div = [&](Value x, Value y) {
+      return b.create<arith::DivFOp>(loc, x, y).getResult();
+    };
     Value rate;
     if (kind == "constant") {
       rate = f64(lr);
     } else if (kind == "step") {
       Value periods = b.create<math::FloorOp>(
           loc, div(sub(t, f64(1)), f64(static_cast<double>(s.getEvery()))));
-      rate = mul(f64(lr), b.create<math::PowFOp>(loc, f64(s.getGamma().convertToDouble()), periods));
+      rate =
+          mul(f64(lr), b.create<math::PowFOp>(
+                           loc, f64(s.getGamma().convertToDouble()), periods));
     } else {
       // progress = clamp((t - warmup) / max(1, total - warmup), 0, 1)
-      Value span = b.create<arith::MaximumFOp>(loc, f64(1), sub(total, f64(warmup)));
+      Value span =
+          b.create<arith::MaximumFOp>(loc, f64(1), sub(total, f64(warmup)));
       Value progress = div(sub(t, f64(warmup)), span);
-      progress = b.create<arith::MinimumFOp>(loc, f64(1),
-                                             b.create<arith::MaximumFOp>(loc, f64(0), progress));
+      progress = b.create<arith::MinimumFOp>(
+          loc, f64(1), b.create<arith::MaximumFOp>(loc, f64(0), progress));
       if (kind == "cosine") {
         double mn = s.getMin().convertToDouble();
         Value c = b.create<math::CosOp>(loc, mul(f64(M_PI), progress));
@@ -775,8 +893,10 @@ private:
         rate = add(f64(lr), mul(f64(fin - lr), progress));
       }
       if (warmup > 0) {
-        Value inWarmup = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE, t, f64(warmup));
-        rate = b.create<arith::SelectOp>(loc, inWarmup, mul(f64(lr / warmup), t), rate);
+        Value inWarmup = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE,
+                                                 t, f64(warmup));
+        rate = b.create<arith::SelectOp>(loc, inWarmup,
+                                         mul(f64(lr / warmup), t), rate);
       }
     }
     Type elem = elementOf(s.getResult());

@@ -1,8 +1,9 @@
 //===- ApproximateMath.cpp - polynomial approximations of math ops --------===//
 //
-// Rewrites f32 tanh, exp, log, ... into MLIR's polynomial approximations, so that fused
-// loops (GELU, sigmoid, the softmax of cross-entropy done elementwise) stay plain
-// arithmetic that LLVM vectorises rather than one libm call per element.
+// Rewrites f32 tanh, exp, log, ... into MLIR's polynomial approximations, so
+// that fused loops (GELU, sigmoid, the softmax of cross-entropy done
+// elementwise) stay plain arithmetic that LLVM vectorises rather than one libm
+// call per element.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -22,11 +23,13 @@ namespace dt {
 using namespace mlir;
 
 namespace {
-struct ApproximateMathPass : public dt::impl::ApproximateMathBase<ApproximateMathPass> {
+struct ApproximateMathPass
+    : public dt::impl::ApproximateMathBase<ApproximateMathPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(patterns);
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

@@ -1,9 +1,11 @@
-//===- LowerToLLVM.cpp - the dt-lower-to-llvm pipeline ---------------------===//
+//===- LowerToLLVM.cpp - the dt-lower-to-llvm pipeline
+//---------------------===//
 //
-// After convert-dt-to-kernels the module holds loops over memref views (scf with vector
-// and scalar arith/math, and linalg), and kernel calls; this pipeline takes it to the LLVM dialect with upstream
-// conversions. Memref arguments use the bare-pointer convention, so an entry point is
-// `void dt_name(char *arena)` in C.
+// After convert-dt-to-kernels the module holds loops over memref views (scf
+// with vector and scalar arith/math, and linalg), and kernel calls; this
+// pipeline takes it to the LLVM dialect with upstream conversions. Memref
+// arguments use the bare-pointer convention, so an entry point is `void
+// dt_name(char *arena)` in C.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -46,7 +48,8 @@ void dt::buildLowerToLLVMPipeline(OpPassManager &pm) {
 }
 
 void dt::registerLowerToLLVMPipeline() {
-  PassPipelineRegistration<>("dt-lower-to-llvm",
-                             "Lowers convert-dt-to-kernels output to the LLVM dialect",
-                             buildLowerToLLVMPipeline);
+  PassPipelineRegistration<>(
+      "dt-lower-to-llvm",
+      "Lowers convert-dt-to-kernels output to the LLVM dialect",
+      buildLowerToLLVMPipeline);
 }

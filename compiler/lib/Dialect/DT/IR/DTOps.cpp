@@ -1,9 +1,9 @@
 //===- DTOps.cpp - dt dialect: registration, verifiers, folders -----------===//
 //
-// The dialect's registration and the structural rules of its ops: every verifier states
-// the shape relation between operands and results that later passes rely on (the
-// lowering never re-checks a shape). VJPs live in DTVJP.cpp, scalar bodies of
-// elementwise ops in DTScalar.cpp.
+// The dialect's registration and the structural rules of its ops: every
+// verifier states the shape relation between operands and results that later
+// passes rely on (the lowering never re-checks a shape). VJPs live in
+// DTVJP.cpp, scalar bodies of elementwise ops in DTScalar.cpp.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -20,9 +20,9 @@
 using namespace mlir;
 using namespace dt;
 
+#include "dt/Dialect/DT/IR/DTInterfaces.cpp.inc"
 #include "dt/Dialect/DT/IR/DTOpsDialect.cpp.inc"
 #include "dt/Dialect/DT/IR/DTOpsEnums.cpp.inc"
-#include "dt/Dialect/DT/IR/DTInterfaces.cpp.inc"
 
 void DTDialect::initialize() {
   addOperations<
@@ -31,8 +31,8 @@ void DTDialect::initialize() {
       >();
 }
 
-Operation *DTDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
-                                          Location loc) {
+Operation *DTDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                          Type type, Location loc) {
   auto elements = llvm::dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
@@ -53,7 +53,8 @@ bool dt::isBroadcastable(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   return true;
 }
 
-Value dt::createSplat(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+Value dt::createSplat(OpBuilder &b, Location loc, RankedTensorType type,
+                      double value) {
   Type elem = type.getElementType();
   Attribute scalar;
   if (auto f = llvm::dyn_cast<FloatType>(elem))
@@ -79,7 +80,8 @@ static RankedTensorType tensorType(Value v) {
 /// Checks that `axis` names a dimension of a rank-`rank` tensor.
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank)
-    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+    return op->emitOpError("axis ")
+           << axis << " is out of range for rank " << rank;
   return success();
 }
 
@@ -99,8 +101,9 @@ LogicalResult GlobalOp::verify() {
     auto need = [&](ArrayRef<StringRef> keys) -> LogicalResult {
       for (StringRef key : keys)
         if (!init->getAs<FloatAttr>(key))
-          return emitOpError("'") << kind.getValue() << "' initialiser needs a float '"
-                                  << key << "'";
+          return emitOpError("'")
+                 << kind.getValue() << "' initialiser needs a float '" << key
+                 << "'";
       return success();
     };
     if (kind == "uniform")
@@ -117,14 +120,16 @@ LogicalResult GlobalOp::verify() {
 }
 
 /// Shared by load and store: the symbol names a global of exactly `type`.
-static LogicalResult verifyGlobalUse(Operation *op, SymbolTableCollection &symbols,
+static LogicalResult verifyGlobalUse(Operation *op,
+                                     SymbolTableCollection &symbols,
                                      FlatSymbolRefAttr ref, Type type) {
   auto global = symbols.lookupNearestSymbolFrom<GlobalOp>(op, ref.getAttr());
   if (!global)
-    return op->emitOpError("'") << ref.getValue() << "' does not name a dt.global";
+    return op->emitOpError("'")
+           << ref.getValue() << "' does not name a dt.global";
   if (global.getType() != type)
-    return op->emitOpError("type ") << type << " does not match the global's type "
-                                    << global.getType();
+    return op->emitOpError("type ")
+           << type << " does not match the global's type " << global.getType();
   return success();
 }
 
@@ -164,7 +169,8 @@ OpFoldResult BroadcastToOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
   // A splat constant broadcasts to a splat constant.
-  if (auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
+  if (auto splat =
+          llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
     return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
   return {};
 }
@@ -173,8 +179,9 @@ LogicalResult ReshapeOp::verify() {
   if (getInput().getType().getElementType() != getType().getElementType())
     return emitOpError("element types differ");
   if (numElements(getInput().getType()) != numElements(getType()))
-    return emitOpError("operand has ") << numElements(getInput().getType())
-                                       << " elements but the result " << numElements(getType());
+    return emitOpError("operand has ")
+           << numElements(getInput().getType()) << " elements but the result "
+           << numElements(getType());
   return success();
 }
 
@@ -186,7 +193,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
     getInputMutable().assign(inner.getInput());
     return getResult();
   }
-  if (auto splat = llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
+  if (auto splat =
+          llvm::dyn_cast_or_null<SplatElementsAttr>(adaptor.getInput()))
     return SplatElementsAttr::get(getType(), splat.getSplatValue<Attribute>());
   return {};
 }
@@ -202,7 +210,8 @@ LogicalResult TransposeOp::verify() {
       return emitOpError("'perm' is not a permutation");
     seen[p] = true;
     if (out[i] != in[p])
-      return emitOpError("result dimension ") << i << " must be operand dimension " << p;
+      return emitOpError("result dimension ")
+             << i << " must be operand dimension " << p;
   }
   if (getInput().getType().getElementType() != getType().getElementType())
     return emitOpError("element types differ");
@@ -219,16 +228,19 @@ LogicalResult SplitOp::verify() {
   int64_t total = 0;
   for (Value r : getResults()) {
     RankedTensorType t = tensorType(r);
-    if (t.getRank() != in.getRank() || t.getElementType() != in.getElementType())
-      return emitOpError("results must have the operand's rank and element type");
+    if (t.getRank() != in.getRank() ||
+        t.getElementType() != in.getElementType())
+      return emitOpError(
+          "results must have the operand's rank and element type");
     for (int64_t d = 0; d < in.getRank(); ++d)
       if (d != axis && t.getDimSize(d) != in.getDimSize(d))
-        return emitOpError("results may differ from the operand only along the axis");
+        return emitOpError(
+            "results may differ from the operand only along the axis");
     total += t.getDimSize(axis);
   }
   if (total != in.getDimSize(axis))
-    return emitOpError("pieces add up to ") << total << " along axis " << axis << ", not "
-                                            << in.getDimSize(axis);
+    return emitOpError("pieces add up to ") << total << " along axis " << axis
+                                            << ", not " << in.getDimSize(axis);
   return success();
 }
 
@@ -242,16 +254,20 @@ LogicalResult ConcatOp::verify() {
   int64_t total = 0;
   for (Value v : getInputs()) {
     RankedTensorType t = tensorType(v);
-    if (t.getRank() != out.getRank() || t.getElementType() != out.getElementType())
-      return emitOpError("operands must have the result's rank and element type");
+    if (t.getRank() != out.getRank() ||
+        t.getElementType() != out.getElementType())
+      return emitOpError(
+          "operands must have the result's rank and element type");
     for (int64_t d = 0; d < out.getRank(); ++d)
       if (d != axis && t.getDimSize(d) != out.getDimSize(d))
-        return emitOpError("operands may differ from the result only along the axis");
+        return emitOpError(
+            "operands may differ from the result only along the axis");
     total += t.getDimSize(axis);
   }
   if (total != out.getDimSize(axis))
-    return emitOpError("operands add up to ") << total << " along axis " << axis
-                                              << ", not " << out.getDimSize(axis);
+    return emitOpError("operands add up to ")
+           << total << " along axis " << axis << ", not "
+           << out.getDimSize(axis);
   return success();
 }
 
@@ -276,14 +292,16 @@ LogicalResult ReduceSumOp::verify() {
     if (!reduced[i])
       expected.push_back(d);
   if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
-    return emitOpError("result shape must be the operand's without the reduced axes");
+    return emitOpError(
+        "result shape must be the operand's without the reduced axes");
   if (getInput().getType().getElementType() != getType().getElementType())
     return emitOpError("element types differ");
   return success();
 }
 
 LogicalResult MatmulOp::verify() {
-  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs()), c = shapeOf(getResult());
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs()),
+                    c = shapeOf(getResult());
   if (a.size() < 2 || a.size() != b.size() || c.size() != a.size())
     return emitOpError("operands and result must have one rank, at least 2");
   size_t r = a.size();
@@ -298,15 +316,17 @@ LogicalResult MatmulOp::verify() {
   if (c[r - 2] != m || c[r - 1] != n)
     return emitOpError("result must be ") << m << "x" << n;
   Type e = getLhs().getType().getElementType();
-  if (getRhs().getType().getElementType() != e || getType().getElementType() != e)
+  if (getRhs().getType().getElementType() != e ||
+      getType().getElementType() != e)
     return emitOpError("element types differ");
   return success();
 }
 
 namespace {
-/// Pattern: matmul(transpose(a, swap last two), b) => matmul(a, b) {transpose_lhs toggled}
-/// (and likewise for the rhs): BLAS reads either layout, so the copy is never needed.
-/// This is how `x @ transpose(weight)` in nn.Linear becomes one GEMM.
+/// Pattern: matmul(transpose(a, swap last two), b) => matmul(a, b)
+/// {transpose_lhs toggled} (and likewise for the rhs): BLAS reads either
+/// layout, so the copy is never needed. This is how `x @ transpose(weight)` in
+/// nn.Linear becomes one GEMM.
 struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -319,10 +339,12 @@ struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
     for (int64_t i = 0; i < r - 2; ++i)
       if (perm[i] != i)
         return {};
-    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2 ? t.getInput() : Value();
+    return perm[r - 2] == r - 1 && perm[r - 1] == r - 2 ? t.getInput()
+                                                        : Value();
   }
 
-  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
     Value lhs = swappedInput(op.getLhs()), rhs = swappedInput(op.getRhs());
     if (!lhs && !rhs)
       return failure();
@@ -341,7 +363,8 @@ struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
 };
 } // namespace
 
-void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns, MLIRContext *ctx) {
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *ctx) {
   patterns.add<FoldTransposeIntoMatmul>(ctx);
 }
 
@@ -354,13 +377,15 @@ LogicalResult SoftmaxOp::verify() {
 }
 
 /// weight (and bias) are vectors of the last dimension of x.
-static LogicalResult verifyNormParams(Operation *op, Value x, ArrayRef<Value> vectors) {
+static LogicalResult verifyNormParams(Operation *op, Value x,
+                                      ArrayRef<Value> vectors) {
   ArrayRef<int64_t> xs = shapeOf(x);
   if (xs.empty())
     return op->emitOpError("input must have at least one dimension");
   for (Value v : vectors)
     if (shapeOf(v) != xs.take_back())
-      return op->emitOpError("weight and bias must have shape [") << xs.back() << "]";
+      return op->emitOpError("weight and bias must have shape [")
+             << xs.back() << "]";
   return success();
 }
 
@@ -398,15 +423,18 @@ LogicalResult EmbeddingGradOp::verify() {
   SmallVector<int64_t> expected(shapeOf(getIds()));
   expected.push_back(table[1]);
   if (ArrayRef<int64_t>(expected) != shapeOf(getResultGrad()))
-    return emitOpError("result_grad must have shape ids + [") << table[1] << "]";
+    return emitOpError("result_grad must have shape ids + [")
+           << table[1] << "]";
   return success();
 }
 
 /// logits [..., C] and labels [...].
-static LogicalResult verifyLogitsLabels(Operation *op, Value logits, Value labels) {
+static LogicalResult verifyLogitsLabels(Operation *op, Value logits,
+                                        Value labels) {
   ArrayRef<int64_t> l = shapeOf(logits), y = shapeOf(labels);
   if (l.empty() || l.drop_back() != y)
-    return op->emitOpError("labels must have the logits' shape without the class dimension");
+    return op->emitOpError(
+        "labels must have the logits' shape without the class dimension");
   return success();
 }
 
@@ -424,7 +452,8 @@ LogicalResult CountCorrectOp::verify() {
   return verifyLogitsLabels(*this, getLogits(), getLabels());
 }
 
-static LogicalResult verifyAttentionOperands(Operation *op, ArrayRef<Value> operands) {
+static LogicalResult verifyAttentionOperands(Operation *op,
+                                             ArrayRef<Value> operands) {
   Type t = operands.front().getType();
   for (Value v : operands)
     if (v.getType() != t)
@@ -435,12 +464,14 @@ static LogicalResult verifyAttentionOperands(Operation *op, ArrayRef<Value> oper
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(), getResult()});
+  return verifyAttentionOperands(
+      *this, {getQuery(), getKey(), getValue(), getResult()});
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(), getResultGrad(),
-                                         getQueryGrad(), getKeyGrad(), getValueGrad()});
+  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(),
+                                         getResultGrad(), getQueryGrad(),
+                                         getKeyGrad(), getValueGrad()});
 }
 
 //===----------------------------------------------------------------------------===//
@@ -449,7 +480,8 @@ LogicalResult AttentionGradOp::verify() {
 
 LogicalResult ScheduleOp::verify() {
   StringRef kind = getKind();
-  if (kind != "constant" && kind != "cosine" && kind != "linear" && kind != "step")
+  if (kind != "constant" && kind != "cosine" && kind != "linear" &&
+      kind != "step")
     return emitOpError("unknown schedule '") << kind << "'";
   if (getWarmup() < 0)
     return emitOpError("warmup must not be negative");
@@ -481,7 +513,8 @@ LogicalResult FusedOp::verify() {
     int64_t prev = -1;
     for (int64_t a : *axes) {
       if (a <= prev || a >= static_cast<int64_t>(shape.size()))
-        return emitOpError("reduce_axes must be increasing axes of the iteration shape");
+        return emitOpError(
+            "reduce_axes must be increasing axes of the iteration shape");
       prev = a;
       reduced[a] = true;
     }
@@ -493,9 +526,10 @@ LogicalResult FusedOp::verify() {
   for (auto [r, v] : llvm::zip(getResults(), yield.getValues()))
     if (shapeOf(r) != ArrayRef<int64_t>(resultShape) ||
         tensorType(r).getElementType() != tensorType(v).getElementType())
-      return emitOpError(isReduction()
-                             ? "results must be the yielded values without the reduced axes"
-                             : "results must have the yielded values' types");
+      return emitOpError(
+          isReduction()
+              ? "results must be the yielded values without the reduced axes"
+              : "results must have the yielded values' types");
 
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("needs one block argument per operand");
@@ -503,14 +537,17 @@ LogicalResult FusedOp::verify() {
     auto argType = llvm::cast<RankedTensorType>(arg.getType());
     if (argType.getShape() != shape ||
         argType.getElementType() != tensorType(input).getElementType())
-      return emitOpError("block arguments must have the iteration shape and the operand's "
-                         "element type");
+      return emitOpError(
+          "block arguments must have the iteration shape and the operand's "
+          "element type");
     if (!isBroadcastable(shapeOf(input), shape))
-      return emitOpError("operand shape does not broadcast to the iteration shape");
+      return emitOpError(
+          "operand shape does not broadcast to the iteration shape");
   }
   for (Operation &op : body.without_terminator())
     if (!llvm::isa<ScalarizableOpInterface>(op))
-      return op.emitOpError("is not elementwise and cannot be part of a dt.fused region");
+      return op.emitOpError(
+          "is not elementwise and cannot be part of a dt.fused region");
   return success();
 }
 

@@ -1,10 +1,11 @@
 //===- DTScalar.cpp - scalar bodies of dt's elementwise ops ---------------===//
 //
-// ScalarizableOpInterface: each elementwise op builds the arith/math computation of its
-// elements, on scalars or on vectors of `lanes` elements (arith and math ops accept
-// both; only constants need to know which). Fusion lowering stitches these into the body
-// of a single loop nest, so a chain such as `relu(x @ w + b)` or a whole AdamW update
-// becomes one vectorised pass over memory.
+// ScalarizableOpInterface: each elementwise op builds the arith/math
+// computation of its elements, on scalars or on vectors of `lanes` elements
+// (arith and math ops accept both; only constants need to know which). Fusion
+// lowering stitches these into the body of a single loop nest, so a chain such
+// as `relu(x @ w + b)` or a whole AdamW update becomes one vectorised pass over
+// memory.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -21,7 +22,8 @@ using namespace mlir;
 using namespace dt;
 
 namespace {
-/// Small arithmetic helpers over scalars, or vectors, of one type, float or integer.
+/// Small arithmetic helpers over scalars, or vectors, of one type, float or
+/// integer.
 struct ScalarBuilder {
   OpBuilder &b;
   Location loc;
@@ -31,9 +33,11 @@ struct ScalarBuilder {
   bool isFloat() const { return llvm::isa<FloatType>(elementType()); }
   Value constant(double v) {
     TypedAttr scalar = isFloat() ? TypedAttr(b.getFloatAttr(elementType(), v))
-                                 : TypedAttr(b.getIntegerAttr(elementType(), static_cast<int64_t>(v)));
+                                 : TypedAttr(b.getIntegerAttr(
+                                       elementType(), static_cast<int64_t>(v)));
     if (auto vec = llvm::dyn_cast<VectorType>(type))
-      return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vec, scalar));
+      return b.create<arith::ConstantOp>(loc,
+                                         DenseElementsAttr::get(vec, scalar));
     return b.create<arith::ConstantOp>(loc, scalar);
   }
   Value add(Value x, Value y) {
@@ -52,13 +56,15 @@ struct ScalarBuilder {
     return isFloat() ? b.create<arith::DivFOp>(loc, x, y).getResult()
                      : b.create<arith::DivSIOp>(loc, x, y).getResult();
   }
-  Value select(arith::CmpFPredicate p, Value x, Value y, Value ifTrue, Value ifFalse) {
+  Value select(arith::CmpFPredicate p, Value x, Value y, Value ifTrue,
+               Value ifFalse) {
     Value c = b.create<arith::CmpFOp>(loc, p, x, y);
     return b.create<arith::SelectOp>(loc, c, ifTrue, ifFalse);
   }
 };
 
-// GPT-2's GELU: 0.5 x (1 + tanh(k (x + c x^3))) with k = sqrt(2/pi), c = 0.044715.
+// GPT-2's GELU: 0.5 x (1 + tanh(k (x + c x^3))) with k = sqrt(2/pi), c =
+// 0.044715.
 constexpr double kGeluK = 0.7978845608028654;
 constexpr double kGeluC = 0.044715;
 } // namespace
@@ -72,13 +78,15 @@ static Type lanesOf(Type elem, unsigned lanes) {
   return lanes > 1 ? Type(VectorType::get({lanes}, elem)) : elem;
 }
 
-Value ConstantOp::buildScalar(OpBuilder &b, Location loc, ValueRange, unsigned lanes) {
+Value ConstantOp::buildScalar(OpBuilder &b, Location loc, ValueRange,
+                              unsigned lanes) {
   auto splat = llvm::cast<DenseElementsAttr>(getValue());
   assert(splat.isSplat() && "fusion only absorbs splat constants");
   auto scalar = llvm::cast<TypedAttr>(splat.getSplatValue<Attribute>());
   if (lanes > 1)
     return b.create<arith::ConstantOp>(
-        loc, DenseElementsAttr::get(VectorType::get({lanes}, scalar.getType()), scalar));
+        loc, DenseElementsAttr::get(VectorType::get({lanes}, scalar.getType()),
+                                    scalar));
   return b.create<arith::ConstantOp>(loc, scalar);
 }
 
@@ -89,39 +97,49 @@ Value NegOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return s.sub(s.constant(0), ops[0]);
 }
 
-Value ReluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value ReluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                          unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   // x > 0 ? x : 0 (NaN stays NaN, as PyTorch's relu).
-  return s.select(arith::CmpFPredicate::UGT, ops[0], s.constant(0), ops[0], s.constant(0));
+  return s.select(arith::CmpFPredicate::UGT, ops[0], s.constant(0), ops[0],
+                  s.constant(0));
 }
 
-Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value GeluOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                          unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value x = ops[0];
   Value x3 = s.mul(s.mul(x, x), x);
-  Value inner = s.mul(s.constant(kGeluK), s.add(x, s.mul(s.constant(kGeluC), x3)));
+  Value inner =
+      s.mul(s.constant(kGeluK), s.add(x, s.mul(s.constant(kGeluC), x3)));
   Value t = b.create<math::TanhOp>(loc, inner);
   return s.mul(s.mul(s.constant(0.5), x), s.add(s.constant(1), t));
 }
 
-Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
-  // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)).
+Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                               unsigned) {
+  // d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c
+  // x^3)).
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value x = ops[0];
   Value x2 = s.mul(x, x);
-  Value inner = s.mul(s.constant(kGeluK), s.add(x, s.mul(s.constant(kGeluC), s.mul(x2, x))));
+  Value inner = s.mul(s.constant(kGeluK),
+                      s.add(x, s.mul(s.constant(kGeluC), s.mul(x2, x))));
   Value t = b.create<math::TanhOp>(loc, inner);
   Value left = s.mul(s.constant(0.5), s.add(s.constant(1), t));
   Value sech2 = s.sub(s.constant(1), s.mul(t, t));
-  Value dInner = s.mul(s.constant(kGeluK), s.add(s.constant(1), s.mul(s.constant(3 * kGeluC), x2)));
+  Value dInner = s.mul(s.constant(kGeluK),
+                       s.add(s.constant(1), s.mul(s.constant(3 * kGeluC), x2)));
   return s.add(left, s.mul(s.mul(s.constant(0.5), x), s.mul(sech2, dInner)));
 }
 
-Value TanhOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value TanhOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                          unsigned) {
   return b.create<math::TanhOp>(loc, ops[0]);
 }
 
-Value SigmoidOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value SigmoidOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                             unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
   Value e = b.create<math::ExpOp>(loc, b.create<arith::NegFOp>(loc, ops[0]));
   return s.div(s.constant(1), s.add(s.constant(1), e));
@@ -135,17 +153,20 @@ Value LogOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::LogOp>(loc, ops[0]);
 }
 
-Value SqrtOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value SqrtOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                          unsigned) {
   return b.create<math::SqrtOp>(loc, ops[0]);
 }
 
-Value StepOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value StepOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                          unsigned) {
   ScalarBuilder s = scalars(b, loc, ops[0]);
-  return s.select(arith::CmpFPredicate::OGT, ops[0], s.constant(0), s.constant(1),
-                  s.constant(0));
+  return s.select(arith::CmpFPredicate::OGT, ops[0], s.constant(0),
+                  s.constant(1), s.constant(0));
 }
 
-Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned lanes) {
+Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                             unsigned lanes) {
   Type from = getElementTypeOrSelf(ops[0].getType());
   Type toElem = getType().getElementType();
   Type to = lanesOf(toElem, lanes);
@@ -161,7 +182,8 @@ Value ConvertOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigne
     return b.create<arith::SIToFPOp>(loc, to, ops[0]);
   if (fromF && !toF)
     return b.create<arith::FPToSIOp>(loc, to, ops[0]);
-  unsigned fw = from.getIntOrFloatBitWidth(), tw = toElem.getIntOrFloatBitWidth();
+  unsigned fw = from.getIntOrFloatBitWidth(),
+           tw = toElem.getIntOrFloatBitWidth();
   return fw < tw ? b.create<arith::ExtSIOp>(loc, to, ops[0]).getResult()
                  : b.create<arith::TruncIOp>(loc, to, ops[0]).getResult();
 }
@@ -186,13 +208,15 @@ Value PowOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
   return b.create<math::PowFOp>(loc, ops[0], ops[1]);
 }
 
-Value MaximumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value MaximumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                             unsigned) {
   if (llvm::isa<FloatType>(getElementTypeOrSelf(ops[0].getType())))
     return b.create<arith::MaximumFOp>(loc, ops[0], ops[1]);
   return b.create<arith::MaxSIOp>(loc, ops[0], ops[1]);
 }
 
-Value MinimumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops, unsigned) {
+Value MinimumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                             unsigned) {
   if (llvm::isa<FloatType>(getElementTypeOrSelf(ops[0].getType())))
     return b.create<arith::MinimumFOp>(loc, ops[0], ops[1]);
   return b.create<arith::MinSIOp>(loc, ops[0], ops[1]);

@@ -1,13 +1,16 @@
-//===- DTVJP.cpp - vector-Jacobian products of dt ops ----------------------===//
+//===- DTVJP.cpp - vector-Jacobian products of dt ops
+//----------------------===//
 //
-// DifferentiableOpInterface: given the adjoint of each result, every differentiable op
-// builds the adjoints of the operands the autodiff pass asks for. Products are written
-// with dt ops themselves, so backward graphs are ordinary dt IR that fusion, sharding and
-// memory planning see like any other. Each rule is checked against central finite
-// differences in float64 by test/unit/dialect/VJPTest.cpp.
+// DifferentiableOpInterface: given the adjoint of each result, every
+// differentiable op builds the adjoints of the operands the autodiff pass asks
+// for. Products are written with dt ops themselves, so backward graphs are
+// ordinary dt IR that fusion, sharding and memory planning see like any other.
+// Each rule is checked against central finite differences in float64 by
+// test/unit/dialect/VJPTest.cpp.
 //
-// Conventions: `g` is the adjoint of the (first) result, `y` the result itself. Rules
-// only build what `needed` asks for; the adjoint of a non-float operand is always null.
+// Conventions: `g` is the adjoint of the (first) result, `y` the result itself.
+// Rules only build what `needed` asks for; the adjoint of a non-float operand
+// is always null.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -34,9 +37,12 @@ struct Emit {
   }
   Value reshape(Value x, ArrayRef<int64_t> shape) {
     auto t = llvm::cast<RankedTensorType>(x.getType());
-    return b.create<ReshapeOp>(loc, RankedTensorType::get(shape, t.getElementType()), x);
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, t.getElementType()), x);
   }
-  Value broadcast(Value x, Type to) { return b.create<BroadcastToOp>(loc, to, x); }
+  Value broadcast(Value x, Type to) {
+    return b.create<BroadcastToOp>(loc, to, x);
+  }
   Value matmul(Value x, Value y, bool ta, bool tb, Type resultType) {
     auto op = b.create<MatmulOp>(loc, resultType, x, y);
     op.setTransposeLhs(ta);
@@ -52,15 +58,17 @@ struct Emit {
     for (auto [i, d] : llvm::enumerate(t.getShape()))
       if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
         reduced.push_back(d);
-    return b.create<ReduceSumOp>(loc, RankedTensorType::get(reduced, t.getElementType()), x,
-                                 b.getDenseI64ArrayAttr(axes));
+    return b.create<ReduceSumOp>(
+        loc, RankedTensorType::get(reduced, t.getElementType()), x,
+        b.getDenseI64ArrayAttr(axes));
   }
-  /// `x`, the result of reducing `axes` of `full`, broadcast back to `full`'s shape. The
-  /// reduced axes come back as size-1 dimensions unless they were leading ones, which
-  /// broadcasting adds by itself.
+  /// `x`, the result of reducing `axes` of `full`, broadcast back to `full`'s
+  /// shape. The reduced axes come back as size-1 dimensions unless they were
+  /// leading ones, which broadcasting adds by itself.
   Value unreduce(Value x, ArrayRef<int64_t> axes, RankedTensorType full) {
     int64_t leading = 0;
-    while (leading < static_cast<int64_t>(axes.size()) && axes[leading] == leading)
+    while (leading < static_cast<int64_t>(axes.size()) &&
+           axes[leading] == leading)
       ++leading;
     if (leading != static_cast<int64_t>(axes.size())) {
       SmallVector<int64_t> kept(full.getShape().drop_front(leading));
@@ -73,7 +81,8 @@ struct Emit {
 };
 
 bool isFloatTensor(Value v) {
-  return llvm::isa<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType());
+  return llvm::isa<FloatType>(
+      llvm::cast<RankedTensorType>(v.getType()).getElementType());
 }
 
 /// Appends the adjoints of a unary op whose operand adjoint is `f()`.
@@ -89,13 +98,15 @@ LogicalResult unary(Operation *, ArrayRef<bool> needed, ValueRange grads,
 // Elementwise
 //===----------------------------------------------------------------------------===//
 
-LogicalResult NegOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult NegOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) { return e.neg(g); });
 }
 
-LogicalResult ReluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ReluOp::buildVJP(OpBuilder &b, ValueRange grads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -103,7 +114,8 @@ LogicalResult ReluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> ne
   });
 }
 
-LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange grads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -111,7 +123,8 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> ne
   });
 }
 
-LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -120,7 +133,8 @@ LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> ne
   });
 }
 
-LogicalResult SigmoidOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult SigmoidOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -129,19 +143,24 @@ LogicalResult SigmoidOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool>
   });
 }
 
-LogicalResult ExpOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ExpOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
-  return unary(*this, needed, grads, out, [&](Value g) { return e.mul(g, getResult()); });
+  return unary(*this, needed, grads, out,
+               [&](Value g) { return e.mul(g, getResult()); });
 }
 
-LogicalResult LogOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult LogOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
-  return unary(*this, needed, grads, out, [&](Value g) { return e.div(g, getInput()); });
+  return unary(*this, needed, grads, out,
+               [&](Value g) { return e.div(g, getInput()); });
 }
 
-LogicalResult SqrtOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult SqrtOp::buildVJP(OpBuilder &b, ValueRange grads,
+                               ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -150,9 +169,11 @@ LogicalResult SqrtOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> ne
   });
 }
 
-LogicalResult ConvertOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ConvertOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
-  // Only float-to-float conversions carry a derivative: the adjoint converts back.
+  // Only float-to-float conversions carry a derivative: the adjoint converts
+  // back.
   if (!isFloatTensor(getInput()) || !isFloatTensor(getResult())) {
     out.push_back(Value());
     return success();
@@ -162,7 +183,8 @@ LogicalResult ConvertOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool>
   });
 }
 
-LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Value g = grads[0];
   out.push_back(needed[0] ? g : Value());
@@ -170,7 +192,8 @@ LogicalResult AddOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> nee
   return success();
 }
 
-LogicalResult SubOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult SubOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   Value g = grads[0];
@@ -179,7 +202,8 @@ LogicalResult SubOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> nee
   return success();
 }
 
-LogicalResult MulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult MulOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   Value g = grads[0];
@@ -188,7 +212,8 @@ LogicalResult MulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> nee
   return success();
 }
 
-LogicalResult DivOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult DivOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   // d(a/b) = g/b, -g a/b^2 = -(g/b) * y
   Emit e{b, getLoc()};
@@ -199,7 +224,8 @@ LogicalResult DivOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> nee
   return success();
 }
 
-LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange grads,
+                              ArrayRef<bool> needed,
                               SmallVectorImpl<Value> &out) {
   // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log a.
   Emit e{b, getLoc()};
@@ -216,9 +242,11 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> nee
   return success();
 }
 
-/// maximum and minimum route the adjoint to the selected operand; on a tie, to the rhs.
-static LogicalResult selectVJP(Operation *op, OpBuilder &b, Value chosenIfPositive,
-                               Value other, ValueRange grads, ArrayRef<bool> needed,
+/// maximum and minimum route the adjoint to the selected operand; on a tie, to
+/// the rhs.
+static LogicalResult selectVJP(Operation *op, OpBuilder &b,
+                               Value chosenIfPositive, Value other,
+                               ValueRange grads, ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
   Emit e{b, op->getLoc()};
   Value g = grads[0];
@@ -233,12 +261,14 @@ static LogicalResult selectVJP(Operation *op, OpBuilder &b, Value chosenIfPositi
   return success();
 }
 
-LogicalResult MaximumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult MaximumOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
   return selectVJP(*this, b, getLhs(), getRhs(), grads, needed, out);
 }
 
-LogicalResult MinimumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult MinimumOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
   return selectVJP(*this, b, getRhs(), getLhs(), grads, needed, out);
 }
@@ -247,7 +277,8 @@ LogicalResult MinimumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool>
 // Shapes
 //===----------------------------------------------------------------------------===//
 
-LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                      ArrayRef<bool> needed,
                                       SmallVectorImpl<Value> &out) {
   // Sum over the dimensions broadcasting created or expanded, then restore the
   // operand's shape (expanded dims of size 1 come back as such).
@@ -264,27 +295,31 @@ LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<b
   });
 }
 
-LogicalResult ReshapeOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ReshapeOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out,
                [&](Value g) { return e.reshape(g, shapeOf(getInput())); });
 }
 
-LogicalResult TransposeOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult TransposeOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
   return unary(*this, needed, grads, out, [&](Value g) {
     ArrayRef<int64_t> perm = getPerm();
     SmallVector<int64_t> inverse(perm.size());
     for (auto [i, p] : llvm::enumerate(perm))
       inverse[p] = i;
-    return b.create<TransposeOp>(getLoc(), getInput().getType(), g,
-                                 b.getDenseI64ArrayAttr(inverse))
+    return b
+        .create<TransposeOp>(getLoc(), getInput().getType(), g,
+                             b.getDenseI64ArrayAttr(inverse))
         .getResult();
   });
 }
 
-LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                ArrayRef<bool> needed,
                                 SmallVectorImpl<Value> &out) {
   // The pieces' adjoints joined again; a piece nobody used contributes zeros.
   if (!needed[0] || llvm::all_of(grads, [](Value g) { return !g; })) {
@@ -295,18 +330,21 @@ LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> n
   SmallVector<Value> pieces;
   for (auto [r, g] : llvm::zip(getResults(), grads))
     pieces.push_back(g ? g : e.splat(r, 0));
-  out.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), pieces, getAxis()));
+  out.push_back(
+      b.create<ConcatOp>(getLoc(), getInput().getType(), pieces, getAxis()));
   return success();
 }
 
-LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                 ArrayRef<bool> needed,
                                  SmallVectorImpl<Value> &out) {
   Value g = grads[0];
   if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
     out.append(getInputs().size(), Value());
     return success();
   }
-  auto split = b.create<SplitOp>(getLoc(), getInputs().getTypes(), g, getAxis());
+  auto split =
+      b.create<SplitOp>(getLoc(), getInputs().getTypes(), g, getAxis());
   for (auto [i, r] : llvm::enumerate(split.getResults()))
     out.push_back(needed[i] ? r : Value());
   return success();
@@ -316,7 +354,8 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> 
 // Reductions and linear algebra
 //===----------------------------------------------------------------------------===//
 
-LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
@@ -324,10 +363,11 @@ LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<boo
   });
 }
 
-LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                 ArrayRef<bool> needed,
                                  SmallVectorImpl<Value> &out) {
-  // With op(X) = X or X^T: C = op(A) op(B). Each case keeps the adjoints in A's and B's
-  // stored layouts, so no transpose is ever materialised:
+  // With op(X) = X or X^T: C = op(A) op(B). Each case keeps the adjoints in A's
+  // and B's stored layouts, so no transpose is ever materialised:
   //   C = A B      dA = dC B^T      dB = A^T dC
   //   C = A B^T    dA = dC B        dB = dC^T A
   //   C = A^T B    dA = B dC^T      dB = A dC
@@ -358,7 +398,8 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> 
 // Neural-network ops
 //===----------------------------------------------------------------------------===//
 
-LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {
   // dx = y * (g - sum(g * y, axis)) = g*y - y * sum(g*y, axis)
   Emit e{b, getLoc()};
@@ -371,45 +412,51 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool>
   });
 }
 
-LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
   Value g = grads[0];
   if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
     out.append(3, Value());
     return success();
   }
-  auto grad = b.create<LayerNormGradOp>(getLoc(), getInput().getType(), getWeight().getType(),
-                                        getBias().getType(), getInput(), getWeight(), g,
-                                        getEpsAttr());
+  auto grad = b.create<LayerNormGradOp>(
+      getLoc(), getInput().getType(), getWeight().getType(),
+      getBias().getType(), getInput(), getWeight(), g, getEpsAttr());
   out.push_back(needed[0] ? grad.getInputGrad() : Value());
   out.push_back(needed[1] ? grad.getWeightGrad() : Value());
   out.push_back(needed[2] ? grad.getBiasGrad() : Value());
   return success();
 }
 
-LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
   Value g = grads[0];
-  out.push_back(needed[0] && g ? b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
-                                                           getIds(), g)
-                                     .getResult()
-                               : Value());
+  out.push_back(needed[0] && g
+                    ? b.create<EmbeddingGradOp>(getLoc(), getTable().getType(),
+                                                getIds(), g)
+                          .getResult()
+                    : Value());
   out.push_back(Value()); // integer ids
   return success();
 }
 
-LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                       ArrayRef<bool> needed,
                                        SmallVectorImpl<Value> &out) {
   Value g = grads[0];
-  out.push_back(needed[0] && g ? b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
-                                                              getLogits(), getLabels(), g)
+  out.push_back(needed[0] && g ? b.create<CrossEntropyGradOp>(
+                                      getLoc(), getLogits().getType(),
+                                      getLogits(), getLabels(), g)
                                      .getResult()
                                : Value());
   out.push_back(Value()); // integer labels
   return success();
 }
 
-LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<bool> needed,
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
   Value g = grads[0];
   if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
@@ -417,8 +464,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange grads, ArrayRef<boo
     return success();
   }
   Type t = getType();
-  auto grad = b.create<AttentionGradOp>(getLoc(), t, t, t, getQuery(), getKey(), getValue(),
-                                        g, getCausal());
+  auto grad = b.create<AttentionGradOp>(getLoc(), t, t, t, getQuery(), getKey(),
+                                        getValue(), g, getCausal());
   for (auto [i, r] : llvm::enumerate(grad.getResults()))
     out.push_back(needed[i] ? r : Value());
   return success();

@@ -1,4 +1,5 @@
-//===- DTDialect.h - the dt dialect ------------------------------*- C++ -*-===//
+//===- DTDialect.h - the dt dialect ------------------------------*- C++
+//-*-===//
 //
 // Declares the dt dialect class. Include DTOps.h for the operations.
 //

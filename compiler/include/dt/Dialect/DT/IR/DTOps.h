@@ -1,7 +1,9 @@
-//===- DTOps.h - dt dialect operations ---------------------------*- C++ -*-===//
+//===- DTOps.h - dt dialect operations ---------------------------*- C++
+//-*-===//
 //
-// The operations, enums and interfaces of the dt dialect, generated from DTOps.td and
-// DTInterfaces.td, plus small helpers shared by their implementations and the passes.
+// The operations, enums and interfaces of the dt dialect, generated from
+// DTOps.td and DTInterfaces.td, plus small helpers shared by their
+// implementations and the passes.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -17,8 +19,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "dt/Dialect/DT/IR/DTOpsEnums.h.inc"
 #include "dt/Dialect/DT/IR/DTInterfaces.h.inc"
+#include "dt/Dialect/DT/IR/DTOpsEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "dt/Dialect/DT/IR/DTOps.h.inc"
@@ -30,12 +32,13 @@ inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
 }
 
-/// Whether `from` broadcasts to `to` under NumPy rules (right-aligned, 1 or equal).
+/// Whether `from` broadcasts to `to` under NumPy rules (right-aligned, 1 or
+/// equal).
 bool isBroadcastable(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
 
 /// A splat constant of `type` holding `value` (converted to the element type).
-mlir::Value createSplat(mlir::OpBuilder &b, mlir::Location loc, mlir::RankedTensorType type,
-                        double value);
+mlir::Value createSplat(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::RankedTensorType type, double value);
 
 /// The global a symbol names, or null.
 GlobalOp lookupGlobal(mlir::Operation *from, llvm::StringRef name);
