@@ -62,7 +62,7 @@ def main():
         t = step + 1
         if t <= warmup:
             return t / warmup
-        progress = min(1.0, (t - warmup) / max(1, total - warmup))
+        progress = min(1.0, (t - 1 - warmup) / max(1, total - warmup))
         return 0.5 * (1 + math.cos(math.pi * progress))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)

@@ -324,7 +324,7 @@ double scheduleValue(ScheduleOp op, double step, double total) {
   if (warmup > 0 && step <= warmup)
     return lr * step / warmup;
   double span = std::max(1.0, total - warmup);
-  double progress = std::min(1.0, std::max(0.0, (step - warmup) / span));
+  double progress = std::min(1.0, std::max(0.0, (step - 1 - warmup) / span));
   if (kind == "cosine") {
     double mn = op.getMin().convertToDouble();
     return mn + (lr - mn) * 0.5 * (1 + std::cos(M_PI * progress));

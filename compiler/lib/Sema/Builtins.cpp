@@ -185,7 +185,10 @@ std::optional<double> scalarMath(llvm::StringRef name, double x,
   }
   double r = llvm::StringSwitch<double>(name)
                  .Case("relu", x > 0 ? x : 0)
-                 .Case("gelu", 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))))
+                 // GPT-2's tanh approximation, as on tensors (DTScalar.cpp).
+                 .Case("gelu", 0.5 * x *
+                                   (1 + std::tanh(0.7978845608028654 *
+                                                  (x + 0.044715 * x * x * x))))
                  .Case("tanh", std::tanh(x))
                  .Case("sigmoid", 1 / (1 + std::exp(-x)))
                  .Case("exp", std::exp(x))

@@ -6,7 +6,7 @@
 //
 // The mesh first (named axes, positive sizes), then every key that names axes
 // against it: data, zero, tensor, pipeline (stages are model paths, one per
-// rank of the pipeline axis, in order and disjoint), and explicit shard
+// rank of the pipeline axis, in model order and disjoint), and explicit shard
 // layouts (one entry per dimension, each dimension divisible by the axes it is
 // split over). Tensor parallelism also needs every annotated parameter's split
 // dimension divisible by the tensor axis. The batch arithmetic that involves
@@ -17,6 +17,9 @@
 #include "Checks.h"
 
 #include "llvm/ADT/StringSet.h"
+
+#include <functional>
+#include <map>
 
 using namespace dt;
 using namespace dt::sema;
@@ -216,7 +219,18 @@ LogicalResult ParallelChecker::checkPipeline(const ast::Expr &expr) {
     p.pipeline = config;
     return success();
   }
+  // Layers in depth-first (execution) order: stage k must run after stage k-1.
+  std::map<const Instance *, unsigned> order;
+  std::function<void(const Instance &)> number = [&](const Instance &inst) {
+    order[&inst] = order.size();
+    for (const InstanceChild &child : inst.children)
+      for (const std::unique_ptr<Instance> &item : child.items)
+        number(*item);
+  };
+  number(*root);
   std::map<const Instance *, llvm::SMLoc> owner;
+  unsigned previousLast = 0;
+  llvm::SMLoc previousLoc;
   for (const ast::ExprPtr &item : list->getItems()) {
     FailureOr<PathTarget> target = resolvePath(ctx, *item, *root);
     if (failed(target))
@@ -243,6 +257,20 @@ LogicalResult ParallelChecker::checkPipeline(const ast::Expr &expr) {
       }
       owner[layer] = item->getLoc();
       stage.instances.push_back(job.findInstance(layer->path));
+    }
+    // Stages run one after another: each must start after the previous one ends.
+    auto layers = target->layers();
+    if (!layers.empty()) {
+      unsigned first = order[layers.front()], last = order[layers.back()];
+      if (!config.stages.empty() && first < previousLast) {
+        ctx.error(item->getLoc(), "pipeline stage '" + target->text +
+                                      "' runs before the previous stage's "
+                                      "layers; list stages in model order");
+        ctx.note(previousLoc, "the previous stage");
+        return failure();
+      }
+      previousLast = last;
+      previousLoc = item->getLoc();
     }
     config.stages.push_back(std::move(stage));
   }

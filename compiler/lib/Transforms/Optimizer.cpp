@@ -5,8 +5,10 @@
 // Everything is ordinary dt IR: scalar math on 0-d tensors for the schedule and
 // bias corrections, and elementwise updates per parameter that
 // dt-fuse-elementwise turns into a single pass over each parameter and its
-// state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW), so a
-// dt program and a PyTorch script with the same recipe take the same steps.
+// state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW). Weight
+// decay applies to parameters of rank >= 2 only (matrices and embeddings, not biases
+// and norm gains), as nanoGPT and llm.c do; a PyTorch script that puts the others in
+// a no-decay parameter group takes the same steps (bench/mlp_fashion_torch.py does).
 //
 //===----------------------------------------------------------------------------===//
 

@@ -878,10 +878,11 @@ private:
           mul(f64(lr), b.create<math::PowFOp>(
                            loc, f64(s.getGamma().convertToDouble()), periods));
     } else {
-      // progress = clamp((t - warmup) / max(1, total - warmup), 0, 1)
+      // progress = clamp((t - 1 - warmup) / max(1, total - warmup), 0, 1): the first
+      // step after warm-up runs at exactly lr (as Hugging Face's schedules do).
       Value span =
           b.create<arith::MaximumFOp>(loc, f64(1), sub(total, f64(warmup)));
-      Value progress = div(sub(t, f64(warmup)), span);
+      Value progress = div(sub(t, f64(warmup + 1)), span);
       progress = b.create<arith::MinimumFOp>(
           loc, f64(1), b.create<arith::MaximumFOp>(loc, f64(0), progress));
       if (kind == "cosine") {

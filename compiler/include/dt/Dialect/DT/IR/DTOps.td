@@ -500,7 +500,9 @@ def DT_ScheduleOp : DT_Op<"schedule", [Pure]> {
     `step` is the 1-based optimizer step, `total` the run's number of steps. `kind` is
     `constant`, `cosine` (`warmup`, `min`), `linear` (`warmup`, `final`) or `step`
     (`every`, `gamma`); `lr` is the base rate. Warm-up is linear from `lr / warmup`
-    at step 1 to `lr` at step `warmup`.
+    at step 1 to `lr` at step `warmup`; then cosine and linear decay with progress
+    `(step - 1 - warmup) / max(1, total - warmup)`, so the first step after warm-up
+    runs at `lr`.
 
     ```mlir
     %lr = dt.schedule %t, %total {kind = "cosine", lr = 1.0e-03 : f64,
