@@ -427,13 +427,13 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
               "to train on "
               "one rank)";
   if (job.precision != DType::F32)
-    return emitError(locs.location(job.loc))
+    return emitError(locs.location(job.precisionLoc))
            << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")
            << " is not supported by code generation yet: this version trains "
               "in f32 "
               "(remove the precision key)";
   if (!job.recompute.empty())
-    return emitError(locs.location(job.loc))
+    return emitError(locs.location(job.recomputeLoc))
            << "activation recomputation (recompute = ...) is not supported by "
               "code "
               "generation yet (remove the recompute key)";

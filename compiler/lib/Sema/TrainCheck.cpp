@@ -216,6 +216,7 @@ LogicalResult TrainChecker::checkScalars() {
       ok = false;
     } else if (dtype) {
       job.precision = *dtype;
+      job.precisionLoc = ctx.diag.resolve(e->getLoc());
     } else {
       ok = false;
     }
@@ -913,9 +914,11 @@ LogicalResult TrainChecker::run() {
     return failure();
   if (failed(checkBatchLayout()))
     return failure();
-  if (const ast::Expr *e = get("recompute"))
+  if (const ast::Expr *e = get("recompute")) {
     if (failed(checkRecompute(*e)))
       return failure();
+    job.recomputeLoc = ctx.diag.resolve(e->getLoc());
+  }
   return checkLoss(*get("loss"));
 }
 

@@ -274,6 +274,9 @@ struct Job {
   std::optional<double> clip;
   /// Compute precision (master weights and optimiser state stay f32).
   DType precision = DType::F32;
+  /// Where `precision` and `recompute` are written (invalid when absent), for
+  /// later stages that cannot honour them to point at.
+  Location precisionLoc, recomputeLoc;
   /// Paths of the layers whose activations are recomputed in backward, one
   /// per instance (`blocks` becomes `blocks.0`, `blocks.1`, ...); ops whose
   /// trace scope equals or is below one of them are recomputed.
