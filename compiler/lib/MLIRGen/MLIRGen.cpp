@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------------===//
 
 #include "dt/MLIRGen/MLIRGen.h"
-#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/DTBuilder.h"
 #include "dt/Sema/Trace.h"
 #include "dt/Transforms/Passes.h"
 
@@ -29,8 +29,7 @@ namespace {
 /// Builds one function from a trace.
 class FunctionBuilder : public GraphBuilder {
 public:
-  FunctionBuilder(ModuleOp module, OpBuilder &b, DataRole role)
-      : module(module), b(b), role(role) {}
+  FunctionBuilder(ModuleOp module, OpBuilder &b) : module(module), b(b) {}
 
   TraceValue param(const ParamInfo &param) override {
     RankedTensorType type = tensorType(param.type);
@@ -120,7 +119,6 @@ public:
 private:
   ModuleOp module;
   OpBuilder &b;
-  DataRole role;
   std::vector<Value> values;
 
   TraceValue add(Value v) {
@@ -171,35 +169,10 @@ private:
     return b.getDictionaryAttr(attrs);
   }
 
-  Value splatLike(Value v, double value) {
-    return createSplat(b, b.getUnknownLoc(),
-                       llvm::cast<RankedTensorType>(v.getType()), value);
-  }
-
-  Value reshape(mlir::Location loc, Value v, ArrayRef<int64_t> shape) {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    if (t.getShape() == shape)
-      return v;
-    return b.create<ReshapeOp>(
-        loc, RankedTensorType::get(shape, t.getElementType()), v);
-  }
-
-  /// Sum over all axes: a scalar.
-  Value sumAll(mlir::Location loc, Value v) {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    if (t.getRank() == 0)
-      return v;
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      axes.push_back(i);
-    return b.create<ReduceSumOp>(loc,
-                                 RankedTensorType::get({}, t.getElementType()),
-                                 v, b.getDenseI64ArrayAttr(axes));
-  }
-
   SmallVector<Value> build(PrimOp kind, ArrayRef<Value> x,
                            const PrimAttrs &attrs, ArrayRef<Type> types,
                            mlir::Location loc) {
+    DTBuilder e{b, loc};
     Type t0 = types.empty() ? Type() : types[0];
     switch (kind) {
     case PrimOp::Add:
@@ -239,7 +212,7 @@ private:
       return {b.create<SoftmaxOp>(loc, x[0], attrs.axis)};
     case PrimOp::LayerNorm: {
       // A layer norm without a bias adds zeros.
-      Value bias = x.size() > 2 ? x[2] : splatLike(x[1], 0.0);
+      Value bias = x.size() > 2 ? x[2] : e.like(x[1], 0.0);
       return {b.create<LayerNormOp>(loc, t0, x[0], x[1], bias,
                                     b.getF64FloatAttr(attrs.eps))};
     }
@@ -266,16 +239,16 @@ private:
           llvm::cast<RankedTensorType>(x[0].getType()).getDimSize(attrs.axis);
       Value sum = b.create<ReduceSumOp>(loc, t0, x[0],
                                         b.getDenseI64ArrayAttr({attrs.axis}));
-      return {b.create<MulOp>(loc, sum, splatLike(sum, 1.0 / n))};
+      return {b.create<MulOp>(loc, sum, e.like(sum, 1.0 / n))};
     }
     case PrimOp::CrossEntropy:
       return {b.create<CrossEntropyOp>(loc, t0, x[0], x[1])};
     case PrimOp::Mse: {
       // mean((pred - target)^2) over every element.
       Value d = b.create<SubOp>(loc, x[0], x[1]);
-      Value s = sumAll(loc, b.create<MulOp>(loc, d, d));
+      Value s = e.sumAll(e.mul(d, d));
       int64_t n = llvm::cast<RankedTensorType>(x[0].getType()).getNumElements();
-      return {b.create<MulOp>(loc, s, splatLike(s, 1.0 / n))};
+      return {b.create<MulOp>(loc, s, e.like(s, 1.0 / n))};
     }
     }
     llvm_unreachable("unknown primitive op");
@@ -291,11 +264,12 @@ private:
       return b.create<MatmulOp>(loc, result, a, w);
     int64_t k = at.getShape().back(), n = wt.getShape().back();
     int64_t rows = at.getNumElements() / k;
-    Value flat = reshape(loc, a, {rows, k});
+    DTBuilder e{b, loc};
+    Value flat = e.reshape(a, {rows, k});
     Value product = b.create<MatmulOp>(
         loc, RankedTensorType::get({rows, n}, result.getElementType()), flat,
         w);
-    return reshape(loc, product, result.getShape());
+    return e.reshape(product, result.getShape());
   }
 };
 
@@ -451,7 +425,7 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
       job.name);
 
   {
-    FunctionBuilder probe(*module, b, DataRole::Train);
+    FunctionBuilder probe(*module, b);
     if (failed(checkSupported(context, job, probe)))
       return nullptr;
   }
@@ -461,7 +435,7 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
   auto lossFn = b.create<func::FuncOp>(module->getLoc(), names::kLossFn,
                                        b.getFunctionType({}, {}));
   b.setInsertionPointToStart(lossFn.addEntryBlock());
-  FunctionBuilder train(*module, b, DataRole::Train);
+  FunctionBuilder train(*module, b);
   FailureOr<LossTrace> loss =
       traceLoss(job, DataRole::Train, job.microBatch, train);
   if (failed(loss))
@@ -476,7 +450,7 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
     auto evalFn = b.create<func::FuncOp>(module->getLoc(), names::kEvalStep,
                                          b.getFunctionType({}, {}));
     b.setInsertionPointToStart(evalFn.addEntryBlock());
-    FunctionBuilder eval(*module, b, DataRole::Eval);
+    FunctionBuilder eval(*module, b);
     FailureOr<LossTrace> evalLoss =
         traceLoss(job, DataRole::Eval, job.microBatch, eval);
     if (failed(evalLoss))

@@ -98,17 +98,27 @@ buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
 
 } // namespace
 
+/// The optimised LLVM module of `module` and the target machine it is for.
+static LogicalResult prepare(ModuleOp module, llvm::StringRef manifest,
+                             const dt::CodegenOptions &options,
+                             llvm::LLVMContext &llvmContext,
+                             std::unique_ptr<llvm::TargetMachine> &tm,
+                             std::unique_ptr<llvm::Module> &llvmModule) {
+  std::string error;
+  tm = createTargetMachine(options, error);
+  if (!tm)
+    return module.emitError("no code generator for this machine: ") << error;
+  llvmModule = buildOptimizedModule(module, manifest, *tm, llvmContext);
+  return success(llvmModule != nullptr);
+}
+
 LogicalResult dt::emitLLVMIR(ModuleOp module, llvm::StringRef manifest,
                              const CodegenOptions &options,
                              llvm::raw_ostream &os) {
-  std::string error;
-  std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(options, error);
-  if (!tm)
-    return module.emitError("no code generator for this machine: ") << error;
   llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      buildOptimizedModule(module, manifest, *tm, llvmContext);
-  if (!llvmModule)
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> llvmModule;
+  if (failed(prepare(module, manifest, options, llvmContext, tm, llvmModule)))
     return failure();
   llvmModule->print(os, nullptr);
   return success();
@@ -117,14 +127,10 @@ LogicalResult dt::emitLLVMIR(ModuleOp module, llvm::StringRef manifest,
 LogicalResult dt::emitObjectFile(ModuleOp module, llvm::StringRef manifest,
                                  const CodegenOptions &options,
                                  llvm::StringRef path) {
-  std::string error;
-  std::unique_ptr<llvm::TargetMachine> tm = createTargetMachine(options, error);
-  if (!tm)
-    return module.emitError("no code generator for this machine: ") << error;
   llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      buildOptimizedModule(module, manifest, *tm, llvmContext);
-  if (!llvmModule)
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> llvmModule;
+  if (failed(prepare(module, manifest, options, llvmContext, tm, llvmModule)))
     return failure();
 
   std::error_code ec;

@@ -5,13 +5,15 @@
 // Everything is ordinary dt IR: scalar math on 0-d tensors for the schedule and
 // bias corrections, and elementwise updates per parameter that
 // dt-fuse-elementwise turns into a single pass over each parameter and its
-// state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW). Weight
-// decay applies to parameters of rank >= 2 only (matrices and embeddings, not biases
-// and norm gains), as nanoGPT and llm.c do; a PyTorch script that puts the others in
-// a no-decay parameter group takes the same steps (bench/mlp_fashion_torch.py does).
+// state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW).
+// Weight decay applies to parameters of rank >= 2 only (matrices and
+// embeddings, not biases and norm gains), as nanoGPT and llm.c do; a PyTorch
+// script that puts the others in a no-decay parameter group takes the same
+// steps (bench/mlp_fashion_torch.py does).
 //
 //===----------------------------------------------------------------------------===//
 
+#include "dt/Dialect/DT/IR/DTBuilder.h"
 #include "dt/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -76,47 +78,6 @@ struct Recipe {
   double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
              momentum = 0;
   bool nesterov = false;
-};
-
-/// Builds dt ops at one location.
-struct Emit {
-  OpBuilder &b;
-  Location loc;
-
-  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
-  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
-  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
-  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
-  Value sqrt(Value x) { return b.create<SqrtOp>(loc, x); }
-  Value splat(RankedTensorType t, double v) {
-    return createSplat(b, loc, t, v);
-  }
-  Value like(Value x, double v) {
-    return splat(llvm::cast<RankedTensorType>(x.getType()), v);
-  }
-  /// A scalar made available at `type`'s shape.
-  Value bcast(Value scalar, RankedTensorType type) {
-    return type.getRank() == 0
-               ? scalar
-               : b.create<BroadcastToOp>(loc, type, scalar).getResult();
-  }
-  Value load(GlobalOp g) {
-    return b.create<LoadOp>(loc, g.getType(), g.getSymName());
-  }
-  void store(Value v, GlobalOp g) { b.create<StoreOp>(loc, v, g.getSymName()); }
-  /// sum(x * x) over all elements, as a 0-d tensor.
-  Value sumOfSquares(Value x) {
-    auto t = llvm::cast<RankedTensorType>(x.getType());
-    Value sq = mul(x, x);
-    if (t.getRank() == 0)
-      return sq;
-    SmallVector<int64_t> all;
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      all.push_back(i);
-    return b.create<ReduceSumOp>(loc,
-                                 RankedTensorType::get({}, t.getElementType()),
-                                 sq, b.getDenseI64ArrayAttr(all));
-  }
 };
 
 struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
@@ -231,7 +192,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     auto fn = b.create<func::FuncOp>(loc, names::kApplyStep,
                                      FunctionType::get(ctx, {}, {}));
     b.setInsertionPointToStart(fn.addEntryBlock());
-    Emit e{b, loc};
+    DTBuilder e{b, loc};
 
     // The 1-based step this update makes, and its learning rate.
     Value t = e.add(e.load(*stepG), e.splat(i64, 1));
@@ -253,7 +214,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     }
     Value normSq = e.splat(f32, 0.0);
     for (Value g : grads)
-      normSq = e.add(normSq, e.sumOfSquares(g));
+      normSq = e.add(normSq, e.sumAll(e.mul(g, g)));
     Value norm = e.sqrt(normSq);
     e.store(norm, *normG);
     if (clip) {
@@ -261,7 +222,8 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       Value coef = e.div(e.splat(f32, *clip), e.add(norm, e.splat(f32, 1e-6)));
       coef = b.create<MinimumOp>(loc, coef, e.splat(f32, 1.0));
       for (Value &g : grads)
-        g = e.mul(g, e.bcast(coef, llvm::cast<RankedTensorType>(g.getType())));
+        g = e.mul(g,
+                  e.broadcast(coef, llvm::cast<RankedTensorType>(g.getType())));
     }
 
     // Scalars shared by all parameters.
@@ -296,7 +258,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
           d = r.nesterov ? e.add(d, e.mul(buf, e.splat(type, r.momentum)))
                          : buf;
         }
-        e.store(e.sub(p, e.mul(e.bcast(*lr, type), d)), param);
+        e.store(e.sub(p, e.mul(e.broadcast(*lr, type), d)), param);
         continue;
       }
 
@@ -311,16 +273,17 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       if (decays && r.kind == "adamw") {
         Value shrink =
             e.sub(e.splat(f32, 1), e.mul(*lr, e.splat(f32, r.weightDecay)));
-        p = e.mul(p, e.bcast(shrink, type));
+        p = e.mul(p, e.broadcast(shrink, type));
       }
       Value m = e.add(e.mul(e.load(*mG), e.splat(type, r.beta1)),
                       e.mul(g, e.splat(type, 1 - r.beta1)));
       Value v = e.add(e.mul(e.load(*vG), e.splat(type, r.beta2)),
                       e.mul(e.mul(g, g), e.splat(type, 1 - r.beta2)));
-      Value denom =
-          e.add(e.div(e.sqrt(v), e.bcast(bc2Sqrt, type)), e.splat(type, r.eps));
+      Value denom = e.add(e.div(e.sqrt(v), e.broadcast(bc2Sqrt, type)),
+                          e.splat(type, r.eps));
       Value stepSize = e.div(*lr, bc1);
-      e.store(e.sub(p, e.div(e.mul(e.bcast(stepSize, type), m), denom)), param);
+      e.store(e.sub(p, e.div(e.mul(e.broadcast(stepSize, type), m), denom)),
+              param);
       e.store(m, *mG);
       e.store(v, *vG);
     }

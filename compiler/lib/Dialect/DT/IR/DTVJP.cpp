@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------------===//
 
-#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/DTBuilder.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -22,63 +22,7 @@ using namespace mlir;
 using namespace dt;
 
 namespace {
-/// Builds dt ops at one location; shortens the rules below.
-struct Emit {
-  OpBuilder &b;
-  Location loc;
-
-  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
-  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
-  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
-  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
-  Value neg(Value x) { return b.create<NegOp>(loc, x); }
-  Value splat(Value like, double v) {
-    return createSplat(b, loc, llvm::cast<RankedTensorType>(like.getType()), v);
-  }
-  Value reshape(Value x, ArrayRef<int64_t> shape) {
-    auto t = llvm::cast<RankedTensorType>(x.getType());
-    return b.create<ReshapeOp>(
-        loc, RankedTensorType::get(shape, t.getElementType()), x);
-  }
-  Value broadcast(Value x, Type to) {
-    return b.create<BroadcastToOp>(loc, to, x);
-  }
-  Value matmul(Value x, Value y, bool ta, bool tb, Type resultType) {
-    auto op = b.create<MatmulOp>(loc, resultType, x, y);
-    op.setTransposeLhs(ta);
-    op.setTransposeRhs(tb);
-    return op;
-  }
-  /// Sums `x` over `axes`, which disappear.
-  Value sum(Value x, ArrayRef<int64_t> axes) {
-    if (axes.empty())
-      return x;
-    auto t = llvm::cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> reduced;
-    for (auto [i, d] : llvm::enumerate(t.getShape()))
-      if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
-        reduced.push_back(d);
-    return b.create<ReduceSumOp>(
-        loc, RankedTensorType::get(reduced, t.getElementType()), x,
-        b.getDenseI64ArrayAttr(axes));
-  }
-  /// `x`, the result of reducing `axes` of `full`, broadcast back to `full`'s
-  /// shape. The reduced axes come back as size-1 dimensions unless they were
-  /// leading ones, which broadcasting adds by itself.
-  Value unreduce(Value x, ArrayRef<int64_t> axes, RankedTensorType full) {
-    int64_t leading = 0;
-    while (leading < static_cast<int64_t>(axes.size()) &&
-           axes[leading] == leading)
-      ++leading;
-    if (leading != static_cast<int64_t>(axes.size())) {
-      SmallVector<int64_t> kept(full.getShape().drop_front(leading));
-      for (int64_t a : axes.drop_front(leading))
-        kept[a - leading] = 1;
-      x = reshape(x, kept);
-    }
-    return broadcast(x, full);
-  }
-};
+using Emit = DTBuilder;
 
 bool isFloatTensor(Value v) {
   return llvm::isa<FloatType>(
@@ -129,7 +73,7 @@ LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads,
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
     Value y = getResult();
-    return e.mul(g, e.sub(e.splat(y, 1), e.mul(y, y)));
+    return e.mul(g, e.sub(e.like(y, 1), e.mul(y, y)));
   });
 }
 
@@ -139,7 +83,7 @@ LogicalResult SigmoidOp::buildVJP(OpBuilder &b, ValueRange grads,
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
     Value y = getResult();
-    return e.mul(g, e.mul(y, e.sub(e.splat(y, 1), y)));
+    return e.mul(g, e.mul(y, e.sub(e.like(y, 1), y)));
   });
 }
 
@@ -165,7 +109,7 @@ LogicalResult SqrtOp::buildVJP(OpBuilder &b, ValueRange grads,
   Emit e{b, getLoc()};
   return unary(*this, needed, grads, out, [&](Value g) {
     Value y = getResult();
-    return e.div(e.mul(g, e.splat(y, 0.5)), y);
+    return e.div(e.mul(g, e.like(y, 0.5)), y);
   });
 }
 
@@ -232,7 +176,7 @@ LogicalResult PowOp::buildVJP(OpBuilder &b, ValueRange grads,
   Value g = grads[0], a = getLhs(), p = getRhs();
   Value da, db;
   if (g && needed[0]) {
-    Value aPow = b.create<PowOp>(getLoc(), a, e.sub(p, e.splat(p, 1)));
+    Value aPow = b.create<PowOp>(getLoc(), a, e.sub(p, e.like(p, 1)));
     da = e.mul(g, e.mul(p, aPow));
   }
   if (g && needed[1])
@@ -290,8 +234,7 @@ LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads,
     for (int64_t i = 0; i < static_cast<int64_t>(to.size()); ++i)
       if (i < lead || (from[i - lead] == 1 && to[i] != 1))
         axes.push_back(i);
-    Value summed = e.sum(g, axes);
-    return shapeOf(summed) == from ? summed : e.reshape(summed, from);
+    return e.reshape(e.sum(g, axes), from);
   });
 }
 
@@ -329,7 +272,7 @@ LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads,
   Emit e{b, getLoc()};
   SmallVector<Value> pieces;
   for (auto [r, g] : llvm::zip(getResults(), grads))
-    pieces.push_back(g ? g : e.splat(r, 0));
+    pieces.push_back(g ? g : e.like(r, 0));
   out.push_back(
       b.create<ConcatOp>(getLoc(), getInput().getType(), pieces, getAxis()));
   return success();
