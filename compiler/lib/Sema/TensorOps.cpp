@@ -71,8 +71,10 @@ EvalValue TensorOps::emit1(PrimOp kind, llvm::ArrayRef<EvalValue> operands,
   return emit(kind, operands, attrs, {result}, loc)[0];
 }
 
-EvalValue TensorOps::broadcastTo(const EvalValue &x, const Shape &shape,
-                                 llvm::SMLoc loc) {
+/// BroadcastTo or Reshape of `x` to `shape`: an op only when tracing and the
+/// shapes differ.
+EvalValue TensorOps::toShape(PrimOp kind, const EvalValue &x,
+                             const Shape &shape, llvm::SMLoc loc) {
   if (!tracing())
     return EvalValue::getTensor(x.dtype, shape);
   auto from = x.shape.getConcrete(), to = shape.getConcrete();
@@ -81,20 +83,17 @@ EvalValue TensorOps::broadcastTo(const EvalValue &x, const Shape &shape,
   PrimAttrs attrs;
   if (to)
     attrs.shape = *to;
-  return emit1(PrimOp::BroadcastTo, {x}, attrs, x.dtype, shape, loc);
+  return emit1(kind, {x}, attrs, x.dtype, shape, loc);
+}
+
+EvalValue TensorOps::broadcastTo(const EvalValue &x, const Shape &shape,
+                                 llvm::SMLoc loc) {
+  return toShape(PrimOp::BroadcastTo, x, shape, loc);
 }
 
 EvalValue TensorOps::reshape(const EvalValue &x, const Shape &shape,
                              llvm::SMLoc loc) {
-  if (!tracing())
-    return EvalValue::getTensor(x.dtype, shape);
-  auto from = x.shape.getConcrete(), to = shape.getConcrete();
-  if (from && to && *from == *to)
-    return x;
-  PrimAttrs attrs;
-  if (to)
-    attrs.shape = *to;
-  return emit1(PrimOp::Reshape, {x}, attrs, x.dtype, shape, loc);
+  return toShape(PrimOp::Reshape, x, shape, loc);
 }
 
 FailureOr<EvalValue> TensorOps::scalarTensor(const EvalValue &scalar,

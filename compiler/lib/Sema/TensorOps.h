@@ -48,6 +48,9 @@ public:
                                     llvm::SMLoc loc);
   /// Reshapes `x` to `shape` (an op only when tracing and shapes differ).
   EvalValue reshape(const EvalValue &x, const Shape &shape, llvm::SMLoc loc);
+  /// The shared body of broadcastTo and reshape.
+  EvalValue toShape(PrimOp kind, const EvalValue &x, const Shape &shape,
+                    llvm::SMLoc loc);
 
   /// Requires a float tensor; reports `what needs a floating-point tensor`.
   LogicalResult requireFloat(const EvalValue &x, llvm::StringRef what,

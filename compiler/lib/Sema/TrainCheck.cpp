@@ -92,6 +92,10 @@ private:
 
   LogicalResult collectKeys();
   LogicalResult checkScalars();
+  FailureOr<llvm::StringRef> recipeCall(const ast::Expr &expr,
+                                        llvm::StringRef what,
+                                        llvm::ArrayRef<std::string> kinds,
+                                        llvm::StringRef expected);
   LogicalResult checkOptimizer(const ast::Expr &expr);
   LogicalResult checkSchedule(const ast::Expr &expr);
   LogicalResult checkRecords();
@@ -224,21 +228,34 @@ LogicalResult TrainChecker::checkScalars() {
   return success(ok);
 }
 
-LogicalResult TrainChecker::checkOptimizer(const ast::Expr &expr) {
+/// The name of the call `expr` makes, which must be one of `kinds` (reported
+/// as "unknown WHAT '...'; expected EXPECTED").
+FailureOr<llvm::StringRef>
+TrainChecker::recipeCall(const ast::Expr &expr, llvm::StringRef what,
+                         llvm::ArrayRef<std::string> kinds,
+                         llvm::StringRef expected) {
   const auto *call = llvm::dyn_cast<ast::CallExpr>(&expr);
   const auto *callee =
       call ? llvm::dyn_cast<ast::NameExpr>(&call->getCallee()) : nullptr;
-  std::vector<std::string> kinds = {"SGD", "Adam", "AdamW"};
   if (!callee || !llvm::is_contained(kinds, callee->getName())) {
     std::string written =
         callee ? callee->getName().str() : ast::toSource(expr);
-    ctx.error(expr.getLoc(), "unknown optimizer '" + written +
-                                 "'; expected SGD(...), Adam(...) or "
-                                 "AdamW(...)" +
+    ctx.error(expr.getLoc(), "unknown " + what + " '" + written +
+                                 "'; expected " + expected +
                                  suggest(written, kinds));
     return failure();
   }
-  llvm::StringRef kind = callee->getName();
+  return callee->getName();
+}
+
+LogicalResult TrainChecker::checkOptimizer(const ast::Expr &expr) {
+  FailureOr<llvm::StringRef> named =
+      recipeCall(expr, "optimizer", {"SGD", "Adam", "AdamW"},
+                 "SGD(...), Adam(...) or AdamW(...)");
+  if (failed(named))
+    return failure();
+  llvm::StringRef kind = *named;
+  const auto *call = llvm::cast<ast::CallExpr>(&expr);
   OptimizerConfig &opt = job.optimizer;
   opt.loc = ctx.diag.resolve(expr.getLoc());
   std::vector<ParamSpec> specs = {{"lr"}};
@@ -340,20 +357,13 @@ LogicalResult TrainChecker::checkOptimizer(const ast::Expr &expr) {
 }
 
 LogicalResult TrainChecker::checkSchedule(const ast::Expr &expr) {
-  const auto *call = llvm::dyn_cast<ast::CallExpr>(&expr);
-  const auto *callee =
-      call ? llvm::dyn_cast<ast::NameExpr>(&call->getCallee()) : nullptr;
-  std::vector<std::string> kinds = {"constant", "cosine", "linear", "step"};
-  if (!callee || !llvm::is_contained(kinds, callee->getName())) {
-    std::string written =
-        callee ? callee->getName().str() : ast::toSource(expr);
-    ctx.error(expr.getLoc(), "unknown schedule '" + written +
-                                 "'; expected constant(), cosine(...), "
-                                 "linear(...) or step(...)" +
-                                 suggest(written, kinds));
+  FailureOr<llvm::StringRef> named =
+      recipeCall(expr, "schedule", {"constant", "cosine", "linear", "step"},
+                 "constant(), cosine(...), linear(...) or step(...)");
+  if (failed(named))
     return failure();
-  }
-  llvm::StringRef kind = callee->getName();
+  llvm::StringRef kind = *named;
+  const auto *call = llvm::cast<ast::CallExpr>(&expr);
   ScheduleConfig &s = job.schedule;
   s.loc = ctx.diag.resolve(expr.getLoc());
   std::vector<ParamSpec> specs;
