@@ -52,12 +52,16 @@ void runOne(llvm::StringRef text) {
   const Job *job = (*program)->getJob();
   if (!job)
     return;
-  // Small batches keep the traces cheap; shapes are all that matter here.
+  // Trace at the batch Sema checked (the one dtc traces at): a program may be
+  // shape-correct only at its own batch size, e.g. when it mixes the batch
+  // dimension with a feature dimension. The recorder keeps shapes, not data, so
+  // large batches cost nothing.
+  int64_t batch = job->microBatch * job->parallel.getDataParallelSize();
   for (DataRole role : {DataRole::Train, DataRole::Eval}) {
     if (role == DataRole::Eval && !job->eval)
       continue;
     TraceRecorder recorder;
-    llvm::FailureOr<LossTrace> trace = traceLoss(*job, role, 2, recorder);
+    llvm::FailureOr<LossTrace> trace = traceLoss(*job, role, batch, recorder);
     check(succeeded(trace), "an accepted job failed to trace", messages);
     std::string violations;
     for (const std::string &v : recorder.getViolations())
