@@ -10,17 +10,20 @@
 
 #include "dtk/kernels.h"
 
-#include <cblas.h>
+#include "blas.h"
 #include <math.h>
 #include <stdlib.h>
+
+static const char kName[] = "dtk_attention_f32";
 
 /* p (t, t) = softmax(q k^T * scale) with the causal mask applied */
 static void probabilities(const float *q, const float *k, float *p, int64_t t,
                           int64_t d, int32_t causal) {
+  const blasint bt = dtk_blas_size(t, kName), bd = dtk_blas_size(d, kName);
   float scale = 1.0f / sqrtf((float)d);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t,
-              (blasint)d, scale, q, (blasint)d, k, (blasint)d, 0.0f, p,
-              (blasint)t);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bt, bt,
+              bd, scale, q, bd, k, bd, 0.0f, p,
+              bt);
   for (int64_t i = 0; i < t; ++i) {
     float *row = p + i * t;
     int64_t visible = causal ? i + 1 : t;
@@ -49,13 +52,14 @@ static float *scratch(int64_t n) {
 
 void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
                        int64_t slices, int64_t t, int64_t d, int32_t causal) {
+  const blasint bt = dtk_blas_size(t, kName), bd = dtk_blas_size(d, kName);
   float *p = scratch(t * t); /* (t, t) */
   for (int64_t s = 0; s < slices; ++s) {
     int64_t base = s * t * d;
     probabilities(q + base, k + base, p, t, d, causal);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t,
-                (blasint)d, (blasint)t, 1.0f, p, (blasint)t, v + base,
-                (blasint)d, 0.0f, o + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bt,
+                bd, bt, 1.0f, p, bt, v + base,
+                bd, 0.0f, o + base, bd);
   }
   free(p);
 }
@@ -64,6 +68,7 @@ void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
                             const float *dout, float *dq, float *dk, float *dv,
                             int64_t slices, int64_t t, int64_t d,
                             int32_t causal) {
+  const blasint bt = dtk_blas_size(t, kName), bd = dtk_blas_size(d, kName);
   float *p = scratch(2 * t * t); /* P and dP, (t, t) each */
   float *dp = p + t * t;
   float scale = 1.0f / sqrtf((float)d);
@@ -71,13 +76,13 @@ void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
     int64_t base = s * t * d;
     probabilities(q + base, k + base, p, t, d, causal);
     /* dV = P^T dO */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d,
-                (blasint)t, 1.0f, p, (blasint)t, dout + base, (blasint)d, 0.0f,
-                dv + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bt, bd,
+                bt, 1.0f, p, bt, dout + base, bd, 0.0f,
+                dv + base, bd);
     /* dP = dO V^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)t, (blasint)t,
-                (blasint)d, 1.0f, dout + base, (blasint)d, v + base, (blasint)d,
-                0.0f, dp, (blasint)t);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bt, bt,
+                bd, 1.0f, dout + base, bd, v + base, bd,
+                0.0f, dp, bt);
     /* dS = P * (dP - rowsum(dP * P)), stored over dP */
     for (int64_t i = 0; i < t; ++i) {
       float *pr = p + i * t, *dpr = dp + i * t;
@@ -88,12 +93,12 @@ void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
         dpr[j] = pr[j] * (dpr[j] - dot);
     }
     /* dQ = dS K * scale; dK = dS^T Q * scale */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t,
-                (blasint)d, (blasint)t, scale, dp, (blasint)t, k + base,
-                (blasint)d, 0.0f, dq + base, (blasint)d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)t, (blasint)d,
-                (blasint)t, scale, dp, (blasint)t, q + base, (blasint)d, 0.0f,
-                dk + base, (blasint)d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bt,
+                bd, bt, scale, dp, bt, k + base,
+                bd, 0.0f, dq + base, bd);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bt, bd,
+                bt, scale, dp, bt, q + base, bd, 0.0f,
+                dk + base, bd);
   }
   free(p);
 }

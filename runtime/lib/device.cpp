@@ -4,17 +4,23 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The host device: the arena is ordinary, aligned, zeroed host memory and
-// copies are memcpy. A CUDA device would implement the same interface with
+// The host device: the arena is an anonymous mapping of host memory (zeroed
+// by the kernel) and copies are memcpy. A CUDA device would implement the same interface with
 // cudaMalloc/cudaMemcpy and pick its GPU from Launch::localRank.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/device.h"
 
-#include <cstdlib>
+#include "dtrt/report.h"
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace dtrt {
 
@@ -34,18 +40,36 @@ public:
   std::string describe() const override { return "cpu (host memory)"; }
 
   Expected<char *> allocate(size_t bytes, size_t align) override {
-    // aligned_alloc wants a size that is a multiple of the alignment.
-    size_t rounded = (bytes + align - 1) / align * align;
-    void *p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
-    if (!p)
-      return Error(fmt::format("cannot allocate the arena of {} bytes ({:.1f} "
-                               "MiB) in host memory",
-                               bytes, double(bytes) / (1 << 20)));
-    std::memset(p, 0, rounded);
+    // Anonymous pages come zero-filled from the kernel as they are first
+    // touched, so the arena costs no time to clear and no memory for the
+    // parts a run never uses.
+    size_t page = size_t(sysconf(_SC_PAGE_SIZE));
+    if (align > page)
+      return Error(fmt::format("the arena's alignment of {} bytes exceeds the "
+                               "page size ({})",
+                               align, page));
+    size_t rounded = std::max<size_t>((bytes + page - 1) / page * page, page);
+    void *p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Error(fmt::format("cannot allocate the arena of {} bytes ({}) in "
+                               "host memory: {}",
+                               bytes, formatBytes(double(bytes)),
+                               std::strerror(errno)));
+    // Large arenas are mostly matrices streamed by BLAS: huge pages spare
+    // TLB misses. Only advice; the kernel may decline.
+    madvise(p, rounded, MADV_HUGEPAGE);
+    sizes_[static_cast<char *>(p)] = rounded;
     return static_cast<char *>(p);
   }
 
-  void release(char *memory) override { std::free(memory); }
+  void release(char *memory) override {
+    auto it = sizes_.find(memory);
+    if (it == sizes_.end())
+      return;
+    munmap(memory, it->second);
+    sizes_.erase(it);
+  }
 
   void copyIn(char *dst, const void *src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
@@ -54,6 +78,9 @@ public:
   void copyOut(void *dst, const char *src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
+
+private:
+  std::map<char *, size_t> sizes_;
 };
 
 } // namespace

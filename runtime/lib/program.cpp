@@ -23,6 +23,7 @@
 #include "dtrt/launch.h"
 #include "dtrt/loop.h"
 #include "dtrt/manifest.h"
+#include "dtrt/memory.h"
 #include "dtrt/metrics.h"
 #include "dtrt/options.h"
 #include "dtrt/report.h"
@@ -134,6 +135,11 @@ Expected<int> Run::execute(int argc, char **argv) {
 
   if (Status s = openData(); !s)
     return s.error();
+  if (config_.backend == Backend::Cpu)
+    if (Status s = checkArenaFits(manifest_.arenaBytes, queryHostMemory(),
+                                  name_);
+        !s)
+      return s.error();
   Expected<Arena> arena = Arena::create(*device_, manifest_);
   if (!arena)
     return arena.error();

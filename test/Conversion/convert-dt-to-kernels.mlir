@@ -9,19 +9,25 @@ module attributes {dt.arena_bytes = 2048 : i64} {
 
   // CHECK-NOT: dt.global
   // CHECK-DAG: func.func private @dtk_matmul_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i32, i32)
+  // The plan travels with the function: every buffer as (offset, bytes).
   // CHECK-LABEL: func.func @dt_forward(%{{.*}}: memref<2048xi8>)
+  // CHECK-SAME: dt.plan = array<i64: 0, 1280, 1280, 64, 1344, 160, 1536, 320, 1728, 320>
   func.func @forward() {
     %x = dt.load @x {dt.offsets = [1280]} : tensor<2x8xf32>
     %w = dt.load @w {dt.offsets = [0]} : tensor<40x8xf32>
     %b = dt.load @b {dt.offsets = [1344]} : tensor<40xf32>
     // Pattern: dt.matmul => call @dtk_matmul_f32(ptr x, ptr w, ptr mm, batch 1, m 2, n 40, k 8, 0, 1)
     // CHECK: %[[BASE:.*]] = llvm.inttoptr
-    // CHECK-DAG: %[[Y:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<2x40xf32>
-    // CHECK-DAG: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<40xf32>
-    // CHECK-DAG: %[[MM:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<2048xi8> to memref<2x40xf32>
-    // CHECK-DAG: %[[PX:.*]] = llvm.getelementptr %[[BASE]][1280]
-    // CHECK-DAG: %[[PW:.*]] = llvm.getelementptr %[[BASE]][0]
-    // CHECK-DAG: %[[PMM:.*]] = llvm.getelementptr %[[BASE]][1728]
+    // Views and pointers name the buffer they address (dt.buffer).
+    // CHECK-DAG: %[[Y:.*]] = memref.view %{{.*}}[%{{.*}}][] {dt.buffer = array<i64: 1536, 320>} : memref<2048xi8> to memref<2x40xf32>
+    // CHECK-DAG: %[[B:.*]] = memref.view %{{.*}}[%{{.*}}][] {dt.buffer = array<i64: 1344, 160>} : memref<2048xi8> to memref<40xf32>
+    // CHECK-DAG: %[[MM:.*]] = memref.view %{{.*}}[%{{.*}}][] {dt.buffer = array<i64: 1728, 320>} : memref<2048xi8> to memref<2x40xf32>
+    // CHECK-DAG: %[[O1280:.*]] = arith.constant 1280 : i64
+    // CHECK-DAG: %[[PX:.*]] = llvm.getelementptr %[[BASE]][%[[O1280]]] {dt.buffer = array<i64: 1280, 64>}
+    // CHECK-DAG: %[[O0:.*]] = arith.constant 0 : i64
+    // CHECK-DAG: %[[PW:.*]] = llvm.getelementptr %[[BASE]][%[[O0]]] {dt.buffer = array<i64: 0, 1280>}
+    // CHECK-DAG: %[[O1728:.*]] = arith.constant 1728 : i64
+    // CHECK-DAG: %[[PMM:.*]] = llvm.getelementptr %[[BASE]][%[[O1728]]] {dt.buffer = array<i64: 1728, 320>}
     // CHECK: call @dtk_matmul_f32(%[[PX]], %[[PW]], %[[PMM]], %{{.*}}) :
     %mm = dt.matmul %x, %w {transpose_rhs, dt.offsets = [1728]} : tensor<2x8xf32>, tensor<40x8xf32> -> tensor<2x40xf32>
     // Pattern: dt.fused => rows, then 16 lanes at a time, then the remainder one by one;
@@ -135,6 +141,32 @@ module attributes {dt.arena_bytes = 512 : i64} {
     %r = dt.reduce_sum %v [0] {dt.offsets = [320]} : tensor<4xf32> -> tensor<f32>
     // CHECK: memref.copy %{{.*}}, %{{.*}} : memref<f32> to memref<f32>
     dt.store %r, @sum : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// Offsets at and above 2^28, 2^31 and 2^32 bytes: pointers take them as i64
+// operands (a GEP's constant index holds 29 bits in MLIR 19, and wrapped them).
+module attributes {dt.arena_bytes = 4563402816 : i64} {
+  dt.global param @table : tensor<256x1024xf32> {init = {kind = "constant", value = 1.0 : f64}, offset = 268435456 : i64}
+  dt.global input @ids : tensor<16xi32> {offset = 2147483648 : i64}
+  dt.global output @rows : tensor<16x1024xf32> {offset = 4294967296 : i64}
+  // CHECK-LABEL: func.func @dt_lookup(%{{.*}}: memref<4563402816xi8>)
+  // CHECK-DAG: %[[BASE:.*]] = llvm.inttoptr
+  // CHECK-DAG: %[[O28:.*]] = arith.constant 268435456 : i64
+  // CHECK-DAG: %[[O31:.*]] = arith.constant 2147483648 : i64
+  // CHECK-DAG: %[[O32:.*]] = arith.constant 4294967296 : i64
+  // CHECK-DAG: %[[T:.*]] = llvm.getelementptr %[[BASE]][%[[O28]]] {dt.buffer = array<i64: 268435456, 1048576>}
+  // CHECK-DAG: %[[I:.*]] = llvm.getelementptr %[[BASE]][%[[O31]]] {dt.buffer = array<i64: 2147483648, 64>}
+  // CHECK-DAG: %[[R:.*]] = llvm.getelementptr %[[BASE]][%[[O32]]] {dt.buffer = array<i64: 4294967296, 65536>}
+  // CHECK: call @dtk_embedding_f32(%[[T]], %[[I]], %[[R]],
+  func.func @lookup() {
+    %t = dt.load @table {dt.offsets = [268435456]} : tensor<256x1024xf32>
+    %i = dt.load @ids {dt.offsets = [2147483648]} : tensor<16xi32>
+    %r = dt.embedding %t, %i {dt.offsets = [4294967296]} : tensor<256x1024xf32>, tensor<16xi32> -> tensor<16x1024xf32>
+    dt.store %r, @rows : tensor<16x1024xf32>
     return
   }
 }

@@ -41,6 +41,19 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 
+/// The largest arena a rank can address: the user address space of a 64-bit
+/// process (x86-64 and AArch64 give 128 TiB). Sema bounds every tensor to
+/// 2^40 elements, so offsets stay far from overflowing int64 below this.
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 47;
+
+/// The error for a plan that outgrows kMaxArenaBytes at `op`.
+LogicalResult tooLarge(Operation *op, int64_t bytes) {
+  return op->emitError("the memory plan needs more than ")
+         << (bytes >> 40) << " TiB per rank here, more than a 64-bit process "
+         << "can address; use a smaller model, batch or micro_batch, or shard "
+            "it over more ranks";
+}
+
 int64_t alignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 int64_t byteSize(Type type) {
@@ -113,6 +126,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       g.setOffset(cursor);
       globalOffset[g.getSymName()] = cursor;
       cursor += byteSize(g.getType());
+      if (cursor > kMaxArenaBytes)
+        return (void)tooLarge(g, cursor), signalPassFailure();
     }
     int64_t persistent = alignUp(cursor);
 
@@ -232,6 +247,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         }
         int64_t bytes = byteSize(r.getType());
         int64_t offset = alloc.allocate(bytes);
+        if (alloc.end() > kMaxArenaBytes)
+          return tooLarge(&op, alloc.end());
         offsets.push_back(offset);
         expiring.insert({std::max(pos, lastUse.lookup(r)), {offset, bytes}});
       }

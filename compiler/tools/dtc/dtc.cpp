@@ -247,6 +247,8 @@ int compile(const char *argv0) {
                       mlir::scf::SCFDialect, mlir::vector::VectorDialect,
                       mlir::LLVM::LLVMDialect>();
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errs());
+  // Errors point at the .dt source; IR dumps are for dt-opt.
+  context.printOpOnDiagnostic(false);
 
   // 3. MLIRGen: the dt dialect, the loss and eval over one micro-batch.
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -280,9 +282,7 @@ int compile(const char *argv0) {
     return emitStage(nullptr, *manifest);
 
   // 7. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
-  if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
-        pm.addPass(createConvertDTToKernels());
-      })))
+  if (failed(runPipeline(*module, buildLowerToKernelsPipeline)))
     return 1;
   if (emitAction == EmitAction::Lowered)
     return emitStage(*module);

@@ -46,10 +46,15 @@ namespace dt {
 #define GEN_PASS_REGISTRATION
 #include "dt/Conversion/Passes.h.inc"
 
+/// Adds convert-dt-to-kernels and dt-verify-arena: planned dt entry points to
+/// loops and kernel calls whose every arena access was checked against the
+/// plan.
+void buildLowerToKernelsPipeline(mlir::OpPassManager &pm);
+
 /// Adds the passes from convert-dt-to-kernels output to the LLVM dialect:
 /// linalg to loops, math approximations, and the upstream conversions to LLVM,
 /// with memref arguments passed as bare pointers (entry points are `void
-/// dt_name(char *arena)`).
+/// dt_name(char *arena)`), and dt-verify-arena on the result.
 void buildLowerToLLVMPipeline(mlir::OpPassManager &pm);
 
 /// Registers the `dt-lower-to-llvm` pipeline (the passes themselves are

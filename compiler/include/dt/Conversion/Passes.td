@@ -36,6 +36,19 @@ def ConvertDTToKernels : Pass<"convert-dt-to-kernels", "mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
+def VerifyArena : Pass<"dt-verify-arena", "mlir::ModuleOp"> {
+  let summary = "Checks that every access to the arena lies inside its planned buffer";
+  let description = [{
+    Runs on the output of convert-dt-to-kernels, where it checks every view and kernel
+    pointer against the buffer it is tagged with (`dt.buffer`, one of the function's
+    `dt.plan`), every kernel call's footprint (from its size arguments) and every
+    loop-indexed load and store (over the loops' constant bounds); and again after
+    dt-lower-to-llvm, where it checks every constant offset from the arena. An access
+    outside its buffer or the arena, or one it cannot bound, is an internal error at the
+    op. dtc runs it on every compilation.
+  }];
+}
+
 def ApproximateMath : Pass<"dt-approximate-math"> {
   let summary = "Replaces f32 tanh, exp, log, ... by polynomial approximations";
   let description = [{

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------------===//
 
+#include "dt/Conversion/ArenaPlan.h"
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Transforms/Passes.h"
@@ -34,6 +35,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace dt {
 #define GEN_PASS_DEF_CONVERTDTTOKERNELS
@@ -56,12 +58,20 @@ Type elementOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getElementType();
 }
 
+/// The bytes the plan gives a value of `type` (as dt-plan-memory counts them).
+int64_t bytesOf(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  return std::max<int64_t>(1, t.getNumElements() *
+                                  ((t.getElementTypeBitWidth() + 7) / 8));
+}
+
 /// Lowers the body of one entry point into a new function over the arena.
 class EntryLowering {
 public:
-  EntryLowering(ModuleOp module, func::FuncOp fn, int64_t arenaBytes)
+  EntryLowering(ModuleOp module, func::FuncOp fn, int64_t arenaBytes,
+                const llvm::StringMap<ArenaSpan> &globals)
       : module(module), source(fn), b(module.getContext()), loc(fn.getLoc()),
-        arenaBytes(arenaBytes) {}
+        arenaBytes(arenaBytes), globals(globals) {}
 
   LogicalResult run() {
     MLIRContext *ctx = module.getContext();
@@ -69,6 +79,7 @@ public:
     b.setInsertionPoint(source);
     target = b.create<func::FuncOp>(loc, ("dt_" + source.getSymName()).str(),
                                     FunctionType::get(ctx, {arenaType}, {}));
+    target->setAttr(kPlanAttr, b.getDenseI64ArrayAttr(planOf(source)));
     Block *entry = target.addEntryBlock();
     b.setInsertionPointToStart(entry);
     arena = entry->getArgument(0);
@@ -92,12 +103,35 @@ private:
   OpBuilder b;
   Location loc;
   int64_t arenaBytes;
+  const llvm::StringMap<ArenaSpan> &globals;
   Value arena, base;
   llvm::DenseMap<std::pair<int64_t, Type>, Value> views;
 
   //===--------------------------------------------------------------------===//
   // Arena access
+  //
+  // Every address is made from a planned buffer (an ArenaSpan: where the plan
+  // put a value or a global) and records it as `dt.buffer = [offset, bytes]`; the
+  // function records every buffer of its plan as `dt.plan`. dt-verify-arena
+  // checks each address and the extent accessed through it against those.
   //===--------------------------------------------------------------------===//
+
+  /// The planned buffers of `fn`: the globals and every value it computes,
+  /// as (offset, bytes) pairs, each once.
+  SmallVector<int64_t> planOf(func::FuncOp fn) {
+    std::set<std::pair<int64_t, int64_t>> buffers;
+    for (const auto &g : globals)
+      buffers.insert({g.second.offset, g.second.bytes});
+    fn.walk([&](Operation *op) {
+      if (op->getAttrOfType<ArrayAttr>("dt.offsets"))
+        for (Value r : op->getResults())
+          buffers.insert({offsetOf(r), bytesOf(r.getType())});
+    });
+    SmallVector<int64_t> flat;
+    for (auto [offset, bytes] : buffers)
+      flat.append({offset, bytes});
+    return flat;
+  }
 
   int64_t offsetOf(Value v) {
     auto result = llvm::cast<OpResult>(v);
@@ -105,37 +139,48 @@ private:
     return llvm::cast<IntegerAttr>(offsets[result.getResultNumber()]).getInt();
   }
 
-  int64_t globalOffset(StringRef name) {
-    return *lookupGlobal(module, name).getOffset();
+  /// The buffer the plan gave `v`.
+  ArenaSpan bufferOf(Value v) { return {offsetOf(v), bytesOf(v.getType())}; }
+
+  ArenaSpan globalBuffer(StringRef name) { return globals.lookup(name); }
+
+  void tag(Operation *op, ArenaSpan buffer) {
+    op->setAttr(kBufferAttr,
+                b.getDenseI64ArrayAttr({buffer.offset, buffer.bytes}));
   }
 
-  /// A view of the arena at `offset` with `shape` and `elem` (identity layout).
-  Value view(int64_t offset, ArrayRef<int64_t> shape, Type elem) {
+  /// A view of `buffer` with `shape` and `elem` (identity layout).
+  Value view(ArenaSpan buffer, ArrayRef<int64_t> shape, Type elem) {
     auto type = MemRefType::get(shape, elem);
-    Value &slot = views[{offset, type}];
+    Value &slot = views[{buffer.offset, type}];
     if (!slot) {
       // Views are made at the top of the function so that every use is
       // dominated.
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfter(base.getDefiningOp());
-      Value shift = b.create<arith::ConstantIndexOp>(loc, offset);
+      Value shift = b.create<arith::ConstantIndexOp>(loc, buffer.offset);
       slot = b.create<memref::ViewOp>(loc, type, arena, shift, ValueRange{});
+      tag(slot.getDefiningOp(), buffer);
     }
     return slot;
   }
 
   Value viewOf(Value v) {
     auto t = llvm::cast<RankedTensorType>(v.getType());
-    return view(offsetOf(v), t.getShape(), t.getElementType());
+    return view(bufferOf(v), t.getShape(), t.getElementType());
   }
 
-  Value pointer(int64_t offset) {
+  /// The address of `buffer`. The offset is an i64 operand: MLIR 19 keeps a
+  /// GEP's constant indices in 29 bits (LLVM::GEPArg), so a constant index
+  /// would silently wrap for offsets of 256 MiB and more.
+  Value pointer(ArenaSpan buffer) {
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-    return b.create<LLVM::GEPOp>(
-        loc, ptr, b.getI8Type(), base,
-        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(offset)});
+    auto gep = b.create<LLVM::GEPOp>(loc, ptr, b.getI8Type(), base,
+                                     ValueRange{i64(buffer.offset)});
+    tag(gep, buffer);
+    return gep;
   }
-  Value pointerOf(Value v) { return pointer(offsetOf(v)); }
+  Value pointerOf(Value v) { return pointer(bufferOf(v)); }
 
   Value i64(int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, 64); }
   Value i32(int64_t v) { return b.create<arith::ConstantIntOp>(loc, v, 32); }
@@ -182,11 +227,11 @@ private:
   LogicalResult lower(Operation *op) {
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case([&](LoadOp l) {
-          return copyIfMoved(globalOffset(l.getGlobal()), l.getResult());
+          return copyIfMoved(globalBuffer(l.getGlobal()), l.getResult());
         })
         .Case([&](StoreOp s) {
-          int64_t to = globalOffset(s.getGlobal());
-          if (offsetOf(s.getValue()) != to)
+          ArenaSpan to = globalBuffer(s.getGlobal());
+          if (offsetOf(s.getValue()) != to.offset)
             b.create<memref::CopyOp>(
                 loc, viewOf(s.getValue()),
                 view(to, shapeOf(s.getValue()), elementOf(s.getValue())));
@@ -241,8 +286,8 @@ private:
 
   /// A load whose value the plan moved out of the global's buffer copies it
   /// there.
-  LogicalResult copyIfMoved(int64_t from, Value result) {
-    if (offsetOf(result) != from)
+  LogicalResult copyIfMoved(ArenaSpan from, Value result) {
+    if (offsetOf(result) != from.offset)
       b.create<memref::CopyOp>(
           loc, view(from, shapeOf(result), elementOf(result)), viewOf(result));
     return success();
@@ -370,7 +415,7 @@ private:
       if (!shapeOf(v).empty())
         o.shape = flat ? SmallVector<int64_t>{*flat}
                        : SmallVector<int64_t>(shapeOf(v));
-      o.view = view(offsetOf(v), o.shape, elementOf(v));
+      o.view = view(bufferOf(v), o.shape, elementOf(v));
       if (o.shape.empty()) {
         o.scalar = b.create<memref::LoadOp>(loc, o.view, ValueRange{});
         if (lanes > 1)
@@ -458,7 +503,7 @@ private:
         lanes);
     SmallVector<Value> outputs;
     for (Value r : f.getResults())
-      outputs.push_back(view(offsetOf(r), iteration, elementOf(r)));
+      outputs.push_back(view(bufferOf(r), iteration, elementOf(r)));
     auto emit = [&](ArrayRef<Value> ivs, unsigned width) {
       for (auto [v, out] :
            llvm::zip(evaluateBody(f, operands, ivs, iteration, width), outputs))
@@ -502,7 +547,7 @@ private:
       int64_t vectorEnd = n - n % lanes;
       SmallVector<Value> outs;
       for (auto [r, elem] : llvm::zip(f.getResults(), elems))
-        outs.push_back(view(offsetOf(r), {outer}, elem));
+        outs.push_back(view(bufferOf(r), {outer}, elem));
       // A loop over [lb, ub) carrying one accumulator per result.
       auto accumulate = [&](Value base, int64_t lb, int64_t ub, unsigned width,
                             SmallVector<Value> accs) -> SmallVector<Value> {
@@ -550,7 +595,7 @@ private:
     int64_t n = product(shape.drop_front(axes.size())), rows = total / n;
     SmallVector<Value> outs;
     for (auto [r, elem] : llvm::zip(f.getResults(), elems)) {
-      outs.push_back(view(offsetOf(r), {n}, elem));
+      outs.push_back(view(bufferOf(r), {n}, elem));
       b.create<linalg::FillOp>(
           loc,
           ValueRange{b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))},
@@ -587,7 +632,7 @@ private:
       return lowerReduceSumGeneric(r);
     unsigned lanes = lanesFor(elem.getIntOrFloatBitWidth());
     int64_t total = product(shape);
-    Value in = view(offsetOf(r.getInput()), {total}, elem);
+    Value in = view(bufferOf(r.getInput()), {total}, elem);
     Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem));
     auto vecType = VectorType::get({lanes}, elem);
 
@@ -597,9 +642,9 @@ private:
       // the remainder.
       int64_t n = runs.back().second, outer = total / n,
               vectorEnd = n - n % lanes;
-      Value out = view(offsetOf(r.getResult()), {outer}, elem);
+      Value out = view(bufferOf(r.getResult()), {outer}, elem);
       if (shapeOf(r.getResult()).empty())
-        out = view(offsetOf(r.getResult()), {1}, elem);
+        out = view(bufferOf(r.getResult()), {1}, elem);
       forLoop(0, outer, 1, [&](Value o) {
         Value base = b.create<arith::MulIOp>(loc, o, index(n));
         Value s = zero;
@@ -638,7 +683,7 @@ private:
     // Reduce the leading run: out[j] = sum_i in[i * n + j], row by row into the
     // output (a bias gradient: the output row stays in cache).
     int64_t n = runs.back().second, rows = total / n;
-    Value out = view(offsetOf(r.getResult()), {n}, elem);
+    Value out = view(bufferOf(r.getResult()), {n}, elem);
     b.create<linalg::FillOp>(loc, zero, out);
     forLoop(0, rows, 1, [&](Value i) {
       Value base = b.create<arith::MulIOp>(loc, i, index(n));
@@ -919,12 +964,21 @@ struct ConvertDTToKernelsPass
                        "(no dt.arena_bytes on the module)");
       return signalPassFailure();
     }
+    llvm::StringMap<ArenaSpan> globals;
+    for (GlobalOp g : module.getOps<GlobalOp>()) {
+      if (!g.getOffset()) {
+        g.emitError("convert-dt-to-kernels needs dt-plan-memory's offsets "
+                    "(this global has none)");
+        return signalPassFailure();
+      }
+      globals[g.getSymName()] = {int64_t(*g.getOffset()), bytesOf(g.getType())};
+    }
     SmallVector<func::FuncOp> entries;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
         entries.push_back(fn);
     for (func::FuncOp fn : entries) {
-      EntryLowering lowering(module, fn, arena.getInt());
+      EntryLowering lowering(module, fn, arena.getInt(), globals);
       if (failed(lowering.run()))
         return signalPassFailure();
       fn.erase();

@@ -5,7 +5,7 @@
 // with vector and scalar arith/math, and linalg), and kernel calls; this
 // pipeline takes it to the LLVM dialect with upstream conversions. Memref
 // arguments use the bare-pointer convention, so an entry point is `void
-// dt_name(char *arena)` in C.
+// dt_name(char *arena)` in C. Both pipelines end with dt-verify-arena.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -45,6 +45,14 @@ void dt::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertFuncToLLVMPass(funcOptions));
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  // Second line of defence: constant arena offsets after the upstream
+  // conversions (which fold offsets into GEPs) still lie in their buffers.
+  pm.addPass(dt::createVerifyArena());
+}
+
+void dt::buildLowerToKernelsPipeline(OpPassManager &pm) {
+  pm.addPass(dt::createConvertDTToKernels());
+  pm.addPass(dt::createVerifyArena());
 }
 
 void dt::registerLowerToLLVMPipeline() {

@@ -1,0 +1,182 @@
+//===- KernelFootprint.cpp - the bytes each kernel call touches -----------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// One row per kernel of kernels/include/dtk/kernels.h: its argument count, and
+// for each pointer argument the elements it spans times their size. Products
+// are checked for overflow, so an absurd size is reported rather than wrapped
+// into a small, plausible footprint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Conversion/KernelFootprint.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <functional>
+
+using namespace mlir;
+
+namespace {
+
+/// Reads a kernel's integer arguments and multiplies them without wrapping.
+class Sizes {
+public:
+  Sizes(llvm::ArrayRef<std::optional<int64_t>> args, std::string &why)
+      : args(args), why(why) {}
+
+  /// Argument `i`, which must be a non-negative constant.
+  int64_t arg(unsigned i) {
+    if (!args[i] || *args[i] < 0) {
+      if (why.empty())
+        why = "argument " + std::to_string(i) +
+              (args[i] ? " is negative" : " is not a constant");
+      return 0;
+    }
+    return *args[i];
+  }
+
+  /// The product of `factors`, or 0 with `why` set when it overflows.
+  int64_t mul(std::initializer_list<int64_t> factors) {
+    int64_t p = 1;
+    for (int64_t f : factors)
+      if (llvm::MulOverflow(p, f, p)) {
+        if (why.empty())
+          why = "its footprint overflows 64 bits";
+        return 0;
+      }
+    return p;
+  }
+
+private:
+  llvm::ArrayRef<std::optional<int64_t>> args;
+  std::string &why;
+};
+
+struct Row {
+  unsigned numArgs;
+  std::function<llvm::SmallVector<int64_t>(Sizes &)> footprint;
+};
+
+constexpr int64_t kF32 = 4, kI32 = 4;
+
+const llvm::StringMap<Row> &table() {
+  static const llvm::StringMap<Row> rows = [] {
+    llvm::StringMap<Row> t;
+    // (a, b, c, batch, m, n, k, trans_a, trans_b): C = op(A) op(B), M x N.
+    t["dtk_matmul_f32"] = {9, [](Sizes &s) {
+                             int64_t batch = s.arg(3), m = s.arg(4),
+                                     n = s.arg(5), k = s.arg(6);
+                             return llvm::SmallVector<int64_t>{
+                                 s.mul({batch, m, k, kF32}),
+                                 s.mul({batch, k, n, kF32}),
+                                 s.mul({batch, m, n, kF32})};
+                           }};
+    // (x, y, outer, n, inner)
+    t["dtk_softmax_f32"] = {5, [](Sizes &s) {
+                              int64_t all =
+                                  s.mul({s.arg(2), s.arg(3), s.arg(4), kF32});
+                              return llvm::SmallVector<int64_t>{all, all};
+                            }};
+    // (x, w, b, y, rows, cols, eps)
+    t["dtk_layer_norm_f32"] = {7, [](Sizes &s) {
+                                 int64_t rows = s.arg(4), cols = s.arg(5);
+                                 int64_t x = s.mul({rows, cols, kF32}),
+                                         w = s.mul({cols, kF32});
+                                 return llvm::SmallVector<int64_t>{x, w, w, x};
+                               }};
+    // (x, w, dy, dx, dw, db, rows, cols, eps)
+    t["dtk_layer_norm_grad_f32"] = {
+        9, [](Sizes &s) {
+          int64_t rows = s.arg(6), cols = s.arg(7);
+          int64_t x = s.mul({rows, cols, kF32}), w = s.mul({cols, kF32});
+          return llvm::SmallVector<int64_t>{x, w, x, x, w, w};
+        }};
+    // (table, ids, out, n, count, width)
+    t["dtk_embedding_f32"] = {6, [](Sizes &s) {
+                                int64_t n = s.arg(3), count = s.arg(4),
+                                        width = s.arg(5);
+                                return llvm::SmallVector<int64_t>{
+                                    s.mul({count, width, kF32}),
+                                    s.mul({n, kI32}),
+                                    s.mul({n, width, kF32})};
+                              }};
+    // (ids, dout, dtable, n, count, width)
+    t["dtk_embedding_grad_f32"] = {6, [](Sizes &s) {
+                                     int64_t n = s.arg(3), count = s.arg(4),
+                                             width = s.arg(5);
+                                     return llvm::SmallVector<int64_t>{
+                                         s.mul({n, kI32}),
+                                         s.mul({n, width, kF32}),
+                                         s.mul({count, width, kF32})};
+                                   }};
+    // (logits, labels, loss, rows, classes)
+    t["dtk_cross_entropy_f32"] = {5, [](Sizes &s) {
+                                    int64_t rows = s.arg(3),
+                                            classes = s.arg(4);
+                                    return llvm::SmallVector<int64_t>{
+                                        s.mul({rows, classes, kF32}),
+                                        s.mul({rows, kI32}), kF32};
+                                  }};
+    // (logits, labels, dloss, dlogits, rows, classes)
+    t["dtk_cross_entropy_grad_f32"] = {
+        6, [](Sizes &s) {
+          int64_t rows = s.arg(4), classes = s.arg(5);
+          int64_t logits = s.mul({rows, classes, kF32});
+          return llvm::SmallVector<int64_t>{logits, s.mul({rows, kI32}), kF32,
+                                            logits};
+        }};
+    // (logits, labels, correct, rows, classes)
+    t["dtk_count_correct_f32"] = {5, [](Sizes &s) {
+                                    int64_t rows = s.arg(3),
+                                            classes = s.arg(4);
+                                    return llvm::SmallVector<int64_t>{
+                                        s.mul({rows, classes, kF32}),
+                                        s.mul({rows, kI32}), kF32};
+                                  }};
+    // (q, k, v, o, slices, t, d, causal)
+    t["dtk_attention_f32"] = {8, [](Sizes &s) {
+                                int64_t all = s.mul(
+                                    {s.arg(4), s.arg(5), s.arg(6), kF32});
+                                return llvm::SmallVector<int64_t>(4, all);
+                              }};
+    // (q, k, v, dout, dq, dk, dv, slices, t, d, causal)
+    t["dtk_attention_grad_f32"] = {11, [](Sizes &s) {
+                                     int64_t all = s.mul(
+                                         {s.arg(7), s.arg(8), s.arg(9), kF32});
+                                     return llvm::SmallVector<int64_t>(7, all);
+                                   }};
+    return t;
+  }();
+  return rows;
+}
+
+} // namespace
+
+bool dt::isKernel(llvm::StringRef name) { return table().count(name); }
+
+FailureOr<llvm::SmallVector<int64_t>>
+dt::kernelFootprint(llvm::StringRef kernel,
+                    llvm::ArrayRef<std::optional<int64_t>> args,
+                    std::string &why) {
+  auto it = table().find(kernel);
+  if (it == table().end()) {
+    why = "'" + kernel.str() + "' is not a kernel of dtk/kernels.h";
+    return failure();
+  }
+  const Row &row = it->second;
+  if (args.size() != row.numArgs) {
+    why = "it takes " + std::to_string(row.numArgs) + " arguments, not " +
+          std::to_string(args.size());
+    return failure();
+  }
+  why.clear();
+  Sizes sizes(args, why);
+  llvm::SmallVector<int64_t> bytes = row.footprint(sizes);
+  if (!why.empty())
+    return failure();
+  return bytes;
+}
