@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/arena.h"
+#include "dtrt/checked.h"
 
 #include <cassert>
 #include <cstring>
@@ -21,6 +22,7 @@ Expected<Arena> Arena::create(Device &device, const Manifest &manifest) {
       device.allocate(manifest.arenaBytes, manifest.arenaAlign);
   if (!memory)
     return memory.error();
+  registerCheckedArena(*memory, manifest.arenaBytes);
   return Arena(device, manifest, *memory);
 }
 

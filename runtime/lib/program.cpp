@@ -14,6 +14,7 @@
 #include "dtrt/abi.h"
 
 #include "dtrt/arena.h"
+#include "dtrt/checked.h"
 #include "dtrt/checkpoint.h"
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
@@ -334,6 +335,9 @@ void Run::printBanner() {
              formatBytes(double(manifest_.arenaBytes)), device_->describe(),
              config_.threads, config_.threads == 1 ? "" : "s",
              launch_.describe());
+  if (isCheckedBuild())
+    fmt::print("  checked: every kernel call and loop view is checked against "
+               "the memory plan; AddressSanitizer and UBSan are on\n");
   std::string length =
       config_.epochs ? fmt::format("{} epochs", *config_.epochs)
                      : fmt::format("{:.2f} epochs", double(totalSteps_) /

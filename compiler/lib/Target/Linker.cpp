@@ -36,14 +36,17 @@ std::string findDriver() {
 } // namespace
 
 LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
-                                 const char *argv0, std::string &error) {
+                                 const char *argv0, bool checked,
+                                 std::string &error) {
   std::string self =
       llvm::sys::fs::getMainExecutable(argv0, (void *)&linkExecutable);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
   llvm::SmallString<256> runtime(libDir), kernels(libDir);
-  llvm::sys::path::append(runtime, "libdtrt.a");
-  llvm::sys::path::append(kernels, "libdtkernels.a");
+  llvm::sys::path::append(runtime,
+                          checked ? "libdtrt-checked.a" : "libdtrt.a");
+  llvm::sys::path::append(kernels,
+                          checked ? "libdtkernels-checked.a" : "libdtkernels.a");
   for (const auto &lib : {runtime, kernels})
     if (!llvm::sys::fs::exists(lib)) {
       error = ("the runtime library '" + lib +
@@ -74,6 +77,8 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
   llvm::StringRef(DT_LINK_LIBS).split(extra, '|', -1, false);
   for (llvm::StringRef lib : extra)
     args.push_back(lib.str());
+  if (checked)
+    args.push_back(DT_SANITIZE_FLAGS);
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
 
   std::string message;

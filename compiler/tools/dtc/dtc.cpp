@@ -103,6 +103,13 @@ cl::opt<bool> report("report",
                      cl::desc("Print the program's memory plan (per role, "
                               "per parameter) after compiling"),
                      cl::cat(dtcCategory));
+cl::opt<bool> checked(
+    "checked",
+    cl::desc("Emit a checked program: every arena access the entry points "
+             "make is checked against the memory plan at run time, and the "
+             "runtime and kernels run under AddressSanitizer and UBSan "
+             "(slower; for tests and for hunting a suspected miscompile)"),
+    cl::cat(dtcCategory));
 cl::opt<std::string> targetCPU("mcpu",
                                cl::desc("CPU to generate code for (default: "
                                         "native, the host's)"),
@@ -282,7 +289,9 @@ int compile(const char *argv0) {
     return emitStage(nullptr, *manifest);
 
   // 7. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
-  if (failed(runPipeline(*module, buildLowerToKernelsPipeline)))
+  if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
+        buildLowerToKernelsPipeline(pm, checked);
+      })))
     return 1;
   if (emitAction == EmitAction::Lowered)
     return emitStage(*module);
@@ -318,7 +327,7 @@ int compile(const char *argv0) {
 
   // 9. Link with the runtime.
   std::string error;
-  if (failed(linkExecutable(object, output, argv0, error))) {
+  if (failed(linkExecutable(object, output, argv0, checked, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }

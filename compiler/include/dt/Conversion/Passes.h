@@ -48,8 +48,9 @@ namespace dt {
 
 /// Adds convert-dt-to-kernels and dt-verify-arena: planned dt entry points to
 /// loops and kernel calls whose every arena access was checked against the
-/// plan.
-void buildLowerToKernelsPipeline(mlir::OpPassManager &pm);
+/// plan; with `checked`, dt-check-arena adds the run-time checks of
+/// dtc --checked.
+void buildLowerToKernelsPipeline(mlir::OpPassManager &pm, bool checked = false);
 
 /// Adds the passes from convert-dt-to-kernels output to the LLVM dialect:
 /// linalg to loops, math approximations, and the upstream conversions to LLVM,

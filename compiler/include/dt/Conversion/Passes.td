@@ -49,6 +49,20 @@ def VerifyArena : Pass<"dt-verify-arena", "mlir::ModuleOp"> {
   }];
 }
 
+def CheckArena : Pass<"dt-check-arena", "mlir::ModuleOp"> {
+  let summary = "Adds run-time checks of every arena access against the plan (dtc --checked)";
+  let description = [{
+    On the output of convert-dt-to-kernels (after dt-verify-arena): each view of the
+    arena is checked once per entry call, and each kernel call's pointers with their
+    footprints right before the call, by `dtrt_check_span(site, base, ptr, bytes,
+    buffer offset, buffer bytes)`; kernel calls are bracketed by `dtrt_guard_begin` and
+    `dtrt_guard_end`, with which the checked runtime poisons the bytes around the
+    call's spans under AddressSanitizer.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"];
+}
+
 def ApproximateMath : Pass<"dt-approximate-math"> {
   let summary = "Replaces f32 tanh, exp, log, ... by polynomial approximations";
   let description = [{

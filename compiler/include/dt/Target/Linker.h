@@ -17,11 +17,12 @@
 namespace dt {
 
 /// Links `object` into the executable `output`. `argv0` locates the runtime
-/// libraries
-/// (`<dir of dtc>/../lib`). On failure, `error` says what went wrong.
+/// libraries (`<dir of dtc>/../lib`); `checked` takes their AddressSanitizer
+/// and UBSan builds (libdtrt-checked.a, libdtkernels-checked.a) and links with
+/// the sanitizers' runtimes. On failure, `error` says what went wrong.
 mlir::LogicalResult linkExecutable(llvm::StringRef object,
                                    llvm::StringRef output, const char *argv0,
-                                   std::string &error);
+                                   bool checked, std::string &error);
 
 } // namespace dt
 

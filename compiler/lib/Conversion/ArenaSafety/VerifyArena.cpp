@@ -367,7 +367,8 @@ private:
               // Whole-view operations: linalg's and memref's verifiers keep
               // their iteration spaces consistent with the operands' shapes.
               .Case<linalg::LinalgOp, memref::CopyOp,
-                    memref::ExtractAlignedPointerAsIndexOp>(
+                    memref::ExtractAlignedPointerAsIndexOp,
+                    memref::ExtractStridedMetadataOp>(
                   [](Operation *) { return success(); })
               .Default([&](Operation *op) {
                 return internalError(op) << "uses an arena view in a way "

@@ -50,9 +50,11 @@ void dt::buildLowerToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(dt::createVerifyArena());
 }
 
-void dt::buildLowerToKernelsPipeline(OpPassManager &pm) {
+void dt::buildLowerToKernelsPipeline(OpPassManager &pm, bool checked) {
   pm.addPass(dt::createConvertDTToKernels());
   pm.addPass(dt::createVerifyArena());
+  if (checked)
+    pm.addPass(dt::createCheckArena());
 }
 
 void dt::registerLowerToLLVMPipeline() {
