@@ -12,8 +12,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/abi.h"
+#include "dtrt/blas.h"
 
 int main(int argc, char **argv) {
+  // First of all: OpenBLAS's kernels can only be chosen by restarting.
+  dtrt::reexecWithBetterBlas(argv);
   dtrt::Program program;
   program.manifest = dt_manifest;
   program.gradStep = dt_grad_step;

@@ -14,6 +14,7 @@
 #include "dtrt/abi.h"
 
 #include "dtrt/arena.h"
+#include "dtrt/blas.h"
 #include "dtrt/checked.h"
 #include "dtrt/checkpoint.h"
 #include "dtrt/config.h"
@@ -338,6 +339,7 @@ void Run::printBanner() {
   if (isCheckedBuild())
     fmt::print("  checked: every kernel call and loop view is checked against "
                "the memory plan; AddressSanitizer and UBSan are on\n");
+  fmt::print("  blas: {}\n", describeBlas());
   std::string length =
       config_.epochs ? fmt::format("{} epochs", *config_.epochs)
                      : fmt::format("{:.2f} epochs", double(totalSteps_) /
