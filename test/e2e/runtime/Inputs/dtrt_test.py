@@ -23,6 +23,9 @@
     dtrt_test.py check-checkpoint DIR
         DIR is a complete checkpoint: manifest.json parses, tensors.bin has
         the recorded size and every CRC32 matches
+    dtrt_test.py rss-near-arena OUT LOW HIGH
+        the program output OUT reports a peak RSS within [LOW, HIGH] times
+        its arena
     dtrt_test.py flip-byte FILE OFFSET
         inverts one byte of FILE
     dtrt_test.py edit-json FILE PATH VALUE
@@ -176,6 +179,26 @@ def check_checkpoint(args):
     print(f"checkpoint at step {m['step']} of {m['program']}: {len(m['tensors'])} tensors, CRCs match")
 
 
+def size_in_mib(text):
+    """'5.7 GiB' -> 5836.8"""
+    m = re.match(r"([0-9.]+) (B|KiB|MiB|GiB|TiB)", text)
+    return float(m.group(1)) * {"B": 2**-20, "KiB": 2**-10, "MiB": 1, "GiB": 2**10, "TiB": 2**20}[m.group(2)]
+
+
+def rss_near_arena(args):
+    """The program's peak RSS (its `done:` line) lies within [LOW, HIGH] times its
+    planned arena (its first line): the plan is what the run really uses."""
+    text = open(args[0]).read()
+    arena = size_in_mib(re.search(r", arena ([0-9.]+ [KMGT]?i?B);", text).group(1))
+    rss = size_in_mib(re.search(r"peak RSS ([0-9.]+ [KMGT]?i?B)", text).group(1))
+    low, high = float(args[1]), float(args[2])
+    ratio = rss / arena
+    if not low <= ratio <= high:
+        sys.exit(f"peak RSS {rss:.0f} MiB is {ratio:.2f} times the arena of {arena:.0f} MiB, "
+                 f"outside [{low}, {high}]")
+    print(f"peak RSS {rss:.0f} MiB = {ratio:.2f} x the arena of {arena:.0f} MiB")
+
+
 def flip_byte(args):
     path, offset = args[0], int(args[1])
     with open(path, "r+b") as f:
@@ -207,6 +230,7 @@ COMMANDS = {
     "expect-exit": expect_exit,
     "signal-after": signal_after,
     "check-checkpoint": check_checkpoint,
+    "rss-near-arena": rss_near_arena,
     "flip-byte": flip_byte,
     "edit-json": edit_json,
 }
