@@ -13,6 +13,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cblas.h>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -69,9 +71,44 @@ double roundTo(Type type, double v) {
 
 Tensor roundTensor(Type tensorType, Tensor t) {
   Type elem = llvm::cast<RankedTensorType>(tensorType).getElementType();
+  if (elem.isF64())
+    return t;
+  if (elem.isF32()) {
+    for (double &v : t.data)
+      v = static_cast<double>(static_cast<float>(v));
+    return t;
+  }
   for (double &v : t.data)
     v = roundTo(elem, v);
   return t;
+}
+
+/// Visits every index of `shape` in row-major order, calling
+/// `fn(linear, a, b)` where a and b are the sums of index * aStrides and
+/// index * bStrides: an odometer, so that gathers and scatters need no
+/// division per element.
+template <typename Fn>
+void forEachIndex(ArrayRef<int64_t> shape, ArrayRef<int64_t> aStrides,
+                  ArrayRef<int64_t> bStrides, Fn fn) {
+  int64_t total = product(shape);
+  if (total == 0)
+    return;
+  size_t rank = shape.size();
+  SmallVector<int64_t> idx(rank, 0);
+  int64_t a = 0, b = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, a, b);
+    for (size_t d = rank; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        a += aStrides[d];
+        b += bStrides[d];
+        break;
+      }
+      a -= aStrides[d] * (shape[d] - 1);
+      b -= bStrides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
 }
 
 /// `t` broadcast to `shape` under NumPy rules.
@@ -81,17 +118,14 @@ Tensor broadcast(const Tensor &t, ArrayRef<int64_t> shape) {
   Tensor out(shape);
   SmallVector<int64_t> inStrides = stridesOf(t.shape);
   int64_t lead = shape.size() - t.shape.size();
-  SmallVector<int64_t> outStrides = stridesOf(shape);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t src = 0, rem = i;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      int64_t idx = rem / outStrides[d];
-      rem %= outStrides[d];
-      if (static_cast<int64_t>(d) >= lead && t.shape[d - lead] != 1)
-        src += idx * inStrides[d - lead];
-    }
-    out.data[i] = t.data[src];
-  }
+  // A broadcast dimension (missing or of size 1) reads index 0.
+  SmallVector<int64_t> src(shape.size(), 0);
+  for (size_t d = lead; d < shape.size(); ++d)
+    if (t.shape[d - lead] != 1)
+      src[d] = inStrides[d - lead];
+  forEachIndex(shape, src, src, [&](int64_t i, int64_t from, int64_t) {
+    out.data[i] = t.data[from];
+  });
   return out;
 }
 
@@ -117,48 +151,91 @@ double geluDerivScalar(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
 }
 
+/// The scalar semantics of an elementwise op: its result from its operands'
+/// elements.
+using ScalarFn = std::function<double(const double *)>;
+
 /// Scalar semantics of every elementwise op, by op; shared by plain ops and
-/// dt.fused.
-FailureOr<double> elementwise(Operation *op, ArrayRef<double> a) {
+/// dt.fused. Resolved once per op, then applied to every element.
+FailureOr<ScalarFn> elementwise(Operation *op) {
   Type elem =
       llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
   bool isFloat = llvm::isa<FloatType>(elem);
-  auto intDiv = [](double x, double y) { return std::trunc(x / y); };
-  return llvm::TypeSwitch<Operation *, FailureOr<double>>(op)
-      .Case([&](NegOp) { return -a[0]; })
-      .Case([&](ReluOp) { return a[0] > 0 ? a[0] : 0.0; })
-      .Case([&](GeluOp) { return geluScalar(a[0]); })
-      .Case([&](GeluDerivOp) { return geluDerivScalar(a[0]); })
-      .Case([&](TanhOp) { return std::tanh(a[0]); })
-      .Case([&](SigmoidOp) { return 1.0 / (1.0 + std::exp(-a[0])); })
-      .Case([&](ExpOp) { return std::exp(a[0]); })
-      .Case([&](LogOp) { return std::log(a[0]); })
-      .Case([&](SqrtOp) { return std::sqrt(a[0]); })
-      .Case([&](StepOp) { return a[0] > 0 ? 1.0 : 0.0; })
-      .Case([&](ConvertOp) { return isFloat ? a[0] : std::trunc(a[0]); })
-      .Case([&](AddOp) { return a[0] + a[1]; })
-      .Case([&](SubOp) { return a[0] - a[1]; })
-      .Case([&](MulOp) { return a[0] * a[1]; })
-      .Case([&](DivOp) { return isFloat ? a[0] / a[1] : intDiv(a[0], a[1]); })
-      .Case([&](PowOp) { return std::pow(a[0], a[1]); })
-      .Case([&](MaximumOp) { return std::max(a[0], a[1]); })
-      .Case([&](MinimumOp) { return std::min(a[0], a[1]); })
-      .Default([&](Operation *) -> FailureOr<double> {
+  return llvm::TypeSwitch<Operation *, FailureOr<ScalarFn>>(op)
+      .Case([&](NegOp) { return ScalarFn([](const double *a) { return -a[0]; }); })
+      .Case([&](ReluOp) {
+        return ScalarFn([](const double *a) { return a[0] > 0 ? a[0] : 0.0; });
+      })
+      .Case([&](GeluOp) {
+        return ScalarFn([](const double *a) { return geluScalar(a[0]); });
+      })
+      .Case([&](GeluDerivOp) {
+        return ScalarFn([](const double *a) { return geluDerivScalar(a[0]); });
+      })
+      .Case([&](TanhOp) {
+        return ScalarFn([](const double *a) { return std::tanh(a[0]); });
+      })
+      .Case([&](SigmoidOp) {
+        return ScalarFn(
+            [](const double *a) { return 1.0 / (1.0 + std::exp(-a[0])); });
+      })
+      .Case([&](ExpOp) {
+        return ScalarFn([](const double *a) { return std::exp(a[0]); });
+      })
+      .Case([&](LogOp) {
+        return ScalarFn([](const double *a) { return std::log(a[0]); });
+      })
+      .Case([&](SqrtOp) {
+        return ScalarFn([](const double *a) { return std::sqrt(a[0]); });
+      })
+      .Case([&](StepOp) {
+        return ScalarFn([](const double *a) { return a[0] > 0 ? 1.0 : 0.0; });
+      })
+      .Case([&](ConvertOp) {
+        return ScalarFn([isFloat](const double *a) {
+          return isFloat ? a[0] : std::trunc(a[0]);
+        });
+      })
+      .Case([&](AddOp) {
+        return ScalarFn([](const double *a) { return a[0] + a[1]; });
+      })
+      .Case([&](SubOp) {
+        return ScalarFn([](const double *a) { return a[0] - a[1]; });
+      })
+      .Case([&](MulOp) {
+        return ScalarFn([](const double *a) { return a[0] * a[1]; });
+      })
+      .Case([&](DivOp) {
+        return ScalarFn([isFloat](const double *a) {
+          return isFloat ? a[0] / a[1] : std::trunc(a[0] / a[1]);
+        });
+      })
+      .Case([&](PowOp) {
+        return ScalarFn([](const double *a) { return std::pow(a[0], a[1]); });
+      })
+      .Case([&](MaximumOp) {
+        return ScalarFn([](const double *a) { return std::max(a[0], a[1]); });
+      })
+      .Case([&](MinimumOp) {
+        return ScalarFn([](const double *a) { return std::min(a[0], a[1]); });
+      })
+      .Default([&](Operation *) -> FailureOr<ScalarFn> {
         return op->emitOpError("is not elementwise"), failure();
       });
 }
 
 /// Applies an elementwise op over operands already of the result's shape.
-FailureOr<Tensor> mapElementwise(Operation *op, ArrayRef<Tensor> operands) {
-  Tensor out(operands.front().shape);
+FailureOr<Tensor> mapElementwise(Operation *op,
+                                 ArrayRef<const Tensor *> operands) {
+  FailureOr<ScalarFn> fn = elementwise(op);
+  if (failed(fn))
+    return failure();
+  Tensor out(operands.front()->shape);
   SmallVector<double, 3> args(operands.size());
   for (int64_t i = 0; i < out.numel(); ++i) {
     for (size_t k = 0; k < operands.size(); ++k)
-      args[k] = operands[k].data[i];
-    FailureOr<double> v = elementwise(op, args);
-    if (failed(v))
-      return failure();
-    out.data[i] = *v;
+      args[k] = operands[k]->data[i];
+    out.data[i] = (*fn)(args.data());
   }
   return out;
 }
@@ -166,6 +243,13 @@ FailureOr<Tensor> mapElementwise(Operation *op, ArrayRef<Tensor> operands) {
 Tensor constantTensor(ConstantOp op) {
   auto attr = llvm::cast<DenseElementsAttr>(op.getValue());
   Tensor t(attr.getType().getShape());
+  if (attr.isSplat()) {
+    double v = llvm::isa<FloatType>(attr.getElementType())
+                   ? attr.getSplatValue<APFloat>().convertToDouble()
+                   : double(attr.getSplatValue<APInt>().getSExtValue());
+    std::fill(t.data.begin(), t.data.end(), v);
+    return t;
+  }
   if (llvm::isa<FloatType>(attr.getElementType())) {
     int64_t i = 0;
     for (APFloat v : attr.getValues<APFloat>())
@@ -182,35 +266,31 @@ Tensor constantTensor(ConstantOp op) {
 Tensor sumOver(const Tensor &x, ArrayRef<int64_t> axes,
                ArrayRef<int64_t> outShape) {
   Tensor out(outShape);
-  SmallVector<int64_t> strides = stridesOf(x.shape);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    int64_t dst = 0, rem = i;
-    for (size_t d = 0; d < x.shape.size(); ++d) {
-      int64_t idx = rem / strides[d];
-      rem %= strides[d];
-      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
-        dst = dst * x.shape[d] + idx;
+  // The output offset of each input index: kept dimensions in order.
+  SmallVector<int64_t> dst(x.shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t d = x.shape.size(); d-- > 0;)
+    if (!llvm::is_contained(axes, static_cast<int64_t>(d))) {
+      dst[d] = stride;
+      stride *= x.shape[d];
     }
-    out.data[dst] += x.data[i];
-  }
+  forEachIndex(x.shape, dst, dst, [&](int64_t i, int64_t to, int64_t) {
+    out.data[to] += x.data[i];
+  });
   return out;
 }
 
 Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
-  SmallVector<int64_t> outShape;
-  for (int64_t p : perm)
+  SmallVector<int64_t> outShape, src;
+  SmallVector<int64_t> inStrides = stridesOf(x.shape);
+  for (int64_t p : perm) {
     outShape.push_back(x.shape[p]);
-  Tensor out(outShape);
-  SmallVector<int64_t> inStrides = stridesOf(x.shape),
-                       outStrides = stridesOf(outShape);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t src = 0, rem = i;
-    for (size_t d = 0; d < perm.size(); ++d) {
-      src += (rem / outStrides[d]) * inStrides[perm[d]];
-      rem %= outStrides[d];
-    }
-    out.data[i] = x.data[src];
+    src.push_back(inStrides[p]);
   }
+  Tensor out(outShape);
+  forEachIndex(outShape, src, src, [&](int64_t i, int64_t from, int64_t) {
+    out.data[i] = x.data[from];
+  });
   return out;
 }
 
@@ -220,22 +300,16 @@ Tensor matmul(const Tensor &a, const Tensor &b, bool ta, bool tb,
   int64_t batch = product(ArrayRef<int64_t>(a.shape).drop_back(2));
   int64_t m = outShape[r - 2], n = outShape[r - 1];
   int64_t k = ta ? a.shape[r - 2] : a.shape[r - 1];
-  int64_t aRows = a.shape[r - 2], aCols = a.shape[r - 1];
-  int64_t bRows = b.shape[r - 2], bCols = b.shape[r - 1];
+  int64_t aCols = a.shape[r - 1], bCols = b.shape[r - 1];
   Tensor c(outShape);
+  // Double-precision BLAS: an oracle for models of realistic width. Products
+  // of 2^31 or more rows are beyond blasint, and beyond what a test runs.
   for (int64_t p = 0; p < batch; ++p)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (int64_t q = 0; q < k; ++q) {
-          double av = ta ? a.data[p * aRows * aCols + q * aCols + i]
-                         : a.data[p * aRows * aCols + i * aCols + q];
-          double bv = tb ? b.data[p * bRows * bCols + j * bCols + q]
-                         : b.data[p * bRows * bCols + q * bCols + j];
-          s += av * bv;
-        }
-        c.data[p * m * n + i * n + j] = s;
-      }
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, blasint(m), blasint(n),
+                blasint(k), 1.0, a.data.data() + p * m * k, blasint(aCols),
+                b.data.data() + p * k * n, blasint(bCols), 0.0,
+                c.data.data() + p * m * n, blasint(n));
   return c;
 }
 
@@ -381,16 +455,150 @@ private:
   }
 
   FailureOr<SmallVector<Tensor>> evaluate(Operation *op);
+  std::optional<SmallVector<Tensor>> evaluatePointwise(FusedOp f);
 };
+
+/// How a value is rounded to its element type, decided once per value.
+enum class Rounding { None, F32, Other };
+
+Rounding roundingOf(Type type) {
+  Type elem = llvm::cast<RankedTensorType>(type).getElementType();
+  return elem.isF64() ? Rounding::None
+                      : elem.isF32() ? Rounding::F32 : Rounding::Other;
+}
+
+/// A dt.fused region evaluated element by element, with the same scalar
+/// semantics and rounding as op-at-a-time evaluation but no intermediate
+/// tensors: one pass over the iteration space, each operand read where
+/// broadcasting puts it, each result written (or summed into its reduction).
+/// Nullopt when the body holds an op other than elementwise ops and splat
+/// constants (then the caller evaluates it op by op).
+std::optional<SmallVector<Tensor>> Frame::evaluatePointwise(FusedOp f) {
+  Block &body = f.getBody().front();
+  ArrayRef<int64_t> shape = f.getIterationShape();
+  // Slots: the block arguments, then one per body op result.
+  llvm::DenseMap<Value, unsigned> slot;
+  for (BlockArgument a : body.getArguments())
+    slot[a] = slot.size();
+  struct Step {
+    ScalarFn fn;
+    SmallVector<unsigned, 3> operands;
+    unsigned result;
+    Rounding rounding;
+    Type elem;
+    std::optional<double> constant;
+  };
+  std::vector<Step> steps;
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumResults() != 1)
+      return std::nullopt;
+    Step step;
+    step.result = slot[op.getResult(0)] = slot.size();
+    step.rounding = roundingOf(op.getResult(0).getType());
+    step.elem = llvm::cast<RankedTensorType>(op.getResult(0).getType())
+                    .getElementType();
+    if (auto c = llvm::dyn_cast<ConstantOp>(op)) {
+      auto attr = llvm::cast<DenseElementsAttr>(c.getValue());
+      if (!attr.isSplat())
+        return std::nullopt;
+      step.constant = constantTensor(c).data.front();
+    } else if (op.hasTrait<OpTrait::Elementwise>()) {
+      FailureOr<ScalarFn> fn = elementwise(&op);
+      if (failed(fn))
+        return std::nullopt;
+      step.fn = std::move(*fn);
+      for (Value v : op.getOperands()) {
+        auto it = slot.find(v);
+        if (it == slot.end())
+          return std::nullopt;
+        step.operands.push_back(it->second);
+      }
+    } else {
+      return std::nullopt;
+    }
+    steps.push_back(std::move(step));
+  }
+  SmallVector<unsigned> yielded;
+  for (Value v : body.getTerminator()->getOperands())
+    yielded.push_back(slot.lookup(v));
+
+  // Operands read through broadcast strides over the iteration space.
+  SmallVector<const Tensor *> inputs;
+  SmallVector<SmallVector<int64_t>> strides;
+  for (Value in : f.getInputs()) {
+    const Tensor &t = get(in);
+    inputs.push_back(&t);
+    SmallVector<int64_t> own = stridesOf(t.shape), s(shape.size(), 0);
+    int64_t lead = shape.size() - t.shape.size();
+    for (size_t d = lead; d < shape.size(); ++d)
+      if (t.shape[d - lead] != 1)
+        s[d] = own[d - lead];
+    strides.push_back(s);
+  }
+  // Results: full tensors, or their sums over the reduced axes.
+  SmallVector<Tensor> results;
+  SmallVector<int64_t> out(shape.size(), 0);
+  if (f.isReduction()) {
+    ArrayRef<int64_t> axes = *f.getReduceAxes();
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;)
+      if (!llvm::is_contained(axes, static_cast<int64_t>(d))) {
+        out[d] = stride;
+        stride *= shape[d];
+      }
+  } else {
+    out = stridesOf(shape);
+  }
+  for (Value r : f.getResults())
+    results.push_back(Tensor(shapeOf(r)));
+
+  std::vector<double> values(slot.size());
+  SmallVector<int64_t> idx(shape.size(), 0), at(inputs.size(), 0);
+  int64_t outAt = 0, total = product(shape);
+  for (int64_t i = 0; i < total; ++i) {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      values[k] = inputs[k]->data[at[k]];
+    for (const Step &step : steps) {
+      double v;
+      if (step.constant) {
+        v = *step.constant;
+      } else {
+        double args[3];
+        for (size_t k = 0; k < step.operands.size(); ++k)
+          args[k] = values[step.operands[k]];
+        v = step.fn(args);
+      }
+      if (step.rounding == Rounding::F32)
+        v = static_cast<double>(static_cast<float>(v));
+      else if (step.rounding == Rounding::Other)
+        v = roundTo(step.elem, v);
+      values[step.result] = v;
+    }
+    for (auto [r, y] : llvm::zip(results, yielded))
+      r.data[outAt] += values[y];
+    // Advance the odometer and every offset with it.
+    for (size_t d = shape.size(); d-- > 0;) {
+      bool carry = ++idx[d] == shape[d];
+      int64_t move = carry ? -(shape[d] - 1) : 1;
+      for (size_t k = 0; k < inputs.size(); ++k)
+        at[k] += move * strides[k][d];
+      outAt += move * out[d];
+      if (!carry)
+        break;
+      idx[d] = 0;
+    }
+  }
+  return results;
+}
 
 FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
   using Results = SmallVector<Tensor>;
   auto shape = [](Value v) { return shapeOf(v); };
   // Elementwise ops: operands already have the result's shape.
   if (op->hasTrait<OpTrait::Elementwise>()) {
-    SmallVector<Tensor> operands;
+    SmallVector<const Tensor *> operands;
     for (Value v : op->getOperands())
-      operands.push_back(get(v));
+      operands.push_back(&get(v));
     FailureOr<Tensor> r = mapElementwise(op, operands);
     if (failed(r))
       return failure();
@@ -645,6 +853,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
                                             get(s.getTotal()).data[0]))};
       })
       .Case([&](FusedOp f) -> FailureOr<Results> {
+        if (std::optional<Results> r = evaluatePointwise(f))
+          return std::move(*r);
         // The body on operands broadcast to the iteration shape.
         Block &body = f.getBody().front();
         Frame inner(interp, module);

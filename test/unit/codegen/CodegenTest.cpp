@@ -10,45 +10,20 @@
 //
 //===----------------------------------------------------------------------------===//
 
-#include "dt/Conversion/Passes.h"
-#include "dt/Dialect/DT/IR/DTOps.h"
-#include "dt/Interpreter/Interpreter.h"
-#include "dt/Transforms/Passes.h"
-#include "dtk/kernels.h"
+#include "Harness.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/MLIRContext.h"
+#include "dt/Transforms/Passes.h"
+
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 
 using namespace mlir;
+using namespace dt::test;
 using dt::interp::Tensor;
-
-// Kernels report data faults through the runtime; in this test a fault is a
-// bug.
-extern "C" void dtk_fail(const char *message) {
-  fprintf(stderr, "kernel fault: %s\n", message);
-  std::abort();
-}
 
 namespace {
 
@@ -142,69 +117,9 @@ void PrintTo(const Program &p, std::ostream *os) { *os << p.name; }
 
 class CodegenTest : public ::testing::TestWithParam<Program> {
 protected:
-  CodegenTest() {
-    ctx.loadDialect<dt::DTDialect, func::FuncDialect, arith::ArithDialect,
-                    math::MathDialect, linalg::LinalgDialect,
-                    memref::MemRefDialect, scf::SCFDialect, LLVM::LLVMDialect,
-                    vector::VectorDialect>();
-    registerBuiltinDialectTranslation(ctx);
-    registerLLVMDialectTranslation(ctx);
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  }
+  CodegenTest() { loadPipelineDialects(ctx); }
   MLIRContext ctx;
 };
-
-int64_t bytesOf(Type elem) { return elem.getIntOrFloatBitWidth() / 8; }
-
-void writeElement(char *p, Type elem, double v) {
-  if (elem.isF32()) {
-    float f = static_cast<float>(v);
-    std::memcpy(p, &f, 4);
-  } else if (elem.isInteger(32)) {
-    int32_t i = static_cast<int32_t>(v);
-    std::memcpy(p, &i, 4);
-  } else {
-    int64_t i = static_cast<int64_t>(v);
-    std::memcpy(p, &i, 8);
-  }
-}
-
-double readElement(const char *p, Type elem) {
-  if (elem.isF32()) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  if (elem.isInteger(32)) {
-    int32_t i;
-    std::memcpy(&i, p, 4);
-    return i;
-  }
-  int64_t i;
-  std::memcpy(&i, p, 8);
-  return static_cast<double>(i);
-}
-
-llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
-  llvm::orc::SymbolMap map;
-  auto add = [&](const char *name, void *fn) {
-    map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
-                           llvm::JITSymbolFlags::Exported};
-  };
-  add("dtk_matmul_f32", (void *)&dtk_matmul_f32);
-  add("dtk_softmax_f32", (void *)&dtk_softmax_f32);
-  add("dtk_layer_norm_f32", (void *)&dtk_layer_norm_f32);
-  add("dtk_layer_norm_grad_f32", (void *)&dtk_layer_norm_grad_f32);
-  add("dtk_embedding_f32", (void *)&dtk_embedding_f32);
-  add("dtk_embedding_grad_f32", (void *)&dtk_embedding_grad_f32);
-  add("dtk_cross_entropy_f32", (void *)&dtk_cross_entropy_f32);
-  add("dtk_cross_entropy_grad_f32", (void *)&dtk_cross_entropy_grad_f32);
-  add("dtk_count_correct_f32", (void *)&dtk_count_correct_f32);
-  add("dtk_attention_f32", (void *)&dtk_attention_f32);
-  add("dtk_attention_grad_f32", (void *)&dtk_attention_grad_f32);
-  return map;
-}
 
 TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   OwningOpRef<ModuleOp> module =
@@ -212,23 +127,19 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   ASSERT_TRUE(module);
 
   // The real pipeline up to the planned module.
-  PassManager pm(&ctx);
-  dt::buildTrainStepPipeline(pm);
-  dt::buildFuseAndPlanPipeline(pm);
-  ASSERT_TRUE(succeeded(pm.run(*module)));
+  ASSERT_TRUE(succeeded(planModule(*module)));
   OwningOpRef<ModuleOp> reference = module->clone();
+  std::string error;
+  std::unique_ptr<CompiledProgram> compiled =
+      CompiledProgram::compile(*module, error);
+  ASSERT_TRUE(compiled) << error;
+  char *base = compiled->arena();
 
   // Random values for every global, shared by the arena and the interpreter;
   // labels and ids in range; the step starts at 0 and the run is 10 steps long.
-  int64_t arenaBytes =
-      (*module)->getAttrOfType<IntegerAttr>("dt.arena_bytes").getInt();
-  std::vector<char> arena(arenaBytes + 64);
-  char *base =
-      arena.data() + (64 - reinterpret_cast<uintptr_t>(arena.data()) % 64) % 64;
   dt::interp::Interpreter interp(*reference);
   std::mt19937_64 rng(7);
   std::normal_distribution<double> normal(0.0, 1.0);
-  // (The reference's globals: lowering erases the module's own.)
   std::vector<dt::GlobalOp> globals(reference->getOps<dt::GlobalOp>().begin(),
                                     reference->getOps<dt::GlobalOp>().end());
   for (dt::GlobalOp g : globals) {
@@ -244,40 +155,22 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
       else if (g.getRole() == dt::Role::param || g.getRole() == dt::Role::input)
         v = static_cast<double>(static_cast<float>(normal(rng) * 0.5));
     }
-    for (int64_t i = 0; i < value.numel(); ++i)
-      writeElement(base + *g.getOffset() + i * bytesOf(t.getElementType()),
-                   t.getElementType(), value.data[i]);
+    writeGlobal(base, g, value.data);
     interp.globals[g.getSymName().str()] = value;
   }
 
-  // Lower and JIT.
-  PassManager lower(&ctx);
-  lower.addPass(dt::createConvertDTToKernels());
-  dt::buildLowerToLLVMPipeline(lower);
-  ASSERT_TRUE(succeeded(lower.run(*module)));
-  ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(3, 0, nullptr);
-  auto engine = ExecutionEngine::create(*module, options);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  (*engine)->registerSymbols(kernelSymbols);
-
   auto step = [&](StringRef entry) {
-    auto fn = (*engine)->lookup(("dt_" + entry).str());
-    ASSERT_TRUE(bool(fn)) << llvm::toString(fn.takeError());
-    reinterpret_cast<void (*)(char *)> (*fn)(base);
+    compiled->call(entry);
     auto ref = reference->lookupSymbol<func::FuncOp>(entry);
     ASSERT_TRUE(succeeded(interp.call(ref, {})));
     for (dt::GlobalOp g : globals) {
       if (g.getRole() == dt::Role::input)
         continue;
-      RankedTensorType t = g.getTensorType();
       const Tensor &expected = interp.globals[g.getSymName().str()];
+      std::vector<double> got = readGlobal(base, g);
       for (int64_t i = 0; i < expected.numel(); ++i) {
-        double got =
-            readElement(base + *g.getOffset() + i * bytesOf(t.getElementType()),
-                        t.getElementType());
         double want = expected.data[i];
-        ASSERT_NEAR(got, want, 1e-5 + 2e-3 * std::abs(want))
+        ASSERT_NEAR(got[i], want, 1e-5 + 2e-3 * std::abs(want))
             << "after " << entry.str() << ": " << g.getSymName().str() << "["
             << i << "]";
       }
