@@ -44,6 +44,18 @@ void Arena::read(const BufferDesc &buffer, void *dst) const {
   device_->copyOut(dst, base_ + buffer.offset, buffer.bytes);
 }
 
+void Arena::readPart(const BufferDesc &buffer, size_t from, size_t bytes,
+                     void *dst) const {
+  assert(from <= buffer.bytes && bytes <= buffer.bytes - from);
+  device_->copyOut(dst, base_ + buffer.offset + from, bytes);
+}
+
+void Arena::writePart(const BufferDesc &buffer, size_t from, size_t bytes,
+                      const void *src) {
+  assert(from <= buffer.bytes && bytes <= buffer.bytes - from);
+  device_->copyIn(base_ + buffer.offset + from, src, bytes);
+}
+
 double Arena::readScalar(const BufferDesc &buffer) const {
   assert(buffer.elements == 1 && "not a scalar");
   switch (buffer.dtype) {

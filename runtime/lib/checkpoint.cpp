@@ -5,9 +5,10 @@
 //===----------------------------------------------------------------------===//
 //
 // The layout and the atomicity protocol are described in dtrt/checkpoint.h.
-// Tensors are copied out of (and into) the arena one at a time through a
-// reusable host buffer, so a checkpoint costs one tensor of extra memory, not
-// a copy of the model.
+// Tensors are copied out of (and into) the arena in chunks of at most
+// kChunkBytes through a reusable host buffer, their CRC32 computed as they
+// pass, so a checkpoint costs 64 MiB of extra memory whatever the model (a
+// 4 GiB embedding included).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,9 +47,10 @@ static bool isCheckpointTensor(const BufferDesc &b) {
   return b.role == Role::Param || b.role == Role::State;
 }
 
-static uint32_t crc32Of(const std::vector<char> &bytes) {
-  return uint32_t(
-      crc32_z(0L, reinterpret_cast<const Bytef *>(bytes.data()), bytes.size()));
+constexpr size_t kChunkBytes = size_t(64) << 20;
+
+static uint32_t crc32Update(uint32_t crc, const char *bytes, size_t n) {
+  return uint32_t(crc32_z(crc, reinterpret_cast<const Bytef *>(bytes), n));
 }
 
 static std::string utcNow() {
@@ -94,17 +96,22 @@ Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
     if (Status s = out->write(zeros, aligned - offset); !s)
       return s.error();
     offset = aligned;
-    host.resize(b.bytes);
-    arena.read(b, host.data());
-    if (Status s = out->write(host.data(), host.size()); !s)
-      return s.error();
+    uint32_t crc = crc32Update(0, nullptr, 0);
+    for (size_t from = 0; from < b.bytes; from += kChunkBytes) {
+      size_t n = std::min(kChunkBytes, b.bytes - from);
+      host.resize(n);
+      arena.readPart(b, from, n, host.data());
+      crc = crc32Update(crc, host.data(), n);
+      if (Status s = out->write(host.data(), n); !s)
+        return s.error();
+    }
     tensors.push_back({{"name", b.name},
                        {"role", roleName(b.role)},
                        {"dtype", dtypeName(b.dtype)},
                        {"shape", b.shape},
                        {"offset", offset},
                        {"bytes", b.bytes},
-                       {"crc32", crc32Of(host)}});
+                       {"crc32", crc}});
     offset += b.bytes;
   }
   if (Status s = out->sync(); !s)
@@ -310,14 +317,22 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
                                "outside '{}'; the checkpoint is damaged: "
                                "delete it and resume from an older one",
                                dir, b.name, binPath));
-    host.resize(b.bytes);
+    // Chunks go into the arena as they are read; a CRC mismatch then fails the
+    // resume, and the partly restored arena is never trained on.
     bin.seekg(std::streamoff(offset));
-    bin.read(host.data(), std::streamsize(host.size()));
-    if (!bin)
-      return Error(fmt::format("cannot resume from '{}': cannot read tensor "
-                               "'{}' from '{}'",
-                               dir, b.name, binPath));
-    uint32_t stored = t.value("crc32", uint32_t(0)), actual = crc32Of(host);
+    uint32_t actual = crc32Update(0, nullptr, 0);
+    for (size_t from = 0; from < b.bytes; from += kChunkBytes) {
+      size_t n = std::min(kChunkBytes, b.bytes - from);
+      host.resize(n);
+      bin.read(host.data(), std::streamsize(n));
+      if (!bin)
+        return Error(fmt::format("cannot resume from '{}': cannot read tensor "
+                                 "'{}' from '{}'",
+                                 dir, b.name, binPath));
+      actual = crc32Update(actual, host.data(), n);
+      arena.writePart(b, from, n, host.data());
+    }
+    uint32_t stored = t.value("crc32", uint32_t(0));
     if (stored != actual)
       return Error(fmt::format(
           "cannot resume from '{}': tensor '{}' is corrupt (CRC32 {:08x}, the "
@@ -325,7 +340,6 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
           "checkpoint (--resume auto then takes the newest remaining one), "
           "or pass another with --resume DIR",
           dir, b.name, actual, stored, dir));
-    arena.write(b, host.data());
   }
 
   TrainPosition pos;

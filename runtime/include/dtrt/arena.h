@@ -42,6 +42,12 @@ public:
   void write(const BufferDesc &buffer, const void *src);
   /// Copies the buffer's bytes into `dst` (`buffer.bytes` long).
   void read(const BufferDesc &buffer, void *dst) const;
+  /// Copies bytes [from, from + bytes) of the buffer into `dst`.
+  void readPart(const BufferDesc &buffer, size_t from, size_t bytes,
+                void *dst) const;
+  /// Copies `bytes` host bytes from `src` into the buffer at byte `from`.
+  void writePart(const BufferDesc &buffer, size_t from, size_t bytes,
+                 const void *src);
 
   /// Reads a scalar f32/i32/i64 buffer as a double.
   double readScalar(const BufferDesc &buffer) const;

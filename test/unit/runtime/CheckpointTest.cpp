@@ -183,6 +183,43 @@ TEST(Checkpoint, DetectsCorruptTensor) {
   EXPECT_NE(msg.find("resume from an older checkpoint"), std::string::npos);
 }
 
+/// The base manifest with a 100 MiB state tensor after the others: larger
+/// than the 64 MiB chunks checkpoints are copied in.
+nlohmann::json largeManifest() {
+  nlohmann::json j = baseManifest();
+  j["buffers"].push_back({{"name", "big"},
+                          {"role", "state"},
+                          {"dtype", "f32"},
+                          {"shape", {25, 1 << 20}},
+                          {"offset", 512}});
+  j["arena"]["bytes"] = 512 + (int64_t(100) << 20);
+  return j;
+}
+
+TEST(Checkpoint, RoundTripsATensorLargerThanAChunk) {
+  TempDir dir;
+  TinyRun run(largeManifest());
+  const BufferDesc &big = *run.manifest.find("big");
+  std::vector<float> values(size_t(big.elements));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = float(i % 9973) - 17.0f;
+  run.arena->write(big, values.data());
+  std::string path = save(run, dir.path(), 5);
+
+  TinyRun fresh(largeManifest());
+  Expected<TrainPosition> pos = loadCheckpoint(path, *fresh.arena);
+  ASSERT_TRUE(bool(pos)) << pos.error().message();
+  EXPECT_EQ(fresh.bytes("big"), run.bytes("big"));
+
+  // A flipped byte in the second chunk is caught by the tensor's CRC.
+  std::string bin = readBytes(path + "/tensors.bin");
+  bin[bin.size() - 1000] ^= 0x01;
+  writeBytes(path + "/tensors.bin", bin);
+  std::string msg = loadError(path, largeManifest());
+  EXPECT_NE(msg.find("tensor 'big' is corrupt (CRC32"), std::string::npos)
+      << msg;
+}
+
 TEST(Checkpoint, DetectsTruncatedTensorsFile) {
   TempDir dir;
   TinyRun run;
