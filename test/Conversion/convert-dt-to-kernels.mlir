@@ -84,19 +84,22 @@ module attributes {dt.arena_bytes = 512 : i64} {
 
 // -----
 
-// Sums: over trailing axes in vector registers with a horizontal sum; over leading axes
-// into the output row.
+// Sums: over trailing axes in vector registers with a horizontal sum, f32 data
+// accumulated in f64; over leading axes into the output row.
 module attributes {dt.arena_bytes = 8192 : i64} {
   // CHECK-LABEL: func.func @dt_sums
   func.func @sums() {
     %g = dt.constant {dt.offsets = [0]} dense<1.0> : tensor<4x40xf32>
-    // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
-    // CHECK: %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[ZERO]]) -> (vector<16xf32>)
+    // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf64>
+    // CHECK: %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[ZERO]]) -> (vector<16xf64>)
     // CHECK:   %[[V:.*]] = vector.load
     // CHECK:   %[[SQ:.*]] = arith.mulf %[[V]], %[[V]] : vector<16xf32>
-    // CHECK:   %[[NEXT:.*]] = arith.addf %[[A]], %[[SQ]] : vector<16xf32>
+    // CHECK:   %[[WIDE:.*]] = arith.extf %[[SQ]] : vector<16xf32> to vector<16xf64>
+    // CHECK:   %[[NEXT:.*]] = arith.addf %[[A]], %[[WIDE]] : vector<16xf64>
     // CHECK:   scf.yield %[[NEXT]]
-    // CHECK: vector.reduction <add>, %[[ACC]] : vector<16xf32> into f32
+    // CHECK: %[[TOTAL:.*]] = vector.reduction <add>, %[[ACC]] : vector<16xf64> into f64
+    // CHECK: %[[NORM:.*]] = arith.truncf %[[TOTAL]] : f64 to f32
+    // CHECK: memref.store %[[NORM]]
     %n = dt.fused(%g) {dt.offsets = [1024], reduce_axes = array<i64: 0, 1>} : (tensor<4x40xf32>) -> tensor<f32> {
     ^bb0(%a: tensor<4x40xf32>):
       %sq = dt.mul %a, %a : tensor<4x40xf32>
@@ -137,7 +140,7 @@ module attributes {dt.arena_bytes = 512 : i64} {
     // Fewer elements than a vector: a scalar accumulation only.
     // CHECK: linalg.fill
     // CHECK-NOT: vector.reduction
-    // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f32)
+    // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f64)
     %r = dt.reduce_sum %v [0] {dt.offsets = [320]} : tensor<4xf32> -> tensor<f32>
     // CHECK: memref.copy %{{.*}}, %{{.*}} : memref<f32> to memref<f32>
     dt.store %r, @sum : tensor<f32>

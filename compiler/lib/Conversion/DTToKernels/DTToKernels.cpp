@@ -340,6 +340,31 @@ private:
 
   Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
 
+  /// The type a sum of `elem` values accumulates in: f64 for narrower floats.
+  /// A gradient norm sums tens of millions of squares into one value; in f32
+  /// each of a vector accumulator's lanes would add millions of terms to a
+  /// running sum that dwarfs them, losing about 1e-3 of it (seen at width 4096).
+  static Type accumulatorOf(Type elem) {
+    auto f = llvm::dyn_cast<FloatType>(elem);
+    return f && f.getWidth() < 64 ? Float64Type::get(elem.getContext()) : elem;
+  }
+
+  /// `v` (a scalar or a vector) extended to `acc` elements.
+  Value widen(Value v, Type acc) {
+    Type elem = getElementTypeOrSelf(v.getType());
+    if (elem == acc)
+      return v;
+    Type to = acc;
+    if (auto vec = llvm::dyn_cast<VectorType>(v.getType()))
+      to = VectorType::get(vec.getShape(), acc);
+    return b.create<arith::ExtFOp>(loc, to, v);
+  }
+
+  /// A scalar sum `v` rounded back to `elem`.
+  Value narrow(Value v, Type elem) {
+    return v.getType() == elem ? v : b.create<arith::TruncFOp>(loc, elem, v);
+  }
+
   /// Builds `for (i = lb; i < ub; i += step)` and calls `body(i)` inside it.
   void forLoop(int64_t lb, int64_t ub, int64_t step,
                function_ref<void(Value)> body) {
@@ -562,7 +587,8 @@ private:
         for (auto [acc, v] :
              llvm::zip(loop.getRegionIterArgs(),
                        evaluateBody(f, operands, {at}, flat, width)))
-          next.push_back(b.create<arith::AddFOp>(loc, acc, v));
+          next.push_back(b.create<arith::AddFOp>(
+              loc, acc, widen(v, getElementTypeOrSelf(acc.getType()))));
         b.create<scf::YieldOp>(loc, next);
         return SmallVector<Value>(loop.getResults());
       };
@@ -571,21 +597,24 @@ private:
         SmallVector<Value> sums;
         if (vectorEnd > 0) {
           SmallVector<Value> zeros;
-          for (Type elem : elems)
+          for (Type elem : elems) {
+            Type acc = accumulatorOf(elem);
             zeros.push_back(b.create<arith::ConstantOp>(
-                loc, DenseElementsAttr::get(VectorType::get({lanes}, elem),
-                                            b.getZeroAttr(elem))));
+                loc, DenseElementsAttr::get(VectorType::get({lanes}, acc),
+                                            b.getZeroAttr(acc))));
+          }
           for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
             sums.push_back(b.create<vector::ReductionOp>(
                 loc, vector::CombiningKind::ADD, v));
         } else {
-          for (Type elem : elems)
-            sums.push_back(
-                b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)));
+          for (Type elem : elems) {
+            Type acc = accumulatorOf(elem);
+            sums.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(acc)));
+          }
         }
         sums = accumulate(base, vectorEnd, n, 1, sums);
-        for (auto [sum, out] : llvm::zip(sums, outs))
-          write(sum, out, {o}, 1);
+        for (auto [sum, out, elem] : llvm::zip(sums, outs, elems))
+          write(narrow(sum, elem), out, {o}, 1);
       });
       return success();
     }
@@ -634,7 +663,6 @@ private:
     int64_t total = product(shape);
     Value in = view(bufferOf(r.getInput()), {total}, elem);
     Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem));
-    auto vecType = VectorType::get({lanes}, elem);
 
     if (runs.back().first) {
       // Reduce the trailing run: out[o] = sum_j in[o * n + j], a vector
@@ -645,19 +673,21 @@ private:
       Value out = view(bufferOf(r.getResult()), {outer}, elem);
       if (shapeOf(r.getResult()).empty())
         out = view(bufferOf(r.getResult()), {1}, elem);
+      Type accElem = accumulatorOf(elem);
       forLoop(0, outer, 1, [&](Value o) {
         Value base = b.create<arith::MulIOp>(loc, o, index(n));
-        Value s = zero;
+        Value s = b.create<arith::ConstantOp>(loc, b.getZeroAttr(accElem));
         if (vectorEnd > 0) {
           Value acc = b.create<arith::ConstantOp>(
-              loc, DenseElementsAttr::get(vecType, b.getZeroAttr(elem)));
+              loc, DenseElementsAttr::get(VectorType::get({lanes}, accElem),
+                                          b.getZeroAttr(accElem)));
           auto loop = b.create<scf::ForOp>(loc, index(0), index(vectorEnd),
                                            index(lanes), ValueRange{acc});
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(loop.getBody());
           Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0),
-                                              read(in, {at}, lanes));
+          Value sum = b.create<arith::AddFOp>(
+              loc, loop.getRegionIterArg(0), widen(read(in, {at}, lanes), accElem));
           b.create<scf::YieldOp>(loc, sum);
           b.setInsertionPointAfter(loop);
           s = b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD,
@@ -669,13 +699,13 @@ private:
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(loop.getBody());
           Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0),
-                                              read(in, {at}, 1));
+          Value sum = b.create<arith::AddFOp>(
+              loc, loop.getRegionIterArg(0), widen(read(in, {at}, 1), accElem));
           b.create<scf::YieldOp>(loc, sum);
           b.setInsertionPointAfter(loop);
           s = loop.getResult(0);
         }
-        write(s, out, {o}, 1);
+        write(narrow(s, elem), out, {o}, 1);
       });
       return success();
     }
