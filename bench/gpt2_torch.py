@@ -26,6 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from common import cosine_lr_factor
+
 VOCAB, CTX, WIDTH, DEPTH, HEADS = 50257, 1024, 768, 12, 12
 
 
@@ -100,14 +102,7 @@ def main():
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
     batch, micro, warmup, total = 8, 4, 700, 18865
 
-    def lr_factor(step):  # dt's 1-based step t = step + 1
-        t = step + 1
-        if t <= warmup:
-            return t / warmup
-        progress = min(1.0, (t - 1 - warmup) / max(1, total - warmup))
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_lr_factor(warmup, total))
     rng = np.random.default_rng(args.seed)
     losses, seconds = [], 0.0
     for step in range(args.warmup + args.steps):

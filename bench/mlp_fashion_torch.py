@@ -13,7 +13,6 @@ batch 128 with the last partial batch dropped, reshuffled every epoch.
 import argparse
 import gzip
 import json
-import math
 import os
 import resource
 import struct
@@ -22,6 +21,8 @@ import time
 
 import numpy as np
 import torch
+
+from common import cosine_lr_factor
 
 
 def read_idx(path):
@@ -58,14 +59,7 @@ def main():
     steps_per_epoch = len(x_train) // batch
     total = steps_per_epoch * args.epochs
 
-    def lr_factor(step):  # step is 0-based here; dt's t = step + 1
-        t = step + 1
-        if t <= warmup:
-            return t / warmup
-        progress = min(1.0, (t - 1 - warmup) / max(1, total - warmup))
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_lr_factor(warmup, total))
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(args.seed)
 

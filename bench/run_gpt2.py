@@ -28,27 +28,12 @@ import json
 import os
 import platform
 import re
-import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common import ROOT, build_sgemm_roof, cpu_name, parse_size, run, sgemm_roof, torch_config
+
 PARAMS, LAYERS, WIDTH, CTX, BATCH = 124439808, 12, 768, 1024, 8
 FLOP_PER_TOKEN = 6 * PARAMS + 12 * LAYERS * WIDTH * CTX
-
-
-def run(cmd, env=None, cwd=ROOT):
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    p = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout
-
-
-def size_mib(text):
-    m = re.match(r"([0-9.]+) (B|KiB|MiB|GiB)", text)
-    return float(m.group(1)) * {"B": 2**-20, "KiB": 2**-10, "MiB": 1, "GiB": 2**10}[m.group(2)]
 
 
 def bench_program(work):
@@ -71,8 +56,8 @@ def run_dt(program, threads, steps, warmup, work, env):
     records = [json.loads(l) for l in open(os.path.join(log, "metrics.jsonl"))]
     timed = [r for r in records if "loss" in r and r["step"] > warmup]
     seconds = sum(BATCH * CTX / r["tokens_per_s"] for r in timed)
-    arena = size_mib(re.search(r", arena ([0-9.]+ [KMG]?i?B);", out).group(1))
-    rss = size_mib(re.search(r"peak RSS ([0-9.]+ [KMG]?i?B)", out).group(1))
+    arena = parse_size(re.search(r", arena ([0-9.]+ [KMG]?i?B);", out).group(1))
+    rss = parse_size(re.search(r"peak RSS ([0-9.]+ [KMG]?i?B)", out).group(1))
     blas = re.search(r"blas: (.*)", out).group(1)
     return {"tokens_per_s": len(timed) * BATCH * CTX / seconds,
             "seconds_per_step": seconds / len(timed), "losses": [r["loss"] for r in timed],
@@ -85,12 +70,6 @@ def run_torch(threads, blas_threads, steps, warmup, env):
     out = run(["/usr/bin/python3", os.path.join(ROOT, "bench", "gpt2_torch.py"),
                "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)], e)
     return json.loads(out.splitlines()[-1])
-
-
-def sgemm_roof(tool, threads, env):
-    e = dict(env)
-    e["OPENBLAS_NUM_THREADS"] = str(threads)
-    return float(run([tool, "2048", "2048", "2048"], e).strip())
 
 
 def main():
@@ -106,9 +85,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="dt-bench-gpt2-")
     program = bench_program(work)
-    roof_tool = os.path.join(work, "sgemm_roof")
-    run(["cc", "-O2", "-o", roof_tool, os.path.join(ROOT, "bench", "sgemm_roof.c"),
-         "-I/usr/include/x86_64-linux-gnu/openblas-pthread", "-lopenblas"])
+    roof_tool = build_sgemm_roof(work)
 
     dt = run_dt(program, args.threads, args.steps, args.warmup, work, env)
     # The kernels dt's program multiplies with, for the roof and for PyTorch.
@@ -123,14 +100,7 @@ def main():
     ratio = dt["tokens_per_s"] / t["tokens_per_s"]
     roof_frac = lambda rate: rate * FLOP_PER_TOKEN / (roof * 1e9)
 
-    cpu = platform.processor() or "unknown"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    torch_config = subprocess.run(
-        ["/usr/bin/python3", "-c", "import torch; print(torch.__version__); "
-         "print(torch.__config__.show())"], capture_output=True, text=True).stdout
+    cpu = cpu_name()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
     out = args.out or os.path.join(ROOT, "bench", "results",
                                    f"gpt2_124m-{stamp}-{platform.node() or 'host'}.md")
@@ -139,7 +109,7 @@ def main():
         f"Machine: {cpu}, {os.cpu_count()} cores; {args.threads} threads. dt: {dt['blas']};",
         f"PyTorch given OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}. "
         f"{args.steps} timed optimizer steps after {args.warmup} untimed, one run each;",
-        f"8 sequences of 1024 tokens per step (2 micro-batches of 4), f32, AdamW, clipping.",
+        "8 sequences of 1024 tokens per step (2 micro-batches of 4), f32, AdamW, clipping.",
         f"FLOPs per token: 6 N + 12 L d T = {FLOP_PER_TOKEN / 1e9:.3f} GFLOP; roof: OpenBLAS sgemm "
         f"2048^3 at {args.threads} threads = {roof:.1f} GFLOP/s.", "",
         "| | tokens/s | s/step | % of sgemm roof | peak RSS |",
@@ -160,7 +130,7 @@ def main():
         json.dumps({"dt": dt, "torch": {f"torch {c[0]}, openblas {c[1]}": r
                                         for c, r in torch_runs.items()},
                     "sgemm_roof_gflops": roof}, indent=2),
-        "```", "", "```", torch_config.strip(), "```", "</details>", ""]
+        "```", "", "```", torch_config().strip(), "```", "</details>", ""]
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         f.write("\n".join(lines))

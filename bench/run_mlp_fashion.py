@@ -23,33 +23,18 @@ import platform
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from common import ROOT, build_sgemm_roof, cpu_name, parse_size, run, sgemm_roof, torch_config
 # Matrix-product FLOPs per training sample of 784-256-10: forward 2(784*256 + 256*10);
 # backward dW1 2*784*256, dW2 and dH 2*256*10 each (no gradient of the input pixels).
 FLOP_PER_SAMPLE = 2 * (784 * 256 + 256 * 10) + 2 * 784 * 256 + 2 * 2 * 256 * 10
-
-
-def run(cmd, env=None, cwd=ROOT):
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    p = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p.stdout
 
 
 def parse_rate(text):
     """'12.3k' -> 12300.0"""
     m = re.match(r"([0-9.]+)([kM]?)", text)
     return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)]
-
-
-def parse_size(text):
-    m = re.match(r"([0-9.]+) (B|KiB|MiB|GiB)", text)
-    return float(m.group(1)) * {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[m.group(2)]
 
 
 def run_dt(program, threads, env):
@@ -70,29 +55,14 @@ def run_torch(threads, blas_threads, env):
     return json.loads(out.splitlines()[-1])
 
 
-def sgemm_roof(tool, threads, env, shape):
-    e = dict(env)
-    e["OPENBLAS_NUM_THREADS"] = str(threads)
-    return float(run([tool] + [str(s) for s in shape], e).strip())
-
-
 def machine_info(env):
-    info = {"cpu": platform.processor() or "unknown", "cores": os.cpu_count()}
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    info = {"cpu": cpu_name(), "cores": os.cpu_count()}
     e = dict(os.environ, OPENBLAS_VERBOSE="2", **env)
     p = subprocess.run(["/usr/bin/python3", "-c", "import ctypes; ctypes.CDLL('libopenblas.so.0')"],
                        env=e, capture_output=True, text=True)
     core = re.search(r"Core: (\S+)", p.stdout + p.stderr)
     info["openblas_core"] = core.group(1) if core else "unknown"
-    info["torch_config"] = subprocess.run(
-        ["/usr/bin/python3", "-c", "import torch; print(torch.__version__); print(torch.__config__.show())"],
-        capture_output=True, text=True).stdout
+    info["torch_config"] = torch_config()
     return info
 
 
@@ -107,9 +77,7 @@ def main():
     work = tempfile.mkdtemp(prefix="dt-bench-")
     program = os.path.join(work, "mlp_fashion")
     run([os.path.join(ROOT, "build", "bin", "dtc"), "examples/mlp_fashion.dt", "-o", program])
-    roof_tool = os.path.join(work, "sgemm_roof")
-    run(["cc", "-O2", "-o", roof_tool, os.path.join(ROOT, "bench", "sgemm_roof.c"),
-         "-I/usr/include/x86_64-linux-gnu/openblas-pthread", "-lopenblas"])
+    roof_tool = build_sgemm_roof(work)
 
     results = {}
     for threads in (1, 2):

@@ -41,7 +41,8 @@ namespace {
 
 const char *arenaBase = nullptr;
 int64_t arenaBytes = 0;
-/// The spans checked since the last guard_end, as arena offsets [lo, hi).
+/// The kernel spans checked since the last guard_end, as arena offsets
+/// [lo, hi): the operands of the kernel call about to run.
 std::vector<std::pair<int64_t, int64_t>> spans;
 /// What guard_begin poisoned.
 std::vector<std::pair<int64_t, int64_t>> poisoned;
@@ -80,9 +81,12 @@ void dtrt::registerCheckedArena(const char *base, size_t bytes) {
   arenaBytes = int64_t(bytes);
 }
 
-extern "C" void dtrt_check_span(const char *site, const char *base,
-                                const char *p, int64_t bytes,
-                                int64_t bufferOffset, int64_t bufferBytes) {
+/// Stops the program unless [p, p + bytes) lies in its buffer; returns the
+/// span as arena offsets.
+static std::pair<int64_t, int64_t> check(const char *site, const char *base,
+                                         const char *p, int64_t bytes,
+                                         int64_t bufferOffset,
+                                         int64_t bufferBytes) {
   if (base != arenaBase) {
     std::fprintf(stderr,
                  "internal error: checked program: %s runs on an arena at %p, "
@@ -103,7 +107,19 @@ extern "C" void dtrt_check_span(const char *site, const char *base,
                   bytes <= bufferOffset + bufferBytes - lo;
   if (!bufferInArena || !inBuffer)
     miscompile(site, "touches", lo, hi, bufferOffset, bufferBytes);
-  spans.push_back({lo, hi});
+  return {lo, hi};
+}
+
+extern "C" void dtrt_check_span(const char *site, const char *base,
+                                const char *p, int64_t bytes,
+                                int64_t bufferOffset, int64_t bufferBytes) {
+  spans.push_back(check(site, base, p, bytes, bufferOffset, bufferBytes));
+}
+
+extern "C" void dtrt_check_view(const char *site, const char *base,
+                                const char *p, int64_t bytes,
+                                int64_t bufferOffset, int64_t bufferBytes) {
+  check(site, base, p, bytes, bufferOffset, bufferBytes);
 }
 
 extern "C" void dtrt_guard_begin(void) {

@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // The host device: the arena is an anonymous mapping of host memory (zeroed
-// by the kernel) and copies are memcpy. A CUDA device would implement the same interface with
-// cudaMalloc/cudaMemcpy and pick its GPU from Launch::localRank.
+// by the kernel) and copies are memcpy. A CUDA device would implement the same
+// interface with cudaMalloc/cudaMemcpy and pick its GPU from
+// Launch::localRank.
 //
 //===----------------------------------------------------------------------===//
 

@@ -11,6 +11,7 @@ module attributes {dt.arena_bytes = 4563402816 : i64} {
   dt.global output @rows : tensor<16x1024xf32> {offset = 4294967296 : i64}
 
   // CHECK-DAG: func.func private @dtrt_check_span(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
+  // CHECK-DAG: func.func private @dtrt_check_view(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
   // CHECK-DAG: func.func private @dtrt_guard_begin()
   // CHECK-DAG: func.func private @dtrt_guard_end()
   // CHECK-DAG: llvm.mlir.global private constant @[[SITE:__dt_site_[0-9]+]]("dtk_embedding_f32 at {{.*}}check-arena.mlir:{{[0-9]+}}:{{[0-9]+}}\00")
@@ -37,7 +38,7 @@ module attributes {dt.arena_bytes = 4563402816 : i64} {
   // The helper reads the address of the view it is given.
   // CHECK: func.func private @[[VIEWCHECK]](%[[A0:.*]]: !llvm.ptr, %[[A1:.*]]: !llvm.ptr, %[[V:.*]]: memref<16x1024xf32>,
   // CHECK: memref.extract_aligned_pointer_as_index %[[V]]
-  // CHECK: call @dtrt_check_span(%[[A0]], %[[A1]],
+  // CHECK: call @dtrt_check_view(%[[A0]], %[[A1]],
 
   // After the lowering the helper receives the view's own address (the arena plus
   // its offset), not the arena's.

@@ -84,28 +84,22 @@ Tensor roundTensor(Type tensorType, Tensor t) {
 }
 
 /// Visits every index of `shape` in row-major order, calling
-/// `fn(linear, a, b)` where a and b are the sums of index * aStrides and
-/// index * bStrides: an odometer, so that gathers and scatters need no
-/// division per element.
+/// `fn(linear, offset)` where offset is the sum of index * strides: an
+/// odometer, so that gathers and scatters need no division per element.
 template <typename Fn>
-void forEachIndex(ArrayRef<int64_t> shape, ArrayRef<int64_t> aStrides,
-                  ArrayRef<int64_t> bStrides, Fn fn) {
+void forEachIndex(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides, Fn fn) {
   int64_t total = product(shape);
-  if (total == 0)
-    return;
   size_t rank = shape.size();
   SmallVector<int64_t> idx(rank, 0);
-  int64_t a = 0, b = 0;
+  int64_t offset = 0;
   for (int64_t i = 0; i < total; ++i) {
-    fn(i, a, b);
+    fn(i, offset);
     for (size_t d = rank; d-- > 0;) {
       if (++idx[d] < shape[d]) {
-        a += aStrides[d];
-        b += bStrides[d];
+        offset += strides[d];
         break;
       }
-      a -= aStrides[d] * (shape[d] - 1);
-      b -= bStrides[d] * (shape[d] - 1);
+      offset -= strides[d] * (shape[d] - 1);
       idx[d] = 0;
     }
   }
@@ -123,7 +117,7 @@ Tensor broadcast(const Tensor &t, ArrayRef<int64_t> shape) {
   for (size_t d = lead; d < shape.size(); ++d)
     if (t.shape[d - lead] != 1)
       src[d] = inStrides[d - lead];
-  forEachIndex(shape, src, src, [&](int64_t i, int64_t from, int64_t) {
+  forEachIndex(shape, src, [&](int64_t i, int64_t from) {
     out.data[i] = t.data[from];
   });
   return out;
@@ -274,7 +268,7 @@ Tensor sumOver(const Tensor &x, ArrayRef<int64_t> axes,
       dst[d] = stride;
       stride *= x.shape[d];
     }
-  forEachIndex(x.shape, dst, dst, [&](int64_t i, int64_t to, int64_t) {
+  forEachIndex(x.shape, dst, [&](int64_t i, int64_t to) {
     out.data[to] += x.data[i];
   });
   return out;
@@ -288,7 +282,7 @@ Tensor transpose(const Tensor &x, ArrayRef<int64_t> perm) {
     src.push_back(inStrides[p]);
   }
   Tensor out(outShape);
-  forEachIndex(outShape, src, src, [&](int64_t i, int64_t from, int64_t) {
+  forEachIndex(outShape, src, [&](int64_t i, int64_t from) {
     out.data[i] = x.data[from];
   });
   return out;

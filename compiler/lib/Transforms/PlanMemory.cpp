@@ -126,8 +126,10 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       g.setOffset(cursor);
       globalOffset[g.getSymName()] = cursor;
       cursor += byteSize(g.getType());
-      if (cursor > kMaxArenaBytes)
-        return (void)tooLarge(g, cursor), signalPassFailure();
+      if (cursor > kMaxArenaBytes) {
+        (void)tooLarge(g, cursor);
+        return signalPassFailure();
+      }
     }
     int64_t persistent = alignUp(cursor);
 

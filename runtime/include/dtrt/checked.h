@@ -33,8 +33,12 @@ void registerCheckedArena(const char *base, size_t bytes);
 extern "C" {
 /// Stops the program unless [p, p + bytes) lies inside the planned buffer
 /// [base + bufferOffset, + bufferBytes), which must lie inside the arena that
-/// starts at `base`. `site` names the kernel or loop and its source location.
+/// starts at `base`. `site` names the kernel and its source location. The
+/// span is one operand of the kernel call that the next guards bracket.
 void dtrt_check_span(const char *site, const char *base, const char *p,
+                     int64_t bytes, int64_t bufferOffset, int64_t bufferBytes);
+/// The same check for a view of the arena that loops use (no guards).
+void dtrt_check_view(const char *site, const char *base, const char *p,
                      int64_t bytes, int64_t bufferOffset, int64_t bufferBytes);
 /// Brackets a kernel call whose spans were just checked: under
 /// AddressSanitizer the bytes around those spans (and not in any of them) are

@@ -51,21 +51,9 @@ struct Shape {
   std::string optimizer, extras;
 };
 
-/// A GPT program of `s`, in .dt.
+/// The GPT program of `s`, in .dt.
 std::string program(const Shape &s) {
-  return llvm::formatv(R"(
-import nn
-model GPT(vocab: int, ctx: int, width: int, depth: int, heads: int) {{
-  wte    = nn.Embedding(vocab, width)
-  wpe    = nn.Embedding(ctx, width)
-  blocks = nn.Block(width, heads) * depth
-  ln_f   = nn.LayerNorm(width)
-  forward(tokens: i32[B, T]) -> f32[B, T, vocab] {{
-    h = wte(tokens) + wpe(iota(T))
-    h = blocks(h)
-    return ln_f(h) @ transpose(wte.weight)
-  }
-}
+  return std::string(kGptModel) + llvm::formatv(R"(
 train random_gpt {{
   model       = GPT(vocab = {0}, ctx = {1}, width = {2}, depth = {3}, heads = {4})
   data        = nn.tokens(path = "data/text/train.bin", seq = {1})

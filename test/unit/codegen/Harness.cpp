@@ -49,6 +49,21 @@ extern "C" void dtk_fail(const char *message) {
 
 namespace dt::test {
 
+const char *const kGptModel = R"(
+import nn
+model GPT(vocab: int, ctx: int, width: int, depth: int, heads: int) {
+  wte    = nn.Embedding(vocab, width)
+  wpe    = nn.Embedding(ctx, width)
+  blocks = nn.Block(width, heads) * depth
+  ln_f   = nn.LayerNorm(width)
+  forward(tokens: i32[B, T]) -> f32[B, T, vocab] {
+    h = wte(tokens) + wpe(iota(T))
+    h = blocks(h)
+    return ln_f(h) @ transpose(wte.weight)
+  }
+}
+)";
+
 void loadPipelineDialects(MLIRContext &ctx) {
   ctx.loadDialect<DTDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect, linalg::LinalgDialect,

@@ -29,6 +29,10 @@
 
 namespace dt::test {
 
+/// The contract's GPT (token and position embeddings, pre-LN blocks, tied
+/// output embedding) after `import nn`: tests append a train block.
+extern const char *const kGptModel;
+
 /// A context with every dialect the pipeline goes through.
 void loadPipelineDialects(mlir::MLIRContext &ctx);
 

@@ -30,19 +30,7 @@ using dt::interp::Tensor;
 
 namespace {
 
-const char *kWideGpt = R"(
-import nn
-model GPT(vocab: int, ctx: int, width: int, depth: int, heads: int) {
-  wte    = nn.Embedding(vocab, width)
-  wpe    = nn.Embedding(ctx, width)
-  blocks = nn.Block(width, heads) * depth
-  ln_f   = nn.LayerNorm(width)
-  forward(tokens: i32[B, T]) -> f32[B, T, vocab] {
-    h = wte(tokens) + wpe(iota(T))
-    h = blocks(h)
-    return ln_f(h) @ transpose(wte.weight)
-  }
-}
+const std::string kWideGpt = std::string(kGptModel) + R"(
 train wide_gpt {
   model     = GPT(vocab = 256, ctx = 128, width = 1024, depth = 1, heads = 16)
   data      = nn.tokens(path = "data/text/train.bin", seq = 128)

@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// dtrt_check_span accepts a span inside its planned buffer and stops the
-// program, naming the site, for one that leaves it, for a buffer outside the
-// arena and for an entry point run on another arena. (The guards, which need
+// dtrt_check_span and dtrt_check_view accept a span inside its planned
+// buffer and stop the program, naming the site, for one that leaves it, for a
+// buffer outside the arena and for an entry point run on another arena. (The guards, which need
 // AddressSanitizer, are tested by dtrt-checked-tests.)
 //
 //===----------------------------------------------------------------------===//
@@ -51,6 +51,15 @@ TEST_F(CheckedTest, ASpanBeforeItsBufferStopsTheProgram) {
   const char *base = arena.data();
   EXPECT_EXIT(dtrt_check_span("v", base, base + 0, 64, 64, 128),
               ::testing::ExitedWithCode(1), "touches bytes \\[0, 64\\)");
+}
+
+TEST_F(CheckedTest, AViewPastItsBufferStopsTheProgram) {
+  const char *base = arena.data();
+  dtrt_check_view("v", base, base + 64, 128, 64, 128);
+  EXPECT_EXIT(dtrt_check_view("a loop's view at m.dt:4:2", base, base + 128,
+                              128, 64, 128),
+              ::testing::ExitedWithCode(1),
+              "a loop's view at m.dt:4:2 touches bytes \\[128, 256\\)");
 }
 
 TEST_F(CheckedTest, ABufferOutsideTheArenaStopsTheProgram) {

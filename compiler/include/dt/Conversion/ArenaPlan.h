@@ -23,8 +23,10 @@
 #define DT_CONVERSION_ARENAPLAN_H
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cstdint>
 #include <optional>
@@ -46,6 +48,18 @@ struct ArenaSpan {
            inner.offset <= end() && inner.bytes <= end() - inner.offset;
   }
 };
+
+/// The bytes of a statically shaped memref of scalars (what a view of the
+/// arena covers), or nullopt for any other memref or on overflow.
+inline std::optional<int64_t> staticBytes(mlir::MemRefType type) {
+  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t d : type.getShape())
+    if (llvm::MulOverflow(bytes, d, bytes))
+      return std::nullopt;
+  return bytes;
+}
 
 /// The buffer `op` is tagged with (dt.buffer), if any.
 inline std::optional<ArenaSpan> getBufferTag(mlir::Operation *op) {

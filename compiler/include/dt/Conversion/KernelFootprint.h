@@ -18,6 +18,7 @@
 #ifndef DT_CONVERSION_KERNELFOOTPRINT_H
 #define DT_CONVERSION_KERNELFOOTPRINT_H
 
+#include "mlir/IR/ValueRange.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -37,6 +38,12 @@ namespace dt {
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 kernelFootprint(llvm::StringRef kernel,
                 llvm::ArrayRef<std::optional<int64_t>> args, std::string &why);
+
+/// kernelFootprint of a call with operands `args`: integer constants (arith
+/// or llvm) are read, pointers and other values are unknown.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+kernelFootprint(llvm::StringRef kernel, mlir::ValueRange args,
+                std::string &why);
 
 /// Whether `name` is a kernel of kernels/include/dtk/kernels.h.
 bool isKernel(llvm::StringRef name);

@@ -53,11 +53,11 @@ def CheckArena : Pass<"dt-check-arena", "mlir::ModuleOp"> {
   let summary = "Adds run-time checks of every arena access against the plan (dtc --checked)";
   let description = [{
     On the output of convert-dt-to-kernels (after dt-verify-arena): each view of the
-    arena is checked once per entry call, and each kernel call's pointers with their
-    footprints right before the call, by `dtrt_check_span(site, base, ptr, bytes,
-    buffer offset, buffer bytes)`; kernel calls are bracketed by `dtrt_guard_begin` and
-    `dtrt_guard_end`, with which the checked runtime poisons the bytes around the
-    call's spans under AddressSanitizer.
+    arena is checked once per entry call (`dtrt_check_view`), and each kernel call's
+    pointers with their footprints right before the call (`dtrt_check_span(site, base,
+    ptr, bytes, buffer offset, buffer bytes)`); kernel calls are bracketed by
+    `dtrt_guard_begin` and `dtrt_guard_end`, with which the checked runtime poisons the
+    bytes around the call's spans under AddressSanitizer.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::memref::MemRefDialect"];

@@ -11,7 +11,7 @@
 //
 //   Pattern: %v = memref.view %arena[%shift] {dt.buffer = [o, n]}
 //         => call @__dt_check_view_N(site, base, %v, bytes(v), o, n)
-//            (a helper that calls dtrt_check_span on the view's address; once
+//            (a helper that calls dtrt_check_view on the view's address; once
 //            per entry call: views are made at the top of the function)
 //   Pattern: call @dtk_k(%p0, ..., sizes...)   (pointer %pi tagged [oi, ni])
 //         => call @dtrt_check_span(site, base, %pi, footprint_i, oi, ni) ...
@@ -35,7 +35,6 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace dt {
@@ -49,6 +48,7 @@ using namespace dt;
 namespace {
 
 constexpr StringLiteral kCheckSpan = "dtrt_check_span";
+constexpr StringLiteral kCheckView = "dtrt_check_view";
 constexpr StringLiteral kGuardBegin = "dtrt_guard_begin";
 constexpr StringLiteral kGuardEnd = "dtrt_guard_end";
 
@@ -74,8 +74,9 @@ public:
       : module(module), b(module.getContext()) {}
 
   LogicalResult run(func::FuncOp fn) {
-    declare(kCheckSpan, {ptr(), ptr(), ptr(), b.getI64Type(), b.getI64Type(),
-                         b.getI64Type()});
+    for (StringRef check : {kCheckSpan, kCheckView})
+      declare(check, {ptr(), ptr(), ptr(), b.getI64Type(), b.getI64Type(),
+                      b.getI64Type()});
     declare(kGuardBegin, {});
     declare(kGuardEnd, {});
     Value base = baseOf(fn);
@@ -160,9 +161,10 @@ private:
       return v.emitError("dt-check-arena: a view of the arena without its "
                          "planned buffer (dt.buffer)");
     MemRefType type = v.getType();
-    int64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
-    for (int64_t d : type.getShape())
-      bytes *= d;
+    std::optional<int64_t> bytes = staticBytes(type);
+    if (!bytes)
+      return v.emitError("dt-check-arena: a view of the arena without a "
+                         "static shape");
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfter(v);
     Location loc = v.getLoc();
@@ -171,13 +173,13 @@ private:
     };
     b.create<func::CallOp>(loc, viewChecker(type).getSymName(), TypeRange{},
                            ValueRange{site(loc, "a loop's view"), base, v,
-                                      i64(bytes), i64(buffer->offset),
+                                      i64(*bytes), i64(buffer->offset),
                                       i64(buffer->bytes)});
     return success();
   }
 
   /// `__dt_check_view_N(site, base, view, bytes, offset, buffer bytes)` for
-  /// views of `type`: dtrt_check_span on the view's address. The address is
+  /// views of `type`: dtrt_check_view on the view's address. The address is
   /// taken inside a function of which the view is an argument (passed as its
   /// aligned pointer, bare-pointer convention) because MLIR 19's
   /// expand-strided-metadata rewrites extract_aligned_pointer_as_index of a
@@ -201,7 +203,7 @@ private:
         loc, body->getArgument(2));
     Value asInt = b.create<arith::IndexCastOp>(loc, i64, address);
     Value p = b.create<LLVM::IntToPtrOp>(loc, ptr(), asInt);
-    b.create<func::CallOp>(loc, kCheckSpan, TypeRange{},
+    b.create<func::CallOp>(loc, kCheckView, TypeRange{},
                            ValueRange{body->getArgument(0),
                                       body->getArgument(1), p,
                                       body->getArgument(3),
@@ -212,17 +214,9 @@ private:
   }
 
   LogicalResult checkCall(Value base, func::CallOp call) {
-    SmallVector<std::optional<int64_t>> args;
-    for (Value a : call.getOperands()) {
-      APInt value;
-      args.push_back(!llvm::isa<LLVM::LLVMPointerType>(a.getType()) &&
-                             matchPattern(a, m_ConstantInt(&value))
-                         ? std::optional<int64_t>(value.getSExtValue())
-                         : std::nullopt);
-    }
     std::string why;
     FailureOr<SmallVector<int64_t>> bytes =
-        kernelFootprint(call.getCallee(), args, why);
+        kernelFootprint(call.getCallee(), call.getOperands(), why);
     if (failed(bytes))
       return call.emitError("dt-check-arena: cannot bound this kernel call: ")
              << why;

@@ -13,6 +13,8 @@
 
 #include "dt/Conversion/KernelFootprint.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -179,4 +181,18 @@ dt::kernelFootprint(llvm::StringRef kernel,
   if (!why.empty())
     return failure();
   return bytes;
+}
+
+FailureOr<llvm::SmallVector<int64_t>>
+dt::kernelFootprint(llvm::StringRef kernel, ValueRange args, std::string &why) {
+  llvm::SmallVector<std::optional<int64_t>> values;
+  for (Value a : args) {
+    APInt value;
+    bool known = !llvm::isa<LLVM::LLVMPointerType>(a.getType()) &&
+                 matchPattern(a, m_ConstantInt(&value)) &&
+                 value.getSignificantBits() <= 64;
+    values.push_back(known ? std::optional<int64_t>(value.getSExtValue())
+                           : std::nullopt);
+  }
+  return kernelFootprint(kernel, values, why);
 }

@@ -76,17 +76,6 @@ std::optional<int64_t> constantOf(Value v) {
   return std::nullopt;
 }
 
-/// Bytes of a statically shaped memref of scalars.
-std::optional<int64_t> bytesOf(MemRefType type) {
-  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  int64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
-  for (int64_t d : type.getShape())
-    if (llvm::MulOverflow(bytes, d, bytes))
-      return std::nullopt;
-  return bytes;
-}
-
 InFlightDiagnostic internalError(Operation *op) {
   InFlightDiagnostic d = op->emitError("internal error: ");
   d << "'" << op->getName() << "' ";
@@ -156,22 +145,12 @@ public:
     return d << kReport;
   }
 
-  /// The constant integer arguments of a call (nullopt for the others).
-  static SmallVector<std::optional<int64_t>> constantArgs(ValueRange args) {
-    SmallVector<std::optional<int64_t>> values;
-    for (Value a : args)
-      values.push_back(llvm::isa<LLVM::LLVMPointerType>(a.getType())
-                           ? std::nullopt
-                           : constantOf(a));
-    return values;
-  }
-
   /// The footprint of kernel call `op` per pointer argument.
   FailureOr<SmallVector<int64_t>> footprint(Operation *op, StringRef kernel,
                                             ValueRange args) {
     std::string why;
     FailureOr<SmallVector<int64_t>> bytes =
-        kernelFootprint(kernel, constantArgs(args), why);
+        kernelFootprint(kernel, args, why);
     if (failed(bytes))
       return internalError(op) << "calls " << kernel
                                << " with arguments whose footprint cannot be "
@@ -239,7 +218,7 @@ private:
     if (failed(buffer))
       return failure();
     std::optional<int64_t> shift = constantOf(v.getByteShift());
-    std::optional<int64_t> bytes = bytesOf(v.getType());
+    std::optional<int64_t> bytes = staticBytes(v.getType());
     if (!shift || !bytes || !v.getSizes().empty())
       return internalError(v) << "is not a view of constant offset and static "
                                  "shape"
