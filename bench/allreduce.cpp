@@ -1,0 +1,104 @@
+//===- allreduce.cpp - The runtime's all-reduce against bare MPI ----------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// `dtrun -n 2 build/bin/dt-bench-allreduce` times the communicator's
+// all-reduce (what a data-parallel gradient costs in an emitted program: the
+// non-blocking MPI call and the bounded wait, dtrt/comm.h) against a bare
+// blocking MPI_Allreduce of the same f32 buffer, for gradient-sized buffers
+// from 4 KiB to 64 MiB. The two run interleaved in rounds, so drift of a
+// shared VM hits both alike; each figure is the median over rounds of the
+// mean time per call. Rank 0 prints a Markdown table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/comm.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+using namespace dtrt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Mean seconds per call of `body` over `calls` calls, all ranks starting
+/// together.
+template <typename F> double timeCalls(int calls, F body) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto start = Clock::now();
+  for (int i = 0; i < calls; ++i)
+    body();
+  double mine = std::chrono::duration<double>(Clock::now() - start).count();
+  double slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest / calls;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int world = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Expected<Mesh> mesh = Mesh::create({"dp"}, {world});
+  Expected<std::unique_ptr<Communicator>> comm =
+      mesh ? makeMpiCommunicator(*mesh, std::chrono::seconds(60))
+           : Expected<std::unique_ptr<Communicator>>(mesh.error());
+  if (!comm) {
+    std::fprintf(stderr, "error: %s\n", comm.error().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  const int rounds = 7;
+  if (rank == 0) {
+    std::printf("all-reduce of f32 over %d ranks (%s), median of %d rounds\n\n",
+                world, (*comm)->engine().c_str(), rounds);
+    std::printf("| bytes | MPI_Allreduce | dt all-reduce | dt / MPI |\n");
+    std::printf("|---:|---:|---:|---:|\n");
+  }
+  for (int64_t bytes = 4096; bytes <= (int64_t(64) << 20); bytes *= 4) {
+    int64_t count = bytes / 4;
+    std::vector<float> src(static_cast<size_t>(count), 1.0f);
+    std::vector<float> dst(static_cast<size_t>(count));
+    // About 0.2 s of traffic per round and peer, at least 3 calls.
+    int calls = int(std::max<int64_t>(3, (int64_t(200) << 20) / bytes));
+    std::vector<double> mpi, ours;
+    for (int r = 0; r <= rounds; ++r) {
+      double a = timeCalls(calls, [&] {
+        MPI_Allreduce(src.data(), dst.data(), int(count), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+      });
+      double b = timeCalls(calls, [&] {
+        Status s = (*comm)->allReduceSum(src.data(), dst.data(), count,
+                                         DType::F32, 1, "bench");
+        if (!s) {
+          std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+      });
+      if (r > 0) { // round 0 warms up both paths
+        mpi.push_back(a);
+        ours.push_back(b);
+      }
+    }
+    if (rank == 0) {
+      double a = median(mpi), b = median(ours);
+      std::printf("| %lld | %.1f us | %.1f us | %.3f |\n", (long long)bytes,
+                  a * 1e6, b * 1e6, b / a);
+    }
+  }
+  comm->reset(); // finalizes MPI
+  return 0;
+}

@@ -1,0 +1,53 @@
+//===- dtrt/collectives.h - Collectives as generated code calls them -*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The C functions a partitioned program calls on arena buffers. They run on
+// the communicator the runtime installed before the first entry-point call;
+// generated code cannot handle an error, so a failed collective prints its
+// message and aborts the whole job (every rank exits non-zero).
+//
+// `dtype` is dtrt::DType (0 f32, 1 i32, 2 i64, 3 bf16, 4 f16); `axes` is the group's
+// axis mask (dtrt/comm.h); `what` is the name of the value, NUL-terminated.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_COLLECTIVES_H
+#define DTRT_COLLECTIVES_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// dst = sum over the group of src (`count` elements; src may equal dst).
+void dtrt_all_reduce(const void *src, void *dst, int64_t count, int32_t dtype,
+                     int32_t axes, const char *what);
+/// dst (`count` elements) = sum over the group of block indexInGroup of src.
+void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
+                         int32_t dtype, int32_t axes, const char *what);
+/// dst (groupSize blocks of `count`) = the src of every group member, in order.
+void dtrt_all_gather(const void *src, void *dst, int64_t count, int32_t dtype,
+                     int32_t axes, const char *what);
+/// This rank's block of a replicated tensor of `total` elements, cut in blocks
+/// of `count`: dst = src[i*count, min(total, (i+1)*count)) with i its index in
+/// the group over `axes`, zero-filled past `total` (shards are padded, never
+/// uneven). No communication.
+void dtrt_take_shard(const void *src, void *dst, int64_t total, int64_t count,
+                     int32_t dtype, int32_t axes, const char *what);
+
+#ifdef __cplusplus
+} // extern "C"
+
+namespace dtrt {
+class Communicator;
+/// Installs the communicator the functions above use (not owned; null
+/// uninstalls). The runtime calls it once before the first step.
+void setProgramCommunicator(Communicator *comm);
+} // namespace dtrt
+#endif
+
+#endif // DTRT_COLLECTIVES_H

@@ -1,0 +1,92 @@
+//===- MeshTest.cpp - Ranks, groups and the one-rank communicator ---------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/collectives.h"
+#include "dtrt/comm.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace dtrt;
+
+namespace {
+
+Mesh mesh(std::vector<std::string> names, std::vector<int> sizes) {
+  Expected<Mesh> m = Mesh::create(std::move(names), std::move(sizes));
+  EXPECT_TRUE(bool(m)) << (m ? "" : m.error().message());
+  return *m;
+}
+
+TEST(MeshTest, RanksAreRowMajorInnermostNeighbouring) {
+  Mesh m = mesh({"dp", "tp"}, {2, 3});
+  EXPECT_EQ(m.worldSize(), 6);
+  EXPECT_EQ(m.coordinates(0), (std::vector<int>{0, 0}));
+  EXPECT_EQ(m.coordinates(1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(m.coordinates(4), (std::vector<int>{1, 1}));
+  EXPECT_EQ(m.describe(), "dp=2, tp=3");
+  EXPECT_EQ(m.describeAxes(0b11), "{dp, tp}");
+}
+
+TEST(MeshTest, GroupsOverEachSetOfAxes) {
+  Mesh m = mesh({"dp", "tp"}, {2, 3});
+  // Over tp: the ranks of one dp row.
+  EXPECT_EQ(m.group(4, 0b10), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(m.indexInGroup(4, 0b10), 1);
+  // Over dp: the ranks of one tp column.
+  EXPECT_EQ(m.group(4, 0b01), (std::vector<int>{1, 4}));
+  EXPECT_EQ(m.indexInGroup(4, 0b01), 1);
+  EXPECT_EQ(m.groupSize(0b01), 2);
+  // Over both: the world; over none: the rank alone.
+  EXPECT_EQ(m.group(4, 0b11), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(m.group(4, 0), (std::vector<int>{4}));
+  // Every rank is in exactly one group of each mask, at a distinct index.
+  for (AxisMask axes = 0; axes <= m.allAxes(); ++axes)
+    for (int r = 0; r < m.worldSize(); ++r) {
+      std::vector<int> g = m.group(r, axes);
+      EXPECT_EQ(int(g.size()), m.groupSize(axes));
+      EXPECT_EQ(g[m.indexInGroup(r, axes)], r);
+    }
+}
+
+TEST(MeshTest, ThreeAxes) {
+  Mesh m = mesh({"pp", "dp", "tp"}, {2, 2, 2});
+  // rank 5 = (1, 0, 1); over {pp, tp} with dp = 0: (0,0,0..1), (1,0,0..1).
+  EXPECT_EQ(m.group(5, 0b101), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(m.indexInGroup(5, 0b101), 3);
+}
+
+TEST(MeshTest, RejectsBadMeshes) {
+  EXPECT_FALSE(Mesh::create({"dp", "dp"}, {2, 2}));
+  EXPECT_FALSE(Mesh::create({"dp"}, {0}));
+  EXPECT_FALSE(Mesh::create({""}, {2}));
+  EXPECT_FALSE(Mesh::create({"dp"}, {2, 2}));
+}
+
+TEST(MeshTest, LocalCommunicatorCopies) {
+  Expected<std::unique_ptr<Communicator>> comm =
+      makeLocalCommunicator(mesh({"dp"}, {1}));
+  ASSERT_TRUE(bool(comm));
+  std::vector<float> src{1, 2, 3}, dst(3);
+  ASSERT_TRUE(bool((*comm)->allReduceSum(src.data(), dst.data(), 3,
+                                         DType::F32, 1, "x")));
+  EXPECT_EQ(dst, src);
+  EXPECT_FALSE((*comm)->allReduceSum(src.data(), dst.data(), 3, DType::F32,
+                                     0b10, "x"));
+  EXPECT_FALSE(makeLocalCommunicator(mesh({"dp"}, {2})));
+}
+
+TEST(MeshTest, TakeShardPadsTheLastBlock) {
+  Expected<std::unique_ptr<Communicator>> comm = makeLocalCommunicator();
+  ASSERT_TRUE(bool(comm));
+  setProgramCommunicator(comm->get());
+  std::vector<int32_t> src{1, 2, 3}, dst(4, -1);
+  dtrt_take_shard(src.data(), dst.data(), 3, 4, int32_t(DType::I32), 0, "x");
+  EXPECT_EQ(dst, (std::vector<int32_t>{1, 2, 3, 0}));
+  setProgramCommunicator(nullptr);
+}
+
+} // namespace
