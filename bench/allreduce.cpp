@@ -4,11 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dtrun -n 2 build/bin/dt-bench-allreduce` times the communicator's
+// `dtrun -n 2 build/bin/dt-bench-allreduce [MAX_MIB]` times the communicator's
 // all-reduce (what a data-parallel gradient costs in an emitted program: the
 // non-blocking MPI call and the bounded wait, dtrt/comm.h) against a bare
 // blocking MPI_Allreduce of the same f32 buffer, for gradient-sized buffers
-// from 4 KiB to 64 MiB. The two run interleaved in rounds, so drift of a
+// from 4 KiB to MAX_MIB (64 by default) in steps of 4x. The two run interleaved in rounds, so drift of a
 // shared VM hits both alike; each figure is the median over rounds of the
 // mean time per call. Rank 0 prints a Markdown table.
 //
@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 using namespace dtrt;
@@ -62,13 +63,14 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   const int rounds = 7;
+  int64_t maxBytes = (argc > 1 ? std::atoll(argv[1]) : 64) << 20;
   if (rank == 0) {
     std::printf("all-reduce of f32 over %d ranks (%s), median of %d rounds\n\n",
                 world, (*comm)->engine().c_str(), rounds);
     std::printf("| bytes | MPI_Allreduce | dt all-reduce | dt / MPI |\n");
     std::printf("|---:|---:|---:|---:|\n");
   }
-  for (int64_t bytes = 4096; bytes <= (int64_t(64) << 20); bytes *= 4) {
+  for (int64_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
     int64_t count = bytes / 4;
     std::vector<float> src(static_cast<size_t>(count), 1.0f);
     std::vector<float> dst(static_cast<size_t>(count));

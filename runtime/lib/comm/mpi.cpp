@@ -27,9 +27,8 @@
 
 #include <climits>
 #include <condition_variable>
-#include <functional>
 #include <cstdio>
-#include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
