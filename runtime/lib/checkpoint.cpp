@@ -16,9 +16,11 @@
 
 #include "dtrt/abi.h"
 #include "dtrt/file.h"
+#include "dtrt/layout.h"
 #include "dtrt/rng.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -62,66 +64,12 @@ static std::string utcNow() {
   return buf;
 }
 
-Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
-                                      const TrainPosition &pos) {
-  const Manifest &m = arena.manifest();
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec)
-    return Error(fmt::format("cannot create the checkpoint directory '{}': {}",
-                             root, ec.message()));
-  std::string name = checkpointName(pos.step);
-  std::string final = (fs::path(root) / name).string();
-  std::string tmp = (fs::path(root) / (kTmpPrefix + name)).string();
-  if (fs::exists(final, ec))
-    return Error(fmt::format("checkpoint '{}' already exists; refusing to "
-                             "overwrite it",
-                             final));
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec))
-    return Error(fmt::format("cannot create '{}': {}", tmp, ec.message()));
-
-  // tensors.bin, with each tensor's CRC computed from the very bytes written.
-  Expected<OutputFile> out = OutputFile::open(tmp + "/tensors.bin");
-  if (!out)
-    return out.error();
-  ojson tensors = ojson::array();
-  std::vector<char> host;
-  static const char zeros[kTensorAlign] = {};
-  size_t offset = 0;
-  for (const BufferDesc &b : m.buffers) {
-    if (!isCheckpointTensor(b))
-      continue;
-    size_t aligned = (offset + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
-    if (Status s = out->write(zeros, aligned - offset); !s)
-      return s.error();
-    offset = aligned;
-    uint32_t crc = crc32Update(0, nullptr, 0);
-    for (size_t from = 0; from < b.bytes; from += kChunkBytes) {
-      size_t n = std::min(kChunkBytes, b.bytes - from);
-      host.resize(n);
-      arena.readPart(b, from, n, host.data());
-      crc = crc32Update(crc, host.data(), n);
-      if (Status s = out->write(host.data(), n); !s)
-        return s.error();
-    }
-    tensors.push_back({{"name", b.name},
-                       {"role", roleName(b.role)},
-                       {"dtype", dtypeName(b.dtype)},
-                       {"shape", b.shape},
-                       {"offset", offset},
-                       {"bytes", b.bytes},
-                       {"crc32", crc}});
-    offset += b.bytes;
-  }
-  if (Status s = out->sync(); !s)
-    return s.error();
-  if (Status s = out->close(); !s)
-    return s.error();
-
-  ojson j = {
+/// The checkpoint manifest's description of the program and the position.
+static ojson positionJSON(const Manifest &m, const TrainPosition &pos,
+                          int version) {
+  return {
       {"format", "dt-checkpoint"},
-      {"version", kCheckpointFormatVersion},
+      {"version", version},
       {"program", m.name},
       {"source", m.source},
       {"abi", m.abi},
@@ -142,10 +90,88 @@ Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
         {"state",
          randomBits(streamKey(pos.seed, "data-order"), uint64_t(pos.epoch))}}},
       {"elapsed_s", pos.elapsedSeconds},
-      {"tensors_file", "tensors.bin"},
-      {"tensors_bytes", offset},
-      {"tensors", tensors},
   };
+}
+
+/// Writes the tensors `b` of `buffers` into `path`, each 64-byte aligned,
+/// with their CRC32 computed from the very bytes written; returns their
+/// entries (name, offset, bytes, crc32, ...) and sets `total` to the file's
+/// size.
+static Expected<ojson> writeTensors(const std::string &path, Arena &arena,
+                                    const std::vector<const BufferDesc *> &buffers,
+                                    size_t &total) {
+  Expected<OutputFile> out = OutputFile::open(path);
+  if (!out)
+    return out.error();
+  ojson tensors = ojson::array();
+  std::vector<char> host;
+  static const char zeros[kTensorAlign] = {};
+  size_t offset = 0;
+  for (const BufferDesc *b : buffers) {
+    size_t aligned = (offset + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
+    if (Status s = out->write(zeros, aligned - offset); !s)
+      return s.error();
+    offset = aligned;
+    uint32_t crc = crc32Update(0, nullptr, 0);
+    for (size_t from = 0; from < b->bytes; from += kChunkBytes) {
+      size_t n = std::min(kChunkBytes, b->bytes - from);
+      host.resize(n);
+      arena.readPart(*b, from, n, host.data());
+      crc = crc32Update(crc, host.data(), n);
+      if (Status s = out->write(host.data(), n); !s)
+        return s.error();
+    }
+    tensors.push_back({{"name", b->name},
+                       {"role", roleName(b->role)},
+                       {"dtype", dtypeName(b->dtype)},
+                       {"shape", b->shape},
+                       {"offset", offset},
+                       {"bytes", b->bytes},
+                       {"crc32", crc}});
+    offset += b->bytes;
+  }
+  if (Status s = out->sync(); !s)
+    return s.error();
+  if (Status s = out->close(); !s)
+    return s.error();
+  total = offset;
+  return tensors;
+}
+
+/// The checkpoint of a program of one rank: tensors.bin and manifest.json
+/// (format version 1).
+static Expected<std::string> writeWhole(const std::string &root, Arena &arena,
+                                        const TrainPosition &pos) {
+  const Manifest &m = arena.manifest();
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec)
+    return Error(fmt::format("cannot create the checkpoint directory '{}': {}",
+                             root, ec.message()));
+  std::string name = checkpointName(pos.step);
+  std::string final = (fs::path(root) / name).string();
+  std::string tmp = (fs::path(root) / (kTmpPrefix + name)).string();
+  if (fs::exists(final, ec))
+    return Error(fmt::format("checkpoint '{}' already exists; refusing to "
+                             "overwrite it",
+                             final));
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec))
+    return Error(fmt::format("cannot create '{}': {}", tmp, ec.message()));
+
+  std::vector<const BufferDesc *> buffers;
+  for (const BufferDesc &b : m.buffers)
+    if (isCheckpointTensor(b))
+      buffers.push_back(&b);
+  size_t total = 0;
+  Expected<ojson> tensors =
+      writeTensors(tmp + "/tensors.bin", arena, buffers, total);
+  if (!tensors)
+    return tensors.error();
+  ojson j = positionJSON(m, pos, kCheckpointFormatVersion);
+  j["tensors_file"] = "tensors.bin";
+  j["tensors_bytes"] = total;
+  j["tensors"] = std::move(*tensors);
   if (Status s = writeFileSynced(tmp + "/manifest.json", j.dump(2) + "\n"); !s)
     return s.error();
   if (Status s = syncDirectory(tmp); !s)
@@ -156,6 +182,157 @@ Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
 }
 
 namespace {
+
+/// Whether every rank succeeded at a stage of a sharded checkpoint; a rank
+/// that failed has printed nothing yet and returns its own error, the others
+/// say which rank failed.
+Status agree(Communicator &comm, const Status &mine, const char *stage) {
+  int32_t ok = mine ? 1 : 0;
+  std::vector<int32_t> all(size_t(comm.worldSize()));
+  if (Status s = comm.allGather(&ok, all.data(), 1, DType::I32,
+                                comm.mesh().allAxes(), "the checkpoint");
+      !s)
+    return s;
+  if (!mine)
+    return mine;
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (!all[size_t(r)])
+      return Error(fmt::format("rank {} could not {} (its message says why); "
+                               "no checkpoint was written",
+                               r, stage));
+  return Status::ok();
+}
+
+std::string shardName(int rank) { return fmt::format("shard_{:05d}", rank); }
+
+/// Whether this rank writes `b`: the rank at coordinate 0 of every mesh axis
+/// the buffer is not split over (one writer per piece).
+bool writesPiece(const BufferDesc &b, const std::vector<int> &coords) {
+  for (size_t a = 0; a < coords.size(); ++a) {
+    bool used = false;
+    if (b.layout)
+      for (const DimLayout &d : b.layout->dims)
+        used |= std::find(d.axes.begin(), d.axes.end(), int(a)) != d.axes.end();
+    if (!used && coords[a] != 0)
+      return false;
+  }
+  return true;
+}
+
+ojson layoutJSON(const Layout &l) {
+  ojson dims = ojson::array();
+  for (const DimLayout &d : l.dims)
+    dims.push_back({{"axes", d.axes}, {"blocks", d.blocks}});
+  return {{"dims", dims}, {"partial", l.partial}};
+}
+
+/// The checkpoint of a sharded program (format version 2): every rank writes
+/// shard_R.bin (the pieces it is the writer of) and shard_R.json (their
+/// offsets and CRCs); once all have, rank 0 writes manifest.json with the
+/// mesh, every tensor's whole shape and layout and its pieces, and publishes
+/// the directory by one rename.
+Expected<std::string> writeSharded(const std::string &root, Arena &arena,
+                                   const TrainPosition &pos,
+                                   Communicator &comm,
+                                   const std::vector<int> &coords) {
+  const Manifest &m = arena.manifest();
+  int rank = comm.rank();
+  std::string name = checkpointName(pos.step);
+  std::string final = (fs::path(root) / name).string();
+  std::string tmp = (fs::path(root) / (kTmpPrefix + name)).string();
+
+  // 1. Rank 0 makes the directory.
+  Status made = Status::ok();
+  if (rank == 0) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (ec)
+      made = Error(fmt::format("cannot create the checkpoint directory '{}': "
+                               "{}",
+                               root, ec.message()));
+    else if (fs::exists(final, ec))
+      made = Error(fmt::format("checkpoint '{}' already exists; refusing to "
+                               "overwrite it",
+                               final));
+    else {
+      fs::remove_all(tmp, ec);
+      if (!fs::create_directory(tmp, ec))
+        made = Error(fmt::format("cannot create '{}': {}", tmp, ec.message()));
+    }
+  }
+  if (Status s = agree(comm, made, "create the checkpoint directory"); !s)
+    return s.error();
+
+  // 2. Every rank its pieces.
+  Status wrote = [&]() -> Status {
+    std::vector<const BufferDesc *> mine;
+    for (const BufferDesc &b : m.buffers)
+      if (isCheckpointTensor(b) && writesPiece(b, coords))
+        mine.push_back(&b);
+    size_t total = 0;
+    Expected<ojson> tensors = writeTensors(
+        tmp + "/" + shardName(rank) + ".bin", arena, mine, total);
+    if (!tensors)
+      return tensors.error();
+    ojson index = {{"rank", rank}, {"coords", coords}, {"bytes", total},
+                   {"tensors", std::move(*tensors)}};
+    return writeFileSynced(tmp + "/" + shardName(rank) + ".json",
+                           index.dump(1) + "\n");
+  }();
+  if (Status s = agree(comm, wrote, "write its part of the checkpoint"); !s)
+    return s.error();
+
+  // 3. Rank 0 describes the whole and publishes it.
+  Status published = Status::ok();
+  if (rank == 0)
+    published = [&]() -> Status {
+      ojson j = positionJSON(m, pos, kShardedCheckpointFormatVersion);
+      ojson axes = ojson::array();
+      for (size_t a = 0; a < m.mesh.names.size(); ++a)
+        axes.push_back({{"name", m.mesh.names[a]}, {"size", m.mesh.sizes[a]}});
+      j["mesh"] = {{"axes", axes}};
+      // Each tensor with the pieces the ranks wrote of it.
+      ojson tensors = ojson::array();
+      std::vector<ojson> shards;
+      for (int r = 0; r < comm.worldSize(); ++r) {
+        Expected<std::string> text =
+            readFile(tmp + "/" + shardName(r) + ".json");
+        if (!text)
+          return text.error();
+        shards.push_back(ojson::parse(*text));
+      }
+      for (const BufferDesc &b : m.buffers) {
+        if (!isCheckpointTensor(b))
+          continue;
+        ojson pieces = ojson::array();
+        for (const ojson &shard : shards)
+          for (const ojson &t : shard["tensors"])
+            if (t["name"] == b.name)
+              pieces.push_back({{"file", shardName(shard["rank"]) + ".bin"},
+                                {"rank", shard["rank"]},
+                                {"offset", t["offset"]},
+                                {"bytes", t["bytes"]},
+                                {"crc32", t["crc32"]}});
+        tensors.push_back(
+            {{"name", b.name},
+             {"role", roleName(b.role)},
+             {"dtype", dtypeName(b.dtype)},
+             {"shape", b.globalShape},
+             {"sharding", b.layout ? layoutJSON(*b.layout) : ojson(nullptr)},
+             {"pieces", pieces}});
+      }
+      j["tensors"] = std::move(tensors);
+      if (Status s = writeFileSynced(tmp + "/manifest.json", j.dump(2) + "\n");
+          !s)
+        return s;
+      if (Status s = syncDirectory(tmp); !s)
+        return s;
+      return renameSynced(tmp, final);
+    }();
+  if (Status s = agree(comm, published, "publish the checkpoint"); !s)
+    return s.error();
+  return final;
+}
 
 /// Parses a checkpoint's manifest.json; fails if it is not a checkpoint.
 Expected<ojson> readCheckpointManifest(const std::string &dir) {
@@ -171,11 +348,13 @@ Expected<ojson> readCheckpointManifest(const std::string &dir) {
       j["format"] != "dt-checkpoint" || !isInt("step") || !isInt("version") ||
       !j.contains("tensors") || !j["tensors"].is_array())
     return Error(fmt::format("'{}' is not a dt checkpoint manifest", path));
-  if (j["version"] != kCheckpointFormatVersion)
+  if (j["version"] != kCheckpointFormatVersion &&
+      j["version"] != kShardedCheckpointFormatVersion)
     return Error(fmt::format("'{}' has checkpoint format version {}; this "
-                             "runtime reads version {}",
+                             "runtime reads versions {} and {}",
                              path, j["version"].dump(),
-                             kCheckpointFormatVersion));
+                             kCheckpointFormatVersion,
+                             kShardedCheckpointFormatVersion));
   return j;
 }
 
@@ -219,7 +398,80 @@ listIncompleteCheckpoints(const std::string &root) {
   return scan(root, /*complete=*/false);
 }
 
-static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
+Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
+                                      const TrainPosition &position,
+                                      Communicator *comm,
+                                      const std::vector<int> &coords) {
+  if (!comm)
+    return writeWhole(root, arena, position);
+  return writeSharded(root, arena, position, *comm, coords);
+}
+
+namespace {
+
+/// One piece of a saved tensor: where its bytes are and which elements of the
+/// whole tensor they hold.
+struct SavedPiece {
+  std::string file;
+  uint64_t offset = 0, bytes = 0;
+  uint32_t crc = 0;
+  /// (piece element, tensor element, count) runs.
+  std::vector<std::array<int64_t, 3>> runs;
+};
+
+/// A copy from a piece into this rank's shard: `count` elements from piece
+/// element `from` to shard element `to`.
+struct Copy {
+  int64_t from, to, count;
+};
+
+/// The runs of a buffer on the rank at `coords`, as (local, global, count).
+std::vector<std::array<int64_t, 3>> runsOf(const BufferDesc &b,
+                                           const MeshSpec &mesh,
+                                           const std::vector<int> &coords) {
+  std::vector<std::array<int64_t, 3>> runs;
+  forEachRun(b, mesh, coords, [&](int64_t l, int64_t g, int64_t n) {
+    runs.push_back({l, g, n});
+  });
+  return runs;
+}
+
+/// The copies that move the elements `piece` and `mine` (both sorted by
+/// tensor element) have in common.
+std::vector<Copy> overlap(const std::vector<std::array<int64_t, 3>> &piece,
+                          const std::vector<std::array<int64_t, 3>> &mine) {
+  std::vector<Copy> copies;
+  size_t i = 0, k = 0;
+  while (i < piece.size() && k < mine.size()) {
+    auto [pl, pg, pn] = piece[i];
+    auto [ml, mg, mn] = mine[k];
+    int64_t begin = std::max(pg, mg), end = std::min(pg + pn, mg + mn);
+    if (begin < end)
+      copies.push_back({pl + (begin - pg), ml + (begin - mg), end - begin});
+    if (pg + pn <= mg + mn)
+      ++i;
+    else
+      ++k;
+  }
+  std::sort(copies.begin(), copies.end(),
+            [](const Copy &a, const Copy &b) { return a.from < b.from; });
+  return copies;
+}
+
+/// Parses a layout written by layoutJSON (null: none).
+std::optional<Layout> parseLayout(const ojson &j) {
+  if (j.is_null())
+    return std::nullopt;
+  Layout l;
+  for (const ojson &d : j.at("dims"))
+    l.dims.push_back(
+        {d.at("axes").get<std::vector<int>>(), d.at("blocks").get<int64_t>()});
+  l.partial = j.at("partial").get<std::vector<int>>();
+  return l;
+}
+
+Expected<TrainPosition> load(const std::string &dir, Arena &arena,
+                             const std::vector<int> &coords) {
   const Manifest &m = arena.manifest();
   Expected<ojson> parsed = readCheckpointManifest(dir);
   if (!parsed) {
@@ -250,13 +502,27 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
                              "--checkpoint-dir",
                              dir, what, m.name));
   };
+  auto damaged = [&](const std::string &what) {
+    return Error(fmt::format("cannot resume from '{}': {}; the checkpoint is "
+                             "damaged: delete it and resume from an older one",
+                             dir, what));
+  };
   std::string program = j.value("program", "");
   if (program != m.name)
     return otherProgram(fmt::format(
         "it was written by program '{}', this is '{}'", program, m.name));
 
+  // The mesh it was saved on: version 1 is one rank holding whole tensors.
+  bool sharded = j["version"] == kShardedCheckpointFormatVersion;
+  MeshSpec saved;
+  if (sharded)
+    for (const ojson &a : j.at("mesh").at("axes")) {
+      saved.names.push_back(a.at("name").get<std::string>());
+      saved.sizes.push_back(a.at("size").get<int>());
+    }
+
   // Every param/state tensor of this program, and no other, with the same
-  // dtype and shape.
+  // dtype and whole shape, whatever the layouts.
   std::vector<const ojson *> entries;
   for (const BufferDesc &b : m.buffers) {
     if (!isCheckpointTensor(b))
@@ -270,11 +536,11 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
           fmt::format("it has no tensor '{}' ({})", b.name, roleName(b.role)));
     std::vector<int64_t> shape = entry->value("shape", std::vector<int64_t>{});
     std::string dtype = entry->value("dtype", "");
-    if (dtype != dtypeName(b.dtype) || shape != b.shape)
+    if (dtype != dtypeName(b.dtype) || shape != b.globalShape)
       return otherProgram(fmt::format(
           "tensor '{}' is {}[{}] in the checkpoint but {}[{}] in this program",
           b.name, dtype, fmt::join(shape, ", "), dtypeName(b.dtype),
-          fmt::join(b.shape, ", ")));
+          fmt::join(b.globalShape, ", ")));
     entries.push_back(entry);
   }
   if (entries.size() != j["tensors"].size()) {
@@ -287,59 +553,132 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
     }
   }
 
-  std::string binPath = dir + "/tensors.bin";
-  std::ifstream bin(binPath, std::ios::binary);
-  if (!bin)
-    return Error(fmt::format("cannot resume from '{}': cannot open '{}'; the "
-                             "checkpoint is damaged: delete it and resume "
-                             "from an older one",
-                             dir, binPath));
-  std::error_code ec;
-  uint64_t fileBytes = fs::file_size(binPath, ec);
-  uint64_t expectBytes = j.value("tensors_bytes", uint64_t(0));
-  if (ec || fileBytes != expectBytes)
-    return Error(fmt::format("cannot resume from '{}': '{}' holds {} bytes, "
-                             "the checkpoint's manifest says {} (truncated "
-                             "or damaged); delete '{}' and resume from an "
-                             "older checkpoint",
-                             dir, binPath, fileBytes, expectBytes, dir));
-
+  // Each tensor: the pieces that hold elements of this rank's shard are read
+  // whole (so that their CRCs are checked) and the common elements copied.
   std::vector<char> host;
   size_t i = 0;
   for (const BufferDesc &b : m.buffers) {
     if (!isCheckpointTensor(b))
       continue;
     const ojson &t = *entries[i++];
-    uint64_t offset = t.value("offset", uint64_t(0));
-    uint64_t bytes = t.value("bytes", uint64_t(0));
-    if (bytes != b.bytes || offset > fileBytes || bytes > fileBytes - offset)
-      return Error(fmt::format("cannot resume from '{}': tensor '{}' lies "
-                               "outside '{}'; the checkpoint is damaged: "
-                               "delete it and resume from an older one",
-                               dir, b.name, binPath));
-    // Chunks go into the arena as they are read; a CRC mismatch then fails the
-    // resume, and the partly restored arena is never trained on.
-    bin.seekg(std::streamoff(offset));
-    uint32_t actual = crc32Update(0, nullptr, 0);
-    for (size_t from = 0; from < b.bytes; from += kChunkBytes) {
-      size_t n = std::min(kChunkBytes, b.bytes - from);
-      host.resize(n);
-      bin.read(host.data(), std::streamsize(n));
-      if (!bin)
-        return Error(fmt::format("cannot resume from '{}': cannot read tensor "
-                                 "'{}' from '{}'",
-                                 dir, b.name, binPath));
-      actual = crc32Update(actual, host.data(), n);
-      arena.writePart(b, from, n, host.data());
+    size_t elementBytes = dtypeSize(b.dtype);
+    std::vector<SavedPiece> pieces;
+    if (!sharded) {
+      // Version 1: tensors.bin must be exactly as long as the manifest says.
+      std::string binPath =
+          dir + "/" + j.value("tensors_file", std::string("tensors.bin"));
+      std::error_code ec;
+      uint64_t fileBytes = fs::file_size(binPath, ec);
+      uint64_t expectBytes = j.value("tensors_bytes", uint64_t(0));
+      if (ec || fileBytes != expectBytes)
+        return Error(fmt::format(
+            "cannot resume from '{}': '{}' holds {} bytes, the checkpoint's "
+            "manifest says {} (truncated or damaged); delete '{}' and resume "
+            "from an older checkpoint",
+            dir, binPath, ec ? 0 : fileBytes, expectBytes, dir));
+      SavedPiece p;
+      p.file = j.value("tensors_file", std::string("tensors.bin"));
+      p.offset = t.value("offset", uint64_t(0));
+      p.bytes = t.value("bytes", uint64_t(0));
+      p.crc = t.value("crc32", uint32_t(0));
+      int64_t n = 1;
+      for (int64_t d : b.globalShape)
+        n *= d;
+      if (n > 0)
+        p.runs.push_back({0, 0, n});
+      pieces.push_back(std::move(p));
+    } else {
+      // The saved layout's piece of the rank that wrote it.
+      BufferDesc whole = b;
+      whole.layout = parseLayout(t.at("sharding"));
+      for (const ojson &pj : t.at("pieces")) {
+        SavedPiece p;
+        p.file = pj.at("file").get<std::string>();
+        p.offset = pj.at("offset").get<uint64_t>();
+        p.bytes = pj.at("bytes").get<uint64_t>();
+        p.crc = pj.at("crc32").get<uint32_t>();
+        std::vector<int> writer =
+            meshCoordinates(saved, pj.at("rank").get<int>());
+        whole.shape = b.globalShape;
+        whole.elements = 1;
+        if (whole.layout)
+          for (size_t d = 0; d < whole.shape.size(); ++d)
+            whole.shape[d] =
+                localDimSize(b.globalShape[d], whole.layout->dims[d], saved);
+        for (int64_t d : whole.shape)
+          whole.elements *= d;
+        if (p.bytes != uint64_t(whole.elements) * elementBytes)
+          return damaged(fmt::format("a piece of tensor '{}' has {} bytes, its "
+                                     "layout says {}",
+                                     b.name, p.bytes,
+                                     whole.elements * elementBytes));
+        p.runs = runsOf(whole, saved, writer);
+        pieces.push_back(std::move(p));
+      }
     }
-    uint32_t stored = t.value("crc32", uint32_t(0));
-    if (stored != actual)
-      return Error(fmt::format(
-          "cannot resume from '{}': tensor '{}' is corrupt (CRC32 {:08x}, the "
-          "checkpoint recorded {:08x}); delete '{}' and resume from an older "
-          "checkpoint (--resume auto then takes the newest remaining one), "
-          "or pass another with --resume DIR",
-          dir, b.name, actual, stored, dir));
+    std::vector<std::array<int64_t, 3>> mine = runsOf(b, m.mesh, coords);
+    int64_t needed = 0, copied = 0;
+    for (const auto &r : mine)
+      needed += r[2];
+    for (const SavedPiece &p : pieces) {
+      std::vector<Copy> copies = overlap(p.runs, mine);
+      if (copies.empty())
+        continue;
+      std::string path = dir + "/" + p.file;
+      std::ifstream bin(path, std::ios::binary);
+      std::error_code ec;
+      uint64_t fileBytes = fs::file_size(path, ec);
+      if (!bin || ec)
+        return damaged(fmt::format("cannot open '{}'", path));
+      if (p.offset > fileBytes || p.bytes > fileBytes - p.offset)
+        return damaged(fmt::format("tensor '{}' lies outside '{}' ({} bytes: "
+                                   "truncated?)",
+                                   b.name, path, fileBytes));
+      // Stream the piece in chunks: check its CRC, copy what this rank needs.
+      bin.seekg(std::streamoff(p.offset));
+      uint32_t actual = crc32Update(0, nullptr, 0);
+      size_t next = 0;
+      for (uint64_t from = 0; from < p.bytes; from += kChunkBytes) {
+        size_t n = size_t(std::min<uint64_t>(kChunkBytes, p.bytes - from));
+        host.resize(n);
+        bin.read(host.data(), std::streamsize(n));
+        if (!bin)
+          return damaged(
+              fmt::format("cannot read tensor '{}' from '{}'", b.name, path));
+        actual = crc32Update(actual, host.data(), n);
+        int64_t chunkBegin = int64_t(from / elementBytes),
+                chunkEnd = int64_t((from + n) / elementBytes);
+        for (size_t c = next; c < copies.size(); ++c) {
+          const Copy &cp = copies[c];
+          int64_t begin = std::max(cp.from, chunkBegin),
+                  end = std::min(cp.from + cp.count, chunkEnd);
+          if (begin >= end) {
+            if (cp.from >= chunkEnd)
+              break;
+            continue;
+          }
+          arena.writePart(b, size_t(cp.to + (begin - cp.from)) * elementBytes,
+                          size_t(end - begin) * elementBytes,
+                          host.data() +
+                              size_t(begin - chunkBegin) * elementBytes);
+          copied += end - begin;
+          if (cp.from + cp.count <= chunkEnd)
+            next = c + 1;
+        }
+      }
+      if (actual != p.crc)
+        return Error(fmt::format(
+            "cannot resume from '{}': tensor '{}' is corrupt (CRC32 {:08x}, "
+            "the checkpoint recorded {:08x}{}); delete '{}' and resume from an "
+            "older checkpoint (--resume auto then takes the newest remaining "
+            "one), or pass another with --resume DIR",
+            dir, b.name, actual, p.crc,
+            sharded ? fmt::format(" in {}", p.file) : "", dir));
+    }
+    if (copied != needed)
+      return damaged(fmt::format("its pieces of tensor '{}' hold {} of the {} "
+                                 "elements this rank needs",
+                                 b.name, copied, needed));
   }
 
   TrainPosition pos;
@@ -360,11 +699,14 @@ static Expected<TrainPosition> load(const std::string &dir, Arena &arena) {
   return pos;
 }
 
-Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena) {
+} // namespace
+
+Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena,
+                                       const std::vector<int> &coords) {
   // A hand-edited or damaged manifest.json may hold values of the wrong JSON
   // type, which nlohmann reports by throwing.
   try {
-    return load(dir, arena);
+    return load(dir, arena, coords);
   } catch (const nlohmann::json::exception &e) {
     return Error(fmt::format("cannot resume from '{}': its manifest.json is "
                              "malformed ({}); delete it and resume from an "

@@ -125,6 +125,8 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
                  kExitUsage);
 
   c.threads = int(o.threads.value_or(availableCpus()));
+  c.threadsGiven = o.threads.has_value();
+  c.timeoutSeconds = o.timeout.value_or(kDefaultCollectiveTimeout);
   c.backend = o.backend.value_or(Backend::Cpu);
   return c;
 }

@@ -43,25 +43,23 @@ void initValues(const BufferDesc &param, uint64_t seed, int64_t begin,
   }
 }
 
-void initParams(Arena &arena, uint64_t seed) {
+void initParams(Arena &arena, uint64_t seed, const std::vector<int> &coords) {
   constexpr int64_t kChunk = int64_t(1) << 24;
   std::vector<float> values;
-  for (const BufferDesc &b : arena.manifest().buffers) {
+  const Manifest &m = arena.manifest();
+  for (const BufferDesc &b : m.buffers) {
     if (b.role != Role::Param)
       continue;
-    // Whole tensors when they fit one chunk (the common case): one copy each.
-    if (b.elements <= kChunk) {
-      values.resize(size_t(b.elements));
-      initValues(b, seed, 0, values);
-      arena.write(b, values.data());
-      continue;
-    }
-    for (int64_t begin = 0; begin < b.elements; begin += kChunk) {
-      values.resize(size_t(std::min(kChunk, b.elements - begin)));
-      initValues(b, seed, begin, values);
-      arena.device().copyIn(arena.base() + b.offset + size_t(begin) * 4,
-                            values.data(), values.size() * 4);
-    }
+    // Runs of elements this rank holds, in chunks of bounded host memory.
+    forEachRun(b, m.mesh, coords,
+               [&](int64_t local, int64_t global, int64_t count) {
+                 for (int64_t done = 0; done < count; done += kChunk) {
+                   values.resize(size_t(std::min(kChunk, count - done)));
+                   initValues(b, seed, global + done, values);
+                   arena.writePart(b, size_t(local + done) * 4,
+                                   values.size() * 4, values.data());
+                 }
+               });
   }
 }
 

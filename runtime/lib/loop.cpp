@@ -23,6 +23,7 @@
 #include "dtrt/signals.h"
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -50,6 +51,8 @@ public:
 
 private:
   Status trainStep();
+  /// The exchange after every step: step times and stop requests.
+  Status syncRanks(double seconds);
   Status logStep();
   Status evaluateNow();
   Status checkpointNow();
@@ -78,7 +81,46 @@ private:
   // This process's training time (throughput in the summary).
   double trainSeconds_ = 0;
   std::optional<EvalResult> lastEval_;
+  /// The stop signal the ranks agreed on after the last step (0: none).
+  int stop_ = 0;
+  /// The last step's slowest rank, and sums over the log interval of the
+  /// slowest rank's step time and of the spread (slowest - fastest).
+  int slowestRank_ = 0;
+  double intervalSlowest_ = 0, intervalSpread_ = 0;
 };
+
+Status Trainer::syncRanks(double seconds) {
+  if (!s_.comm) {
+    stop_ = stopSignal();
+    intervalSlowest_ += seconds;
+    return Status::ok();
+  }
+  Communicator &c = *s_.comm;
+  int64_t mine[2] = {int64_t(seconds * 1e6), stopSignal()};
+  std::vector<int64_t> all(size_t(2 * c.worldSize()));
+  if (Status st = c.allGather(mine, all.data(), 2, DType::I64,
+                              c.mesh().allAxes(), "the step times");
+      !st)
+    return st;
+  int64_t slowest = -1, fastest = INT64_MAX;
+  stop_ = 0;
+  for (int r = 0; r < c.worldSize(); ++r) {
+    int64_t micros = all[size_t(2 * r)];
+    if (micros > slowest) {
+      slowest = micros;
+      slowestRank_ = r;
+    }
+    fastest = std::min(fastest, micros);
+    // SIGTERM wins over SIGINT when ranks saw different signals: the
+    // scheduler's request decides the exit code.
+    int sig = int(all[size_t(2 * r + 1)]);
+    if (sig == SIGTERM || (sig && !stop_))
+      stop_ = sig;
+  }
+  intervalSlowest_ += double(slowest) * 1e-6;
+  intervalSpread_ += double(slowest - fastest) * 1e-6;
+  return Status::ok();
+}
 
 Status Trainer::trainStep() {
   const TrainSpec &t = m_.train;
@@ -90,9 +132,11 @@ Status Trainer::trainStep() {
   }
   auto begin = Clock::now();
   double lossSum = 0;
+  // The global micro-batch: every data rank stages its rows of it.
+  int64_t micro = t.microBatch * t.dataParallel;
   for (int64_t a = 0; a < t.accumulation; ++a) {
-    const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * t.microBatch)];
-    s_.trainStager->stage(arena_, rows, t.microBatch);
+    const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * micro)];
+    s_.trainStager->stage(arena_, rows, micro);
     s_.program->gradStep(arena_.base());
     lossSum += arena_.readScalar(*lossBuf_);
   }
@@ -112,6 +156,8 @@ Status Trainer::trainStep() {
   lr_ = lrBuf_ ? arena_.readScalar(*lrBuf_) : std::nan("");
   gradNorm_ = gradNormBuf_ ? arena_.readScalar(*gradNormBuf_) : std::nan("");
   double seconds = secondsSince(begin);
+  if (Status st = syncRanks(seconds); !st)
+    return st;
   intervalSeconds_ += seconds;
   trainSeconds_ += seconds;
   ++intervalSteps_;
@@ -157,11 +203,20 @@ Status Trainer::logStep() {
     else
       r["samples_per_s"] = samplesPerS;
     r["elapsed_s"] = elapsed();
+    r["step_time_s"] = intervalSlowest_ / double(intervalSteps_);
+    if (s_.comm) {
+      // The slowest rank's step time is the step time; the spread says how
+      // much the others wait for it.
+      r["slowest_rank"] = slowestRank_;
+      r["step_time_spread_s"] = intervalSpread_ / double(intervalSteps_);
+    }
     if (Status st = s_.metrics->write(r); !st)
       return st;
   }
   intervalSteps_ = 0;
   intervalSeconds_ = 0;
+  intervalSlowest_ = 0;
+  intervalSpread_ = 0;
   return Status::ok();
 }
 
@@ -198,15 +253,16 @@ Status Trainer::checkpointNow() {
   pos.trainSamples = s_.trainSource->size();
   pos.elapsedSeconds = elapsed();
   auto begin = Clock::now();
-  Expected<std::string> path =
-      writeCheckpoint(s_.config->checkpointDir, arena_, pos);
+  Expected<std::string> path = writeCheckpoint(s_.config->checkpointDir,
+                                               arena_, pos, s_.comm, s_.coords);
   if (!path)
     return path.error();
   lastCheckpoint_ = step_;
-  if (Status st =
-          pruneCheckpoints(s_.config->checkpointDir, s_.config->checkpointKeep);
-      !st)
-    return st;
+  if (!s_.comm || s_.comm->rank() == 0)
+    if (Status st = pruneCheckpoints(s_.config->checkpointDir,
+                                     s_.config->checkpointKeep);
+        !st)
+      return st;
   fmt::print("checkpoint at step {}: {} ({:.1f} s)\n", step_, *path,
              secondsSince(begin));
   std::fflush(stdout);
@@ -216,7 +272,11 @@ Status Trainer::checkpointNow() {
 Expected<int> Trainer::stop(int signal) {
   const char *name = signal == SIGINT ? "SIGINT" : "SIGTERM";
   int code = signal == SIGINT ? kExitInterrupted : kExitTerminated;
+  // One account of the stop, from the first rank.
+  bool speaks = !s_.comm || s_.comm->rank() == 0;
   if (s_.config->checkpointDir.empty()) {
+    if (!speaks)
+      return code;
     fmt::print(stderr,
                "stopped by {} at step {}: no checkpoint directory is "
                "configured (--checkpoint-dir), so this run cannot be "
@@ -226,14 +286,17 @@ Expected<int> Trainer::stop(int signal) {
   }
   if (step_ == firstStep_) {
     // Nothing happened since the fresh start or the resumed checkpoint.
-    fmt::print(stderr, "stopped by {} before the first step of this run\n",
-               name);
+    if (speaks)
+      fmt::print(stderr, "stopped by {} before the first step of this run\n",
+                 name);
     return code;
   }
   if (lastCheckpoint_ != step_)
     if (Status st = checkpointNow(); !st)
       return st.error().withContext(
           fmt::format("stopped by {}, but the checkpoint failed", name));
+  if (!speaks)
+    return code;
   fmt::print(stderr,
              "stopped by {} at step {} with a checkpoint in {}; continue "
              "with --resume auto\n",
@@ -268,7 +331,9 @@ Expected<int> Trainer::run() {
   step_ = firstStep_ = arena_.readI64(*stepBuf_);
   bool evaluates = s_.evalSource != nullptr;
   bool checkpoints = !c.checkpointDir.empty();
-  if (int sig = stopSignal())
+  // Before the first step the ranks have not compared notes yet; a signal
+  // this early stops them without a checkpoint, each on its own.
+  if (int sig = stopSignal(); sig && !s_.comm)
     return stop(sig);
   while (step_ < s_.totalSteps) {
     if (Status st = trainStep(); !st)
@@ -286,8 +351,8 @@ Expected<int> Trainer::run() {
         return st.error();
     // After the last step the run finishes normally (final evaluation and
     // checkpoint) even when asked to stop: that is the quickest way out.
-    if (int sig = stopSignal(); sig && !last)
-      return stop(sig);
+    if (stop_ && !last)
+      return stop(stop_);
   }
   if (evaluates)
     if (Status st = evaluateNow(); !st)

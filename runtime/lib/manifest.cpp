@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/manifest.h"
+#include "dtrt/layout.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -73,6 +74,13 @@ const char *roleName(Role role) {
     return "output";
   }
   return "?";
+}
+
+int MeshSpec::worldSize() const {
+  int n = 1;
+  for (int s : sizes)
+    n *= s;
+  return n;
 }
 
 const BufferDesc *Manifest::find(std::string_view name) const {
@@ -198,6 +206,43 @@ BufferDesc parseBuffer(const json &j, size_t index) {
     bad(fmt::format("{} has a negative offset", where));
   b.offset = size_t(offset);
 
+  b.globalShape = b.shape;
+  if (const json *g = optional(j, "global_shape")) {
+    if (!g->is_array() || g->size() != b.shape.size())
+      bad(fmt::format("{}.global_shape must list one size per dimension",
+                      where));
+    for (size_t d = 0; d < g->size(); ++d) {
+      b.globalShape[d] = getInt((*g)[d], where + ".global_shape");
+      if (b.globalShape[d] < 0)
+        bad(fmt::format("{} has a negative global dimension", where));
+    }
+  }
+  if (const json *l = optional(j, "sharding")) {
+    Layout layout;
+    const json &dims = member(*l, "dims", where + ".sharding");
+    if (!dims.is_array() || dims.size() != b.shape.size())
+      bad(fmt::format("{}.sharding must lay out every dimension", where));
+    auto axes = [&](const json &list, const std::string &what) {
+      if (!list.is_array())
+        bad(fmt::format("{} must be an array of mesh axes", what));
+      std::vector<int> out;
+      for (const json &a : list)
+        out.push_back(int(getInt(a, what)));
+      return out;
+    };
+    for (const json &d : dims) {
+      DimLayout dim;
+      dim.axes = axes(member(d, "axes", where + ".sharding.dims"),
+                      where + ".sharding.dims[].axes");
+      if (const json *bl = optional(d, "blocks"))
+        dim.blocks = getPositive(*bl, where + ".sharding.dims[].blocks");
+      layout.dims.push_back(std::move(dim));
+    }
+    if (const json *p = optional(*l, "partial"))
+      layout.partial = axes(*p, where + ".sharding.partial");
+    b.layout = std::move(layout);
+  }
+
   if (b.role == Role::Param) {
     if (const json *init = optional(j, "init"))
       b.init = parseInit(*init, where + ".init");
@@ -243,12 +288,15 @@ TrainSpec parseTrain(const json &j) {
   t.microBatch = t.batch;
   if (const json *mb = optional(j, "micro_batch"))
     t.microBatch = getPositive(*mb, "train.micro_batch");
-  t.accumulation = t.batch / t.microBatch;
+  if (const json *dp = optional(j, "data_parallel"))
+    t.dataParallel = getPositive(*dp, "train.data_parallel");
+  t.accumulation = t.batch / (t.microBatch * t.dataParallel);
   if (const json *acc = optional(j, "accumulation"))
     t.accumulation = getPositive(*acc, "train.accumulation");
-  if (t.microBatch * t.accumulation != t.batch)
-    bad(fmt::format("train: batch {} is not micro_batch {} x accumulation {}",
-                    t.batch, t.microBatch, t.accumulation));
+  if (t.microBatch * t.accumulation * t.dataParallel != t.batch)
+    bad(fmt::format("train: batch {} is not micro_batch {} x accumulation {} "
+                    "x data_parallel {}",
+                    t.batch, t.microBatch, t.accumulation, t.dataParallel));
 
   if (const json *s = optional(j, "steps"))
     t.steps = getPositive(*s, "train.steps");
@@ -366,6 +414,61 @@ void validateLayout(const Manifest &m) {
   }
 }
 
+MeshSpec parseMesh(const json &j) {
+  MeshSpec mesh;
+  const json &axes = member(j, "axes", "mesh");
+  if (!axes.is_array() || axes.empty() || axes.size() > 16)
+    bad("mesh.axes must list 1 to 16 axes");
+  for (const json &a : axes) {
+    std::string name = getString(member(a, "name", "mesh.axes[]"),
+                                 "mesh.axes[].name");
+    if (std::find(mesh.names.begin(), mesh.names.end(), name) !=
+        mesh.names.end())
+      bad(fmt::format("mesh axis \"{}\" is named twice", name));
+    mesh.names.push_back(name);
+    mesh.sizes.push_back(
+        int(getPositive(member(a, "size", "mesh.axes[]"), "mesh.axes[].size")));
+  }
+  return mesh;
+}
+
+/// The layouts agree with the mesh and with the shards' shapes: the runtime
+/// and the compiler compute shards alike.
+void validateShards(const Manifest &m) {
+  for (const BufferDesc &b : m.buffers) {
+    if (!b.layout) {
+      if (b.globalShape != b.shape)
+        bad(fmt::format("buffer \"{}\" has a global shape but no layout",
+                        b.name));
+      continue;
+    }
+    std::vector<bool> used(m.mesh.sizes.size(), false);
+    auto use = [&](int a) {
+      if (a < 0 || size_t(a) >= used.size() || used[size_t(a)])
+        bad(fmt::format("buffer \"{}\" names mesh axis {} out of range or "
+                        "twice",
+                        b.name, a));
+      used[size_t(a)] = true;
+    };
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      const DimLayout &dim = b.layout->dims[d];
+      for (int a : dim.axes)
+        use(a);
+      if (b.globalShape[d] % dim.blocks != 0)
+        bad(fmt::format("buffer \"{}\": {} blocks do not divide dimension {} "
+                        "({})",
+                        b.name, dim.blocks, d, b.globalShape[d]));
+      if (localDimSize(b.globalShape[d], dim, m.mesh) != b.shape[d])
+        bad(fmt::format("buffer \"{}\": dimension {} is {} per rank, but its "
+                        "layout gives {}",
+                        b.name, d, b.shape[d],
+                        localDimSize(b.globalShape[d], dim, m.mesh)));
+    }
+    for (int a : b.layout->partial)
+      use(a);
+  }
+}
+
 Manifest parse(std::string_view text) {
   json j = json::parse(text.begin(), text.end());
   Manifest m;
@@ -383,12 +486,36 @@ Manifest parse(std::string_view text) {
   if (const json *a = optional(arena, "align"))
     m.arenaAlign = size_t(getPositive(*a, "arena.align"));
 
+  if (const json *mesh = optional(j, "mesh"))
+    m.mesh = parseMesh(*mesh);
   const json &buffers = member(j, "buffers", "the manifest");
   if (!buffers.is_array())
     bad("buffers must be an array");
   for (size_t i = 0; i < buffers.size(); ++i)
     m.buffers.push_back(parseBuffer(buffers[i], i));
   validateLayout(m);
+  validateShards(m);
+  if (const json *cs = optional(j, "collectives")) {
+    if (!cs->is_array())
+      bad("collectives must be an array");
+    for (const json &c : *cs) {
+      CollectiveDesc d;
+      d.id = getInt(member(c, "id", "collectives[]"), "collectives[].id");
+      if (d.id != int64_t(m.collectives.size()))
+        bad("collectives must be listed by id, from 0");
+      d.kind = getString(member(c, "kind", "collectives[]"),
+                         "collectives[].kind");
+      d.what = getString(member(c, "what", "collectives[]"),
+                         "collectives[].what");
+      d.entry = getString(member(c, "entry", "collectives[]"),
+                          "collectives[].entry");
+      d.bytes = getInt(member(c, "bytes", "collectives[]"),
+                       "collectives[].bytes");
+      for (const json &a : member(c, "axes", "collectives[]"))
+        d.axes.push_back(getString(a, "collectives[].axes"));
+      m.collectives.push_back(std::move(d));
+    }
+  }
 
   m.train = parseTrain(member(j, "train", "the manifest"));
   const json &data = member(j, "data", "the manifest");

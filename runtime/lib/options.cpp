@@ -41,6 +41,7 @@ enum class Opt {
   CheckpointKeep,
   Resume,
   Threads,
+  Timeout,
   BackendOpt,
   Help,
   Version,
@@ -66,6 +67,7 @@ const OptionRow kOptions[] = {
     {Opt::CheckpointKeep, "checkpoint-keep", "K"},
     {Opt::Resume, "resume", "auto|DIR"},
     {Opt::Threads, "threads", "N"},
+    {Opt::Timeout, "timeout", "SECONDS"},
     {Opt::BackendOpt, "backend", "cpu|cuda"},
     {Opt::Help, "help", nullptr},
     {Opt::Version, "version", nullptr},
@@ -203,6 +205,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     case Opt::Threads:
       s = count(1, o.threads);
       break;
+    case Opt::Timeout:
+      s = count(1, o.timeout);
+      break;
     case Opt::BackendOpt: {
       Expected<Backend> b = parseBackend(value);
       if (!b)
@@ -314,8 +319,16 @@ std::string usageText(const std::string &prog, const Manifest &m) {
   line("", "start if there is none), or from the checkpoint directory DIR");
   s += "Execution:\n";
   line("--threads N", fmt::format("BLAS threads (default: {}, the CPUs this "
-                                  "process may use)",
+                                  "process may use,",
                                   availableCpus()));
+  line("", "shared by the ranks of a sharded program on this machine)");
+  if (!m.mesh.names.empty()) {
+    line("--timeout SECONDS",
+         fmt::format("how long a rank waits in a collective for the others "
+                     "before it"));
+    line("", fmt::format("stops the job (default: {})",
+                         kDefaultCollectiveTimeout));
+  }
   line("--backend cpu|cuda", "where to train (default: cpu)");
   s += "Information:\n";
   line("--help, -h", "this text");

@@ -17,6 +17,8 @@
 #include "dtrt/blas.h"
 #include "dtrt/checked.h"
 #include "dtrt/checkpoint.h"
+#include "dtrt/collectives.h"
+#include "dtrt/comm.h"
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
 #include "dtrt/data/source.h"
@@ -32,7 +34,10 @@
 #include "dtrt/signals.h"
 
 #include <cblas.h>
+#include <chrono>
 #include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
@@ -41,6 +46,16 @@
 namespace dtrt {
 
 namespace {
+
+/// Sends this process's standard output to /dev/null.
+void silenceStdout() {
+  std::fflush(stdout);
+  int fd = ::open("/dev/null", O_WRONLY);
+  if (fd >= 0) {
+    ::dup2(fd, STDOUT_FILENO);
+    ::close(fd);
+  }
+}
 
 /// The state of one run, built stage by stage.
 class Run {
@@ -55,6 +70,7 @@ private:
   Status openData();
   Status restoreOrInitialise();
   Status checkCheckpointDir();
+  Status openCommunicator();
   void printBanner();
 
   const Program &program_;
@@ -62,6 +78,9 @@ private:
   Manifest manifest_;
   RunConfig config_;
   Launch launch_;
+  /// The collectives' engine; this rank's coordinates on the mesh.
+  std::unique_ptr<Communicator> comm_;
+  std::vector<int> coords_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<DataSource> train_, eval_;
   std::optional<BatchStager> trainStager_, evalStager_;
@@ -82,10 +101,16 @@ int Run::main(int argc, char **argv) {
   } catch (const std::exception &e) {
     code = Error(fmt::format("unexpected failure: {}", e.what()));
   }
+  setProgramCommunicator(nullptr);
+  comm_.reset();
   if (code)
     return *code;
   std::fflush(stdout);
-  fmt::print(stderr, "{}: error: {}\n", name_, code.error().message());
+  // Every rank of a failed job may speak; say which one this is.
+  std::string who = launch_.worldSize > 1
+                        ? fmt::format("{} (rank {})", name_, launch_.rank)
+                        : name_;
+  fmt::print(stderr, "{}: error: {}\n", who, code.error().message());
   return code.error().exitCode();
 }
 
@@ -125,13 +150,20 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!launch)
     return launch.error();
   launch_ = *launch;
-  if (Status s = checkLaunchSupported(launch_); !s)
+  if (Status s = openCommunicator(); !s)
     return s.error();
+  // The job's progress is the first rank's to tell: N copies of every line
+  // would bury it. Every rank still reports its own errors on stderr.
+  if (!launch_.isLeader())
+    silenceStdout();
   Expected<std::unique_ptr<Device>> device =
       openDevice(config_.backend, launch_);
   if (!device)
     return device.error();
   device_ = std::move(*device);
+  // Ranks on one machine share its CPUs unless told otherwise.
+  if (!config_.threadsGiven && launch_.localWorldSize > 1)
+    config_.threads = std::max(1, config_.threads / launch_.localWorldSize);
   openblas_set_num_threads(config_.threads);
   installStopHandlers();
 
@@ -177,6 +209,8 @@ Expected<int> Run::execute(int argc, char **argv) {
   setup.evalSource = eval_.get();
   setup.evalStager = evalStager_ ? &*evalStager_ : nullptr;
   setup.metrics = metrics_ ? &*metrics_ : nullptr;
+  setup.comm = comm_.get();
+  setup.coords = coords_;
   setup.stepsPerEpoch = stepsPerEpoch_;
   setup.totalSteps = totalSteps_;
   if (resumed_) {
@@ -186,6 +220,45 @@ Expected<int> Run::execute(int argc, char **argv) {
   return runTraining(setup);
 }
 
+Status Run::openCommunicator() {
+  const MeshSpec &mesh = manifest_.mesh;
+  int world = mesh.worldSize();
+  if (world == 1 && launch_.worldSize > 1)
+    return Error(fmt::format("this program was started as {}, but it was "
+                             "compiled for one rank (its train job has no "
+                             "mesh); start it without a launcher, or give it "
+                             "a parallel block and compile it again",
+                             launch_.describe()),
+                 kExitUsage);
+  if (world > 1 && launch_.worldSize != world)
+    return Error(fmt::format("this program's mesh has {} ranks, but it was "
+                             "started as {}; start it as `dtrun -n {} {}` or "
+                             "`mpirun -n {} {}`",
+                             world, launch_.describe(), world, name_, world,
+                             name_),
+                 kExitUsage);
+  if (world == 1)
+    return Status::ok();
+  Expected<Mesh> m = Mesh::create(mesh.names, mesh.sizes);
+  if (!m)
+    return m.error();
+  Expected<std::unique_ptr<Communicator>> comm = makeMpiCommunicator(
+      *m, std::chrono::seconds(config_.timeoutSeconds));
+  if (!comm)
+    return comm.error();
+  comm_ = std::move(*comm);
+  if (comm_->rank() != launch_.rank)
+    return Error(fmt::format("the launcher says this is rank {}, MPI says {}; "
+                             "start the program with one launcher",
+                             launch_.rank, comm_->rank()));
+  coords_ = meshCoordinates(mesh, launch_.rank);
+  std::vector<std::string> names;
+  for (const CollectiveDesc &c : manifest_.collectives)
+    names.push_back(c.what);
+  setProgramCommunicator(comm_.get(), std::move(names));
+  return Status::ok();
+}
+
 Status Run::openData() {
   const TrainSpec &t = manifest_.train;
   Expected<std::unique_ptr<DataSource>> train =
@@ -193,8 +266,8 @@ Status Run::openData() {
   if (!train)
     return train.error();
   train_ = std::move(*train);
-  Expected<BatchStager> stager =
-      BatchStager::create(*train_, manifest_, "train", t.microBatch);
+  Expected<BatchStager> stager = BatchStager::create(
+      *train_, manifest_, "train", t.microBatch * t.dataParallel, coords_);
   if (!stager)
     return stager.error();
   trainStager_.emplace(std::move(*stager));
@@ -224,7 +297,7 @@ Status Run::openData() {
     return eval.error();
   eval_ = std::move(*eval);
   Expected<BatchStager> evalStager =
-      BatchStager::create(*eval_, manifest_, "eval", 0);
+      BatchStager::create(*eval_, manifest_, "eval", 0, coords_);
   if (!evalStager)
     return evalStager.error();
   evalStager_.emplace(std::move(*evalStager));
@@ -247,11 +320,11 @@ Status Run::restoreOrInitialise() {
     dir = config_.resumePath;
   }
   if (dir.empty()) {
-    initParams(*arena_, config_.seed);
+    initParams(*arena_, config_.seed, coords_);
     return Status::ok();
   }
 
-  Expected<TrainPosition> pos = loadCheckpoint(dir, *arena_);
+  Expected<TrainPosition> pos = loadCheckpoint(dir, *arena_, coords_);
   if (!pos)
     return pos.error();
   if (config_.seedGiven && config_.seed != pos->seed)

@@ -13,6 +13,7 @@
 
 #include "dt/MLIRGen/MLIRGen.h"
 #include "dt/Dialect/DT/IR/DTBuilder.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Sema/Trace.h"
 #include "dt/Transforms/Passes.h"
 
@@ -29,15 +30,24 @@ namespace {
 /// Builds one function from a trace.
 class FunctionBuilder : public GraphBuilder {
 public:
-  FunctionBuilder(ModuleOp module, OpBuilder &b) : module(module), b(b) {}
+  FunctionBuilder(ModuleOp module, OpBuilder &b,
+                  const llvm::StringMap<Attribute> &layouts = {})
+      : module(module), b(b), layouts(layouts) {}
 
   TraceValue param(const ParamInfo &param) override {
     RankedTensorType type = tensorType(param.type);
     if (!lookupGlobal(module, param.name)) {
       OpBuilder::InsertionGuard guard(b);
       setGlobalInsertionPoint();
-      b.create<GlobalOp>(location(param.loc), param.name, type, Role::param,
-                         initializer(param.init), IntegerAttr());
+      auto g = b.create<GlobalOp>(location(param.loc), param.name, type,
+                                  Role::param, initializer(param.init),
+                                  IntegerAttr(), /*sharding=*/nullptr,
+                                  /*global_type=*/nullptr);
+      if (param.tensorDim)
+        g->setAttr(names::kTensorDimAttr,
+                   b.getI64IntegerAttr(*param.tensorDim));
+      if (Attribute layout = layouts.lookup(param.name))
+        g->setAttr("dt.layout", layout);
     }
     return add(b.create<LoadOp>(location(param.loc), type, param.name));
   }
@@ -49,8 +59,12 @@ public:
     if (!lookupGlobal(module, name)) {
       OpBuilder::InsertionGuard guard(b);
       setGlobalInsertionPoint();
-      b.create<GlobalOp>(module.getLoc(), name, type, Role::input,
-                         DictionaryAttr(), IntegerAttr());
+      auto g = b.create<GlobalOp>(module.getLoc(), name, type, Role::input,
+                                  DictionaryAttr(), IntegerAttr(),
+                                  /*sharding=*/nullptr,
+                                  /*global_type=*/nullptr);
+      // Dimension 0 is the batch, which data parallelism splits.
+      g->setAttr(names::kBatchAttr, b.getUnitAttr());
     }
     return add(b.create<LoadOp>(module.getLoc(), type, name));
   }
@@ -119,6 +133,8 @@ public:
 private:
   ModuleOp module;
   OpBuilder &b;
+  /// The program's `shard PATH = [...]` layouts, by parameter.
+  const llvm::StringMap<Attribute> &layouts;
   std::vector<Value> values;
 
   TraceValue add(Value v) {
@@ -330,6 +346,7 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
       b.getNamedAttr("batch", i64(job.batch)),
       b.getNamedAttr("micro_batch", i64(job.microBatch)),
       b.getNamedAttr("accumulation", i64(job.accumulation)),
+      b.getNamedAttr("data_parallel", i64(job.parallel.getDataParallelSize())),
       b.getNamedAttr("steps", optional(job.steps)),
       b.getNamedAttr("epochs", optional(job.epochs)),
       b.getNamedAttr("seed", i64(job.seed)),
@@ -392,14 +409,19 @@ void setRecipe(ModuleOp module, Builder &b, const Job &job) {
 /// Rejects what code generation cannot do yet, at the program's own locations.
 LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
                              FunctionBuilder &locs) {
-  if (job.parallel.getWorldSize() > 1)
-    return emitError(locs.location(job.parallel.loc))
-           << "code generation for a mesh of " << job.parallel.getWorldSize()
-           << " ranks is not available yet: this version of dtc emits "
-              "single-rank programs "
-              "(check the job with -fsyntax-only, or remove the parallel block "
-              "to train on "
-              "one rank)";
+  const ParallelConfig &p = job.parallel;
+  if (p.pipeline)
+    return emitError(locs.location(p.pipeline->loc))
+           << "pipeline parallelism is not supported by code generation yet: "
+              "this version shards data, ZeRO state and explicit layouts over "
+              "the mesh (check the job with -fsyntax-only, or remove the "
+              "pipeline key)";
+  if (!p.tensorAxis.empty() && p.getAxisSize(p.tensorAxis) > 1)
+    return emitError(locs.location(p.loc))
+           << "tensor parallelism (tensor = " << p.tensorAxis
+           << ") is not supported by code generation yet: this version shards "
+              "data, ZeRO state and explicit layouts over the mesh (check the "
+              "job with -fsyntax-only, or remove the tensor key)";
   if (job.precision != DType::F32)
     return emitError(locs.location(job.precisionLoc))
            << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")
@@ -412,6 +434,43 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
               "code "
               "generation yet (remove the recompute key)";
   return success();
+}
+
+/// The mesh (`mesh.mesh @mesh` with named axes) and the parallel recipe
+/// dt-shard-globals reads; returns the explicit layouts by parameter.
+llvm::StringMap<Attribute> setMesh(ModuleOp module, OpBuilder &b,
+                                   const Job &job) {
+  const ParallelConfig &p = job.parallel;
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  for (const MeshAxis &axis : p.mesh) {
+    names.push_back(axis.name);
+    sizes.push_back(axis.size);
+  }
+  MeshInfo::create(module, names, sizes);
+  MeshInfo mesh(names, sizes);
+  SmallVector<Attribute> data;
+  for (const std::string &axis : p.dataAxes)
+    data.push_back(b.getStringAttr(axis));
+  SmallVector<NamedAttribute> recipe{
+      b.getNamedAttr("data", b.getArrayAttr(data)),
+      b.getNamedAttr("zero", b.getI64IntegerAttr(p.zero))};
+  if (!p.tensorAxis.empty())
+    recipe.push_back(b.getNamedAttr("tensor", b.getStringAttr(p.tensorAxis)));
+  module->setAttr(names::kParallelAttr, b.getDictionaryAttr(recipe));
+
+  llvm::StringMap<Attribute> layouts;
+  for (const ShardSpec &spec : p.shards) {
+    Sharding s;
+    for (const std::vector<std::string> &dim : spec.dims) {
+      DimSharding d;
+      for (const std::string &axis : dim)
+        d.axes.push_back(*mesh.find(axis));
+      s.dims.push_back(d);
+    }
+    layouts[spec.param] = s.toAttr(b.getContext(), mesh);
+  }
+  return layouts;
 }
 
 } // namespace
@@ -429,15 +488,21 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
     if (failed(checkSupported(context, job, probe)))
       return nullptr;
   }
+  llvm::StringMap<Attribute> layouts;
+  if (job.parallel.getWorldSize() > 1)
+    layouts = setMesh(*module, b, job);
+  // The traces cover one global micro-batch: micro_batch samples per data
+  // rank (dt-shard-globals splits it over them).
+  int64_t microBatch = job.microBatch * job.parallel.getDataParallelSize();
 
   // @loss: one micro-batch of the train source.
   b.setInsertionPointToEnd(module->getBody());
   auto lossFn = b.create<func::FuncOp>(module->getLoc(), names::kLossFn,
                                        b.getFunctionType({}, {}));
   b.setInsertionPointToStart(lossFn.addEntryBlock());
-  FunctionBuilder train(*module, b);
+  FunctionBuilder train(*module, b, layouts);
   FailureOr<LossTrace> loss =
-      traceLoss(job, DataRole::Train, job.microBatch, train);
+      traceLoss(job, DataRole::Train, microBatch, train);
   if (failed(loss))
     return nullptr;
   Value lossValue = train.get(loss->loss);
@@ -450,9 +515,9 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
     auto evalFn = b.create<func::FuncOp>(module->getLoc(), names::kEvalStep,
                                          b.getFunctionType({}, {}));
     b.setInsertionPointToStart(evalFn.addEntryBlock());
-    FunctionBuilder eval(*module, b);
+    FunctionBuilder eval(*module, b, layouts);
     FailureOr<LossTrace> evalLoss =
-        traceLoss(job, DataRole::Eval, job.microBatch, eval);
+        traceLoss(job, DataRole::Eval, microBatch, eval);
     if (failed(evalLoss))
       return nullptr;
     Value value = eval.get(evalLoss->loss);

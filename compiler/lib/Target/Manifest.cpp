@@ -1,5 +1,4 @@
-//===- Manifest.cpp - the program manifest
-//---------------------------------===//
+//===- Manifest.cpp - the program manifest ------------------------------===//
 //
 // Serialises the planned arena and the job description to the JSON of
 // docs/abi.md. The job description is already a dictionary attribute (built by
@@ -10,6 +9,10 @@
 
 #include "dt/Target/Manifest.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/JSON.h"
@@ -68,9 +71,56 @@ std::string dtypeName(Type t) {
   return "i64";
 }
 
+/// The collective ops of the mesh dialect dt-spmd-partition emits, with the
+/// manifest's name of each.
+const char *collectiveKind(Operation *op) {
+  if (isa<mesh::AllReduceOp>(op))
+    return "all-reduce";
+  if (isa<mesh::ReduceScatterOp>(op))
+    return "reduce-scatter";
+  if (isa<mesh::AllGatherOp>(op))
+    return "all-gather";
+  if (isa<mesh::AllSliceOp>(op))
+    return "shard";
+  return nullptr;
+}
+
+ArrayRef<int16_t> collectiveAxes(Operation *op) {
+  return op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes").asArrayRef();
+}
+
+/// A layout as the manifest writes it: axes by index into the mesh.
+llvm::json::Object layoutJSON(const dt::Sharding &s) {
+  llvm::json::Array dims;
+  for (const dt::DimSharding &d : s.dims)
+    dims.push_back(llvm::json::Object{
+        {"axes", llvm::json::Array(d.axes)},
+        {"blocks", d.isSplit() ? d.blocks : 1}});
+  return llvm::json::Object{{"dims", std::move(dims)},
+                            {"partial", llvm::json::Array(s.partial)}};
+}
+
 } // namespace
 
+void dt::numberCollectives(ModuleOp module) {
+  int64_t next = 0;
+  module.walk([&](Operation *op) {
+    if (auto id = op->getAttrOfType<IntegerAttr>("dt.id"))
+      next = std::max(next, id.getInt() + 1);
+  });
+  module.walk([&](Operation *op) {
+    if (collectiveKind(op) && !op->hasAttr("dt.id"))
+      op->setAttr("dt.id",
+                  IntegerAttr::get(IntegerType::get(op->getContext(), 64),
+                                   next++));
+  });
+}
+
 FailureOr<std::string> dt::buildManifest(ModuleOp module) {
+  numberCollectives(module);
+  FailureOr<MeshInfo> mesh = MeshInfo::get(module);
+  if (failed(mesh))
+    return failure();
   auto arena = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
   auto job = module->getAttrOfType<DictionaryAttr>("dt.job");
   if (!arena || !job)
@@ -85,6 +135,14 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   manifest["arena"] =
       llvm::json::Object{{"bytes", arena.getInt()}, {"align", 64}};
 
+  if (mesh->rank() > 0) {
+    llvm::json::Array axes;
+    for (size_t a = 0; a < mesh->rank(); ++a)
+      axes.push_back(llvm::json::Object{{"name", mesh->name(a).str()},
+                                        {"size", mesh->size(a)}});
+    manifest["mesh"] = llvm::json::Object{{"axes", std::move(axes)}};
+  }
+
   llvm::json::Array buffers;
   for (GlobalOp g : module.getOps<GlobalOp>()) {
     RankedTensorType t = g.getTensorType();
@@ -93,6 +151,14 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
                          {"dtype", dtypeName(t.getElementType())},
                          {"shape", llvm::json::Array(t.getShape())},
                          {"offset", *g.getOffset()}};
+    if (g.getSharding() && mesh->rank() > 0) {
+      FailureOr<Sharding> layout = Sharding::fromAttr(
+          *g.getSharding(), *mesh, [&] { return g.emitError(); });
+      if (failed(layout))
+        return failure();
+      b["global_shape"] = llvm::json::Array(g.getGlobalTensorType().getShape());
+      b["sharding"] = layoutJSON(*layout);
+    }
     if (auto init = g.getInit()) {
       FailureOr<llvm::json::Value> v = toJSON(*init, g);
       if (failed(v))
@@ -102,6 +168,37 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
     buffers.push_back(std::move(b));
   }
   manifest["buffers"] = std::move(buffers);
+
+  // The collectives, by dt.id: what each moves, over which axes, from which
+  // entry point, and the bytes this rank hands it per call.
+  llvm::json::Array collectives;
+  for (auto fn : module.getOps<func::FuncOp>())
+    fn.walk([&](Operation *op) {
+      const char *kind = collectiveKind(op);
+      if (!kind)
+        return;
+      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+      int64_t bytes =
+          in.getNumElements() * ((in.getElementTypeBitWidth() + 7) / 8);
+      llvm::json::Array axes;
+      for (int16_t a : collectiveAxes(op))
+        axes.push_back(mesh->name(a).str());
+      auto what = op->getAttrOfType<StringAttr>("dt.what");
+      collectives.push_back(llvm::json::Object{
+          {"id", op->getAttrOfType<IntegerAttr>("dt.id").getInt()},
+          {"kind", kind},
+          {"what", what ? what.getValue().str() : std::string(kind)},
+          {"axes", std::move(axes)},
+          {"entry", fn.getSymName().str()},
+          {"bytes", bytes}});
+    });
+  llvm::sort(collectives, [](const llvm::json::Value &a,
+                             const llvm::json::Value &b) {
+    return *a.getAsObject()->getInteger("id") <
+           *b.getAsObject()->getInteger("id");
+  });
+  if (!collectives.empty())
+    manifest["collectives"] = std::move(collectives);
 
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -53,7 +53,18 @@ FailureOr<GlobalOp> dt::getOrCreateGlobal(ModuleOp module, StringRef name,
     b.setInsertionPointToStart(module.getBody());
   return b.create<GlobalOp>(module.getLoc(), name, type, role,
                             /*init=*/DictionaryAttr(),
-                            /*offset=*/IntegerAttr());
+                            /*offset=*/IntegerAttr(), /*sharding=*/nullptr,
+                            /*global_type=*/nullptr);
+}
+
+void dt::setOwner(GlobalOp global, GlobalOp param) {
+  global->setAttr(names::kOwnerAttr,
+                  FlatSymbolRefAttr::get(param.getSymNameAttr()));
+}
+
+GlobalOp dt::getOwner(GlobalOp global) {
+  auto owner = global->getAttrOfType<FlatSymbolRefAttr>(names::kOwnerAttr);
+  return owner ? lookupGlobal(global, owner.getValue()) : GlobalOp();
 }
 
 namespace {
@@ -194,6 +205,7 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
                             param.getTensorType(), Role::grad);
       if (failed(gradGlobal))
         return failure();
+      setOwner(*gradGlobal, param);
       if (accumulation > 1) {
         Value old = b.create<LoadOp>(loc, param.getTensorType(),
                                      gradGlobal->getSymName());

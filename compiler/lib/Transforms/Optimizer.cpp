@@ -243,8 +243,12 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       Value p = e.load(param), g = grads[k];
       bool decays = r.weightDecay != 0 && type.getRank() >= 2;
       auto state = [&](StringRef slot) {
-        return global((r.kind + "." + slot + "/" + param.getSymName()).str(),
-                      type, Role::state);
+        FailureOr<GlobalOp> g =
+            global((r.kind + "." + slot + "/" + param.getSymName()).str(),
+                   type, Role::state);
+        if (succeeded(g))
+          setOwner(*g, param);
+        return g;
       };
 
       if (r.kind == "sgd") {

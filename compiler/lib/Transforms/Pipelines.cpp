@@ -1,5 +1,4 @@
-//===- Pipelines.cpp - the dt pass pipelines
-//-------------------------------===//
+//===- Pipelines.cpp - the dt pass pipelines ----------------------------===//
 //
 // The order of the passes between MLIRGen and lowering, in one place, shared by
 // dtc, dt-opt (`-dt-train-step`, `-dt-fuse-and-plan`) and the tests.
@@ -24,6 +23,17 @@ void dt::buildTrainStepPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
+void dt::buildShardingPipeline(OpPassManager &pm) {
+  pm.addPass(createShardGlobals());
+  pm.addPass(createShardPropagation());
+}
+
+void dt::buildPartitionPipeline(OpPassManager &pm) {
+  pm.addPass(createSpmdPartition());
+  // Not CSE: it would merge the all-gathers that ZeRO-3 repeats on purpose.
+  pm.addPass(createCanonicalizerPass());
+}
+
 void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createFuseElementwise());
   pm.addPass(createPlanMemory());
@@ -33,6 +43,12 @@ void dt::registerDTPipelines() {
   PassPipelineRegistration<>("dt-train-step",
                              "MLIRGen output to the train step",
                              buildTrainStepPipeline);
+  PassPipelineRegistration<>(
+      "dt-shard", "Layouts of the state and of every value over the mesh",
+      buildShardingPipeline);
+  PassPipelineRegistration<>("dt-partition",
+                             "The program of one rank, with its collectives",
+                             buildPartitionPipeline);
   PassPipelineRegistration<>("dt-fuse-and-plan", "Fusion and memory planning",
                              buildFuseAndPlanPipeline);
 }

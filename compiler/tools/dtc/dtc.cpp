@@ -32,6 +32,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -58,6 +59,8 @@ enum class EmitAction {
   Trace,
   DT,
   TrainStep,
+  Sharded,
+  Partitioned,
   Planned,
   Manifest,
   Lowered,
@@ -90,6 +93,11 @@ cl::opt<EmitAction> emitAction(
         clEnumValN(EmitAction::DT, "dt", "the dt dialect from MLIRGen"),
         clEnumValN(EmitAction::TrainStep, "train-step",
                    "after autodiff and the optimizer: the entry points"),
+        clEnumValN(EmitAction::Sharded, "sharded",
+                   "after sharding propagation: every value's layout over "
+                   "the mesh"),
+        clEnumValN(EmitAction::Partitioned, "partitioned",
+                   "the program of one rank, with its collectives"),
         clEnumValN(EmitAction::Planned, "planned",
                    "after fusion and memory planning"),
         clEnumValN(EmitAction::Manifest, "manifest",
@@ -252,7 +260,7 @@ int compile(const char *argv0) {
                       mlir::arith::ArithDialect, mlir::math::MathDialect,
                       mlir::linalg::LinalgDialect, mlir::memref::MemRefDialect,
                       mlir::scf::SCFDialect, mlir::vector::VectorDialect,
-                      mlir::LLVM::LLVMDialect>();
+                      mlir::LLVM::LLVMDialect, mlir::mesh::MeshDialect>();
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errs());
   // Errors point at the .dt source; IR dumps are for dt-opt.
   context.printOpOnDiagnostic(false);
@@ -271,7 +279,17 @@ int compile(const char *argv0) {
   if (emitAction == EmitAction::TrainStep)
     return emitStage(*module);
 
-  // 5. Fusion and the static memory plan.
+  // 5. Sharding: layouts over the mesh, then the program of one rank.
+  if (failed(runPipeline(*module, buildShardingPipeline)))
+    return 1;
+  if (emitAction == EmitAction::Sharded)
+    return emitStage(*module);
+  if (failed(runPipeline(*module, buildPartitionPipeline)))
+    return 1;
+  if (emitAction == EmitAction::Partitioned)
+    return emitStage(*module);
+
+  // 6. Fusion and the static memory plan.
   if (failed(runPipeline(*module, buildFuseAndPlanPipeline)))
     return 1;
   if (emitAction == EmitAction::Planned)
@@ -281,14 +299,14 @@ int compile(const char *argv0) {
     outs().flush();
   }
 
-  // 6. The manifest, while the globals are still in the module.
+  // 7. The manifest, while the globals are still in the module.
   FailureOr<std::string> manifest = buildManifest(*module);
   if (failed(manifest))
     return 1;
   if (emitAction == EmitAction::Manifest)
     return emitStage(nullptr, *manifest);
 
-  // 7. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
+  // 8. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
   if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
         buildLowerToKernelsPipeline(pm, checked);
       })))
@@ -298,7 +316,7 @@ int compile(const char *argv0) {
   if (failed(runPipeline(*module, buildLowerToLLVMPipeline)))
     return 1;
 
-  // 8. LLVM: optimised IR, an object file.
+  // 9. LLVM: optimised IR, an object file.
   CodegenOptions codegen;
   codegen.cpu = targetCPU;
   if (emitAction == EmitAction::LLVM) {
@@ -325,7 +343,7 @@ int compile(const char *argv0) {
   if (failed(emitObjectFile(*module, *manifest, codegen, object)))
     return 1;
 
-  // 9. Link with the runtime.
+  // 10. Link with the runtime.
   std::string error;
   if (failed(linkExecutable(object, output, argv0, checked, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";

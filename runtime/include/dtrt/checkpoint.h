@@ -15,6 +15,20 @@
 // That is everything that decides the rest of the run, so a resumed run
 // continues bit for bit (docs/operations.md).
 //
+// A sharded program (format version 2) writes, instead of tensors.bin, one
+// shard_RRRRR.bin per rank with the pieces of the tensors that rank is the
+// writer of (one rank per piece; replicated pieces are written once), and
+// shard_RRRRR.json with their offsets and CRCs; manifest.json then holds the
+// mesh and, per tensor, its whole shape, its layout and its pieces. Rank 0
+// writes manifest.json only after every rank has made its pieces durable,
+// and publishes the directory by one rename: a job that loses a rank while
+// checkpointing leaves no checkpoint rather than a partial one.
+//
+// Loading maps elements through the layouts, so a checkpoint loads into any
+// mesh and ZeRO level of the same program (4 ranks to 2, or to 1, and back):
+// each rank reads the pieces that hold its elements, checks their CRCs, and
+// copies what it needs.
+//
 // Writing is atomic: the directory is assembled as ROOT/.tmp-step_00000200,
 // every file and the directory are fsynced, and one rename publishes it. A
 // directory without a readable manifest.json (or a .tmp-* leftover of a
@@ -28,6 +42,7 @@
 #define DTRT_CHECKPOINT_H
 
 #include "dtrt/arena.h"
+#include "dtrt/comm.h"
 
 #include <cstdint>
 #include <string>
@@ -35,8 +50,10 @@
 
 namespace dtrt {
 
-/// The version of the checkpoint layout written and read here.
+/// The versions of the checkpoint layout written and read here: programs of
+/// one rank write version 1, sharded programs version 2.
 inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kShardedCheckpointFormatVersion = 2;
 
 /// Where a run stands: saved in every checkpoint beside the tensors.
 struct TrainPosition {
@@ -66,9 +83,13 @@ std::string checkpointName(int64_t step);
 
 /// Writes a checkpoint of the arena's param and state buffers at
 /// `position.step` into `root` (created if needed), atomically. Refuses to
-/// replace an existing checkpoint of the same step. Returns its path.
+/// replace an existing checkpoint of the same step. Returns its path. In a
+/// sharded program every rank calls it (it is collective over `comm`), with
+/// its mesh coordinates.
 Expected<std::string> writeCheckpoint(const std::string &root, Arena &arena,
-                                      const TrainPosition &position);
+                                      const TrainPosition &position,
+                                      Communicator *comm = nullptr,
+                                      const std::vector<int> &coords = {});
 
 /// The complete checkpoints in `root`, oldest first (none if `root` does not
 /// exist).
@@ -79,9 +100,12 @@ Expected<std::vector<CheckpointRef>> listCheckpoints(const std::string &root);
 Expected<std::vector<CheckpointRef>>
 listIncompleteCheckpoints(const std::string &root);
 
-/// Verifies the checkpoint in `dir` against the arena's program and loads its
-/// tensors into the arena. On error the arena may be partly overwritten.
-Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena);
+/// Verifies the checkpoint in `dir` against the arena's program and loads
+/// this rank's shard of its tensors into the arena (the rank at `coords` of
+/// the program's mesh; whatever mesh the checkpoint was written on). On error
+/// the arena may be partly overwritten.
+Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena,
+                                       const std::vector<int> &coords = {});
 
 /// Deletes all but the newest `keep` complete checkpoints (keep 0: none).
 Status pruneCheckpoints(const std::string &root, int64_t keep);

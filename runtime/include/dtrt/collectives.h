@@ -9,8 +9,10 @@
 // generated code cannot handle an error, so a failed collective prints its
 // message and aborts the whole job (every rank exits non-zero).
 //
-// `dtype` is dtrt::DType (0 f32, 1 i32, 2 i64, 3 bf16, 4 f16); `axes` is the group's
-// axis mask (dtrt/comm.h); `what` is the name of the value, NUL-terminated.
+// `dtype` is dtrt::DType (0 f32, 1 i32, 2 i64, 3 bf16, 4 f16); `axes` is the
+// group's axis mask (dtrt/comm.h); `group` the group size the program was
+// compiled for (checked against the mesh); `id` the collective's index in the
+// manifest's "collectives", which names it in messages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,28 +27,35 @@ extern "C" {
 
 /// dst = sum over the group of src (`count` elements; src may equal dst).
 void dtrt_all_reduce(const void *src, void *dst, int64_t count, int32_t dtype,
-                     int32_t axes, const char *what);
-/// dst (`count` elements) = sum over the group of block indexInGroup of src.
+                     int32_t axes, int32_t id);
+/// src holds `group` blocks of `count`; dst (`count` elements) = sum over the
+/// group of block indexInGroup.
 void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
-                         int32_t dtype, int32_t axes, const char *what);
-/// dst (groupSize blocks of `count`) = the src of every group member, in order.
-void dtrt_all_gather(const void *src, void *dst, int64_t count, int32_t dtype,
-                     int32_t axes, const char *what);
+                         int64_t group, int32_t dtype, int32_t axes,
+                         int32_t id);
+/// dst (`group` blocks of `count`) = the src of every group member, in order.
+void dtrt_all_gather(const void *src, void *dst, int64_t count, int64_t group,
+                     int32_t dtype, int32_t axes, int32_t id);
 /// This rank's block of a replicated tensor of `total` elements, cut in blocks
 /// of `count`: dst = src[i*count, min(total, (i+1)*count)) with i its index in
 /// the group over `axes`, zero-filled past `total` (shards are padded, never
 /// uneven). No communication.
 void dtrt_take_shard(const void *src, void *dst, int64_t total, int64_t count,
-                     int32_t dtype, int32_t axes, const char *what);
+                     int32_t dtype, int32_t axes, int32_t id);
 
 #ifdef __cplusplus
 } // extern "C"
 
+#include <string>
+#include <vector>
+
 namespace dtrt {
 class Communicator;
 /// Installs the communicator the functions above use (not owned; null
-/// uninstalls). The runtime calls it once before the first step.
-void setProgramCommunicator(Communicator *comm);
+/// uninstalls) and the names of the program's collectives by id (from the
+/// manifest). The runtime calls it once before the first step.
+void setProgramCommunicator(Communicator *comm,
+                            std::vector<std::string> names = {});
 } // namespace dtrt
 #endif
 

@@ -49,6 +49,10 @@ struct RunConfig {
   ResumeMode resume = ResumeMode::None;
   std::string resumePath;
   int threads = 1;
+  /// Whether --threads was given (ranks on one machine otherwise share its
+  /// CPUs).
+  bool threadsGiven = false;
+  int64_t timeoutSeconds = kDefaultCollectiveTimeout;
   Backend backend = Backend::Cpu;
 };
 

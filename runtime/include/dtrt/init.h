@@ -19,6 +19,7 @@
 #define DTRT_INIT_H
 
 #include "dtrt/arena.h"
+#include "dtrt/layout.h"
 
 #include <cstdint>
 #include <vector>
@@ -29,8 +30,13 @@ namespace dtrt {
 void initValues(const BufferDesc &param, uint64_t seed, int64_t begin,
                 std::vector<float> &out);
 
-/// Initialises every param buffer of the arena's manifest.
-void initParams(Arena &arena, uint64_t seed);
+/// Initialises every param buffer of the arena's manifest. A sharded
+/// parameter gets the values its elements have in the whole tensor (element
+/// i of P depends only on the seed, P's name and i), so every layout of a
+/// program starts from the same model; padding stays zero. `coords` are this
+/// rank's mesh coordinates (empty for a program of one rank).
+void initParams(Arena &arena, uint64_t seed,
+                const std::vector<int> &coords = {});
 
 } // namespace dtrt
 

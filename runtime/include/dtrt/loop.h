@@ -1,5 +1,4 @@
-//===- dtrt/loop.h - The training loop ---------------------------*- C++
-//-*-===//
+//===- dtrt/loop.h - The training loop ---------------------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -17,6 +16,11 @@
 // checkpoints, and honours stop requests (dtrt/signals.h). At the end it
 // evaluates once more and writes a final checkpoint.
 //
+// The ranks of a sharded program run the same loop in step: after every step
+// they exchange their step times and whether a stop signal reached them, so
+// that the slowest rank is known (metrics) and a SIGTERM delivered to any one
+// rank stops all of them at the same step, with one checkpoint.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DTRT_LOOP_H
@@ -25,6 +29,7 @@
 #include "dtrt/abi.h"
 #include "dtrt/arena.h"
 #include "dtrt/checkpoint.h"
+#include "dtrt/comm.h"
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
 #include "dtrt/metrics.h"
@@ -43,8 +48,12 @@ struct TrainSetup {
   /// Null when there is no evaluation.
   const DataSource *evalSource = nullptr;
   BatchStager *evalStager = nullptr;
-  /// Null when no log directory is set.
+  /// Null when no log directory is set (and on every rank but the first).
   MetricsLog *metrics = nullptr;
+  /// The collectives between the ranks; null for a program of one rank.
+  Communicator *comm = nullptr;
+  /// This rank's mesh coordinates (empty for one rank).
+  std::vector<int> coords;
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
   /// Training time spent by the runs this one resumes.

@@ -1,5 +1,4 @@
-//===- dtrt/manifest.h - The program manifest, parsed and checked -*- C++
-//-*-===//
+//===- dtrt/manifest.h - The program manifest, parsed and checked -*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -58,6 +57,44 @@ struct InitSpec {
   std::string from;
 };
 
+/// How one dimension of a buffer is laid out over the mesh (docs/abi.md,
+/// "Layouts"): split by `axes` one after another, outermost first, each of its
+/// `blocks` blocks separately.
+struct DimLayout {
+  std::vector<int> axes;
+  int64_t blocks = 1;
+};
+
+/// A buffer's layout over the mesh.
+struct Layout {
+  std::vector<DimLayout> dims;
+  /// Axes over which every rank holds a summand of the value.
+  std::vector<int> partial;
+};
+
+/// The device mesh: named axes with sizes, outermost first. Empty for a
+/// program of one rank.
+struct MeshSpec {
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+
+  int worldSize() const;
+};
+
+/// One collective the program issues, as generated code names it (by id).
+struct CollectiveDesc {
+  int64_t id = 0;
+  /// "all-reduce", "reduce-scatter", "all-gather" or "shard".
+  std::string kind;
+  /// The value it moves: "grad/fc1.weight".
+  std::string what;
+  /// The mesh axes of its group.
+  std::vector<std::string> axes;
+  /// The entry point that issues it, and the bytes it hands over per call.
+  std::string entry;
+  int64_t bytes = 0;
+};
+
 /// One named region of the arena.
 struct BufferDesc {
   std::string name;
@@ -73,6 +110,11 @@ struct BufferDesc {
   size_t bytes = 0;
   /// Only for `param` buffers.
   std::optional<InitSpec> init;
+  /// The whole tensor's shape (`shape` is this rank's shard of it); equal to
+  /// `shape` without a layout.
+  std::vector<int64_t> globalShape;
+  /// The layout over the mesh; absent in programs of one rank.
+  std::optional<Layout> layout;
 };
 
 /// The kinds of data sources (docs/abi.md, "Data sources").
@@ -108,7 +150,10 @@ struct CheckpointSpec {
 
 /// The manifest's `train` object.
 struct TrainSpec {
+  /// `batch` = `microBatch` (per rank) x `accumulation` x `dataParallel`.
   int64_t batch = 0, microBatch = 0, accumulation = 1;
+  /// Ranks the batch is split over.
+  int64_t dataParallel = 1;
   /// Exactly one is set.
   std::optional<int64_t> steps, epochs;
   uint64_t seed = 0;
@@ -127,6 +172,9 @@ struct Manifest {
   std::string source;
   size_t arenaBytes = 0;
   size_t arenaAlign = 64;
+  MeshSpec mesh;
+  /// Indexed by id.
+  std::vector<CollectiveDesc> collectives;
   /// In manifest order (checkpoints store tensors in this order).
   std::vector<BufferDesc> buffers;
   TrainSpec train;

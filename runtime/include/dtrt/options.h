@@ -1,5 +1,4 @@
-//===- dtrt/options.h - Command-line options of an emitted program -*- C++
-//-*-===//
+//===- dtrt/options.h - Command-line options of an emitted program -*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -49,9 +48,16 @@ struct Options {
   std::string resumePath;
   std::optional<uint64_t> seed;
   std::optional<int64_t> threads;
+  /// Seconds a collective may wait for the other ranks.
+  std::optional<int64_t> timeout;
   std::optional<Backend> backend;
   std::optional<int64_t> evalEvery;
 };
+
+/// How long a collective waits for the other ranks by default: long enough
+/// for a rank that is writing a checkpoint, short enough not to leave a job
+/// that lost a rank hanging.
+inline constexpr int64_t kDefaultCollectiveTimeout = 60;
 
 /// Parses argv[1..argc). Errors are usage errors (exit code 2).
 Expected<Options> parseOptions(int argc, const char *const *argv);

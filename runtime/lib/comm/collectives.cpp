@@ -18,6 +18,7 @@ namespace dtrt {
 namespace {
 
 Communicator *programComm = nullptr;
+std::vector<std::string> programNames;
 
 /// Prints why and ends the job: generated code has no way to recover.
 [[noreturn]] void fail(const Error &error) {
@@ -41,52 +42,76 @@ void check(Status status) {
     fail(status.error());
 }
 
+/// The name of collective `id`, for messages.
+std::string nameOf(int32_t id) {
+  if (id >= 0 && size_t(id) < programNames.size())
+    return programNames[size_t(id)];
+  return fmt::format("collective #{}", id);
+}
+
+/// Fails when the program was compiled for groups of another size than the
+/// mesh gives `axes` (a program run on a mesh it was not compiled for).
+void checkGroup(Communicator &c, const char *kind, int64_t group,
+                int32_t axes, int32_t id) {
+  int size = c.mesh().groupSize(AxisMask(axes) & c.mesh().allAxes());
+  if ((AxisMask(axes) & ~c.mesh().allAxes()) || group != size)
+    fail(Error(fmt::format("internal error: the {} of '{}' was compiled for "
+                           "a group of {} ranks over axes {:#x}, but the mesh "
+                           "({}) gives {}",
+                           kind, nameOf(id), group, axes, c.mesh().describe(),
+                           size)));
+}
+
 } // namespace
 
-void setProgramCommunicator(Communicator *c) { programComm = c; }
+void setProgramCommunicator(Communicator *c, std::vector<std::string> names) {
+  programComm = c;
+  programNames = std::move(names);
+}
 
 } // namespace dtrt
 
 using namespace dtrt;
 
 extern "C" void dtrt_all_reduce(const void *src, void *dst, int64_t count,
-                                int32_t dtype, int32_t axes,
-                                const char *what) {
+                                int32_t dtype, int32_t axes, int32_t id) {
   check(comm("all-reduce").allReduceSum(src, dst, count, DType(dtype),
-                                        AxisMask(axes), what));
+                                        AxisMask(axes), nameOf(id)));
 }
 
 extern "C" void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
-                                    int32_t dtype, int32_t axes,
-                                    const char *what) {
-  check(comm("reduce-scatter")
-            .reduceScatterSum(src, dst, count, DType(dtype), AxisMask(axes),
-                              what));
+                                    int64_t group, int32_t dtype, int32_t axes,
+                                    int32_t id) {
+  Communicator &c = comm("reduce-scatter");
+  checkGroup(c, "reduce-scatter", group, axes, id);
+  check(c.reduceScatterSum(src, dst, count, DType(dtype), AxisMask(axes),
+                           nameOf(id)));
 }
 
 extern "C" void dtrt_all_gather(const void *src, void *dst, int64_t count,
-                                int32_t dtype, int32_t axes,
-                                const char *what) {
-  check(comm("all-gather").allGather(src, dst, count, DType(dtype),
-                                     AxisMask(axes), what));
+                                int64_t group, int32_t dtype, int32_t axes,
+                                int32_t id) {
+  Communicator &c = comm("all-gather");
+  checkGroup(c, "all-gather", group, axes, id);
+  check(c.allGather(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
 }
 
 extern "C" void dtrt_take_shard(const void *src, void *dst, int64_t total,
                                 int64_t count, int32_t dtype, int32_t axes,
-                                const char *what) {
+                                int32_t id) {
   Communicator &c = comm("shard copy");
   size_t bytes = dtypeSize(DType(dtype));
   if (bytes == 0 || count < 0 || total < 0 ||
       (AxisMask(axes) & ~c.mesh().allAxes()))
     fail(Error(fmt::format("internal error: shard copy of '{}' with dtype "
                            "{}, total {}, count {}, axes {:#x}",
-                           what, dtype, total, count, axes)));
+                           nameOf(id), dtype, total, count, axes)));
   int64_t index = c.mesh().indexInGroup(c.rank(), AxisMask(axes));
   int64_t groupSize = c.mesh().groupSize(AxisMask(axes));
   if (count * groupSize < total)
     fail(Error(fmt::format("internal error: shard copy of '{}': {} shards of "
                            "{} do not cover {} elements",
-                           what, groupSize, count, total)));
+                           nameOf(id), groupSize, count, total)));
   int64_t begin = std::min(total, index * count);
   int64_t end = std::min(total, begin + count);
   const char *from = static_cast<const char *>(src) + begin * bytes;

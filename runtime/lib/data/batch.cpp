@@ -10,7 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/data/batch.h"
+#include "dtrt/layout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fmt/ranges.h>
 
@@ -23,7 +25,8 @@ static std::string shapeString(const std::vector<int64_t> &shape) {
 Expected<BatchStager> BatchStager::create(const DataSource &source,
                                           const Manifest &manifest,
                                           const std::string &role,
-                                          int64_t rows) {
+                                          int64_t rows,
+                                          const std::vector<int> &coords) {
   BatchStager stager(source);
   std::string prefix = "in/" + role + ".";
   for (const BufferDesc &b : manifest.buffers) {
@@ -43,7 +46,7 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
       return Error(fmt::format("input buffer {} has shape {}; inputs are "
                                "[rows, ...]",
                                b.name, shapeString(b.shape)));
-    int64_t bufferRows = b.shape[0];
+    int64_t bufferRows = b.globalShape[0];
     if ((rows > 0 && bufferRows != rows) ||
         (stager.rows_ > 0 && bufferRows != stager.rows_))
       return Error(fmt::format("input buffer {} has {} rows, but the batch "
@@ -51,7 +54,20 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
                                b.name, bufferRows,
                                rows > 0 ? rows : stager.rows_));
     stager.rows_ = bufferRows;
-    int64_t perRow = b.elements / bufferRows;
+    // This rank's rows of the batch.
+    DimPiece piece{bufferRows, 0, bufferRows};
+    if (b.layout)
+      piece = dimPiece(bufferRows, b.layout->dims[0], manifest.mesh, coords);
+    if (!stager.slots_.empty() &&
+        (piece.start != stager.first_ || piece.count != stager.real_))
+      return Error(fmt::format("input buffer {} splits the {} batch unlike "
+                               "the other inputs; this is a bug in dtc, "
+                               "please report it",
+                               b.name, role));
+    stager.first_ = piece.start;
+    stager.real_ = piece.count;
+    stager.localRows_ = b.shape[0];
+    int64_t perRow = b.elements / b.shape[0];
     if (perRow != info.elements || b.dtype != info.dtype)
       return Error(fmt::format(
           "the {} data does not fit the program: a sample's '{}' is {} x {} "
@@ -73,12 +89,15 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
 }
 
 void BatchStager::stage(Arena &arena, const int64_t *indices, int64_t valid) {
+  // Rows [first_, first_ + mine) of the batch are real samples here.
+  int64_t mine = std::clamp<int64_t>(valid - first_, 0, real_);
   for (Slot &slot : slots_) {
     char *dst = slot.host.data();
-    for (int64_t r = 0; r < valid; ++r)
-      source_->read(slot.field, indices[r], dst + size_t(r) * slot.rowBytes);
-    char *pad = dst + size_t(valid) * slot.rowBytes;
-    size_t padBytes = size_t(rows_ - valid) * slot.rowBytes;
+    for (int64_t r = 0; r < mine; ++r)
+      source_->read(slot.field, indices[first_ + r],
+                    dst + size_t(r) * slot.rowBytes);
+    char *pad = dst + size_t(mine) * slot.rowBytes;
+    size_t padBytes = size_t(localRows_ - mine) * slot.rowBytes;
     // Labels are integers; all bytes 0xff is -1 in two's complement, whatever
     // the width.
     std::memset(pad, slot.isLabel ? 0xff : 0, padBytes);

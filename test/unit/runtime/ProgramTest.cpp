@@ -90,7 +90,7 @@ TEST(Program, UsageErrorsExitTwo) {
   unsetenv("WORLD_SIZE");
   unsetenv("RANK");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "trains on one rank only")) << r.err;
+  EXPECT_TRUE(contains(r.err, "it was compiled for one rank")) << r.err;
 }
 
 TEST(Program, ShortRunWritesMetrics) {

@@ -1,10 +1,10 @@
-//===- Manifest.h - the program manifest embedded in the executable -*- C++
-//-*-===//
+//===- Manifest.h - the program manifest embedded in the executable -*- C++ -*-===//
 //
-// The JSON document of docs/abi.md: the arena layout (every dt.global with its
-// role, shape and offset), the training recipe and the data sources. It is
-// built from the module after memory planning, before the globals are lowered
-// away.
+// The JSON document of docs/abi.md: the mesh, the arena layout (every
+// dt.global with its role, shape, offset and, on a mesh, its layout and whole
+// shape), the collectives the program issues, the training recipe and the
+// data sources. It is built from the module after memory planning, before the
+// globals are lowered away.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -21,7 +21,14 @@ namespace dt {
 /// The manifest of a planned module (globals with offsets, `dt.arena_bytes`)
 /// whose job description is the module attribute `dt.job` (a dictionary
 /// mirroring the manifest's "name", "source", "train" and "data" sections).
+/// Numbers the collectives first (numberCollectives).
 mlir::FailureOr<std::string> buildManifest(mlir::ModuleOp module);
+
+/// Gives every mesh collective of `module` its `dt.id`, its index in the
+/// manifest's "collectives" (entry points in module order, ops in program
+/// order); the lowering passes it to the runtime, which names the collective
+/// by it in messages. Collectives that have one keep it.
+void numberCollectives(mlir::ModuleOp module);
 
 } // namespace dt
 

@@ -1,5 +1,4 @@
-//===- Passes.h - dt transformation passes -----------------------*- C++
-//-*-===//
+//===- Passes.h - dt transformation passes -----------------------*- C++ -*-===//
 //
 // Declarations and registration of the passes between MLIRGen and lowering.
 //
@@ -11,6 +10,8 @@
 #include "dt/Dialect/DT/IR/DTOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -36,6 +37,15 @@ inline constexpr llvm::StringLiteral kLr = "out/lr";
 inline constexpr llvm::StringLiteral kGradNorm = "out/grad_norm";
 inline constexpr llvm::StringLiteral kEvalLoss = "out/eval_loss";
 inline constexpr llvm::StringLiteral kEvalCorrect = "out/eval_correct";
+/// On a gradient or optimizer-state global: the parameter it belongs to.
+inline constexpr llvm::StringLiteral kOwnerAttr = "dt.param";
+/// On the module: the parallel recipe dt-shard-globals reads.
+inline constexpr llvm::StringLiteral kParallelAttr = "dt.parallel";
+/// On a parameter: the dimension its `@column`/`@row`/`@vocab` annotation
+/// splits over the tensor axis.
+inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
+/// On an input global: it holds samples of a batch (dimension 0).
+inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
 /// The gradient global of parameter `param`.
 inline std::string gradOf(llvm::StringRef param) {
   return ("grad/" + param).str();
@@ -47,13 +57,27 @@ inline std::string gradOf(llvm::StringRef param) {
 /// prints the result).
 void buildTrainStepPipeline(mlir::OpPassManager &pm);
 
+/// dt-shard-globals and dt-shard-propagation: every global and every value
+/// gets its layout over the mesh (`dtc --emit=sharded`). No-ops without a
+/// mesh.
+void buildShardingPipeline(mlir::OpPassManager &pm);
+
+/// dt-spmd-partition and canonicalisation: the program of one rank
+/// (`dtc --emit=partitioned`).
+void buildPartitionPipeline(mlir::OpPassManager &pm);
+
 /// The passes that prepare the train step for lowering: dt-fuse-elementwise on
 /// every entry point, then dt-plan-memory.
 void buildFuseAndPlanPipeline(mlir::OpPassManager &pm);
 
-/// Registers the two pipelines with dt-opt (`dt-train-step`,
-/// `dt-fuse-and-plan`).
+/// Registers the pipelines with dt-opt (`dt-train-step`, `dt-shard`,
+/// `dt-partition`, `dt-fuse-and-plan`).
 void registerDTPipelines();
+
+/// Records that `global` (a gradient or optimizer state) belongs to `param`.
+void setOwner(GlobalOp global, GlobalOp param);
+/// The parameter `global` belongs to, or null.
+GlobalOp getOwner(GlobalOp global);
 
 /// Returns the global named `name`, creating it (at the end of the module's
 /// globals) with `type` and `role` if it does not exist. Fails with an error if

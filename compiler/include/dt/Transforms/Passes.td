@@ -42,6 +42,71 @@ def Optimizer : Pass<"dt-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect", "::mlir::func::FuncDialect"];
 }
 
+def ShardGlobals : Pass<"dt-shard-globals", "mlir::ModuleOp"> {
+  let summary = "Gives every global its layout over the mesh from dt.parallel";
+  let description = [{
+    Reads the module's `dt.parallel` (`{data = [...], zero = N, tensor = "tp"}`)
+    and sets `sharding` on every `dt.global` that lacks one:
+
+    - parameters: their `dt.tensor_dim` split over the tensor axis (Megatron's
+      `@column`/`@row`/`@vocab`); with ZeRO-3 also dimension 0 over the data
+      axes;
+    - gradients: their parameter's layout; a partial sum over the data axes
+      (ZeRO-0/1: every rank accumulates its own summand until the optimizer
+      needs the sum), or dimension 0 split over them (ZeRO-2/3);
+    - optimizer state: its parameter's layout, with ZeRO >= 1 dimension 0
+      split over the data axes;
+    - batch inputs (`dt.batch`): the sample dimension split over the data axes;
+    - everything else (the step counter, scalars in and out): replicated.
+
+    Shards of uneven size are padded (`#dt.shard` says how), never an error.
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
+def ShardPropagation : Pass<"dt-shard-propagation", "mlir::ModuleOp"> {
+  let summary = "Chooses a layout for every value of every entry point";
+  let description = [{
+    GSPMD-style propagation over each straight-line entry point:
+
+    1. Seeds: a `dt.load` yields its global's layout; in entry points that
+       read a batch, the data axes belong to the batch, so a parameter
+       sharded over them (ZeRO-3) is gathered where it is used. A
+       `dt.store` asks for its global's layout.
+    2. Backward: every value stored into a global prefers that layout, and
+       passes the preference on to its operands through each op's sharding
+       rule.
+    3. Forward: each op picks mesh axes for its factors
+       (`ShardableOpInterface`) among those its operands and its results'
+       preferences offer, at the lowest cost of resharding (bytes each rank
+       sends, plus a latency term per collective; an unsplit value is split
+       for free). Partial sums pass through linear ops until something needs
+       the sum.
+
+    Results: `dt.sharding` on every op that makes tensors (one `#dt.shard`
+    per result) and `dt.operand_shardings` on ops that need an operand in
+    another layout than it has (where dt-spmd-partition inserts collectives).
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
+def SpmdPartition : Pass<"dt-spmd-partition", "mlir::ModuleOp"> {
+  let summary = "Rewrites the global program into the program of one rank";
+  let description = [{
+    Every global and value takes its local shape; every op is cloned on local
+    shapes; wherever a value's layout differs from the one its user needs,
+    the collectives that convert it are inserted: `mesh.all_reduce` (partial
+    sums), `mesh.reduce_scatter`, `mesh.all_gather` and `mesh.all_slice`
+    (taking this rank's piece, no communication), along the leading axis (other
+    axes are transposed there and back), with `dt.pad`/`dt.slice` around
+    uneven shards. A cross-entropy over split positions divides by the number
+    of labels over all ranks, so its value is exact for padded batches too.
+    Each collective carries `dt.what`, the value it moves, for run-time
+    messages. Globals keep their global type as `global_type`.
+  }];
+  let dependentDialects = ["::dt::DTDialect", "::mlir::mesh::MeshDialect"];
+}
+
 def FuseElementwise : Pass<"dt-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups elementwise ops into dt.fused regions";
   let description = [{

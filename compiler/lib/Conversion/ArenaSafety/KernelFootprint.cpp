@@ -151,6 +151,42 @@ const llvm::StringMap<Row> &table() {
                                          {s.arg(7), s.arg(8), s.arg(9), kF32});
                                      return llvm::SmallVector<int64_t>(7, all);
                                    }};
+    // The collectives of runtime/include/dtrt/collectives.h; `dtype` is the
+    // runtime's element type number.
+    auto bytes = [](Sizes &s, unsigned dtype) -> int64_t {
+      switch (s.arg(dtype)) {
+      case 0: // f32
+      case 1: // i32
+        return 4;
+      case 2: // i64
+        return 8;
+      default: // bf16, f16
+        return 2;
+      }
+    };
+    // (src, dst, count, dtype, axes, id)
+    t["dtrt_all_reduce"] = {6, [=](Sizes &s) {
+                              int64_t all = s.mul({s.arg(2), bytes(s, 3)});
+                              return llvm::SmallVector<int64_t>{all, all};
+                            }};
+    // (src, dst, count, group, dtype, axes, id): src holds `group` blocks.
+    t["dtrt_reduce_scatter"] = {7, [=](Sizes &s) {
+                                  int64_t block = s.mul({s.arg(2), bytes(s, 4)});
+                                  return llvm::SmallVector<int64_t>{
+                                      s.mul({block, s.arg(3)}), block};
+                                }};
+    // (src, dst, count, group, dtype, axes, id): dst holds `group` blocks.
+    t["dtrt_all_gather"] = {7, [=](Sizes &s) {
+                              int64_t block = s.mul({s.arg(2), bytes(s, 4)});
+                              return llvm::SmallVector<int64_t>{
+                                  block, s.mul({block, s.arg(3)})};
+                            }};
+    // (src, dst, total, count, dtype, axes, id)
+    t["dtrt_take_shard"] = {7, [=](Sizes &s) {
+                              return llvm::SmallVector<int64_t>{
+                                  s.mul({s.arg(2), bytes(s, 4)}),
+                                  s.mul({s.arg(3), bytes(s, 4)})};
+                            }};
     return t;
   }();
   return rows;

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
@@ -69,9 +70,10 @@ int64_t bytesOf(Type type) {
 class EntryLowering {
 public:
   EntryLowering(ModuleOp module, func::FuncOp fn, int64_t arenaBytes,
-                const llvm::StringMap<ArenaSpan> &globals)
+                const llvm::StringMap<ArenaSpan> &globals,
+                ArrayRef<int64_t> meshShape)
       : module(module), source(fn), b(module.getContext()), loc(fn.getLoc()),
-        arenaBytes(arenaBytes), globals(globals) {}
+        arenaBytes(arenaBytes), globals(globals), meshShape(meshShape) {}
 
   LogicalResult run() {
     MLIRContext *ctx = module.getContext();
@@ -104,6 +106,8 @@ private:
   Location loc;
   int64_t arenaBytes;
   const llvm::StringMap<ArenaSpan> &globals;
+  /// The sizes of the mesh's axes (empty without a mesh).
+  ArrayRef<int64_t> meshShape;
   Value arena, base;
   llvm::DenseMap<std::pair<int64_t, Type>, Value> views;
 
@@ -250,6 +254,24 @@ private:
         .Case([&](ConcatOp c) {
           return lowerSplitOrConcat(c, c.getResult(), c.getInputs(),
                                     c.getAxis(), false);
+        })
+        .Case([&](SliceOp s) { return lowerSlice(s); })
+        .Case([&](PadOp p) { return lowerPad(p); })
+        .Case([&](mesh::AllReduceOp c) {
+          return lowerCollective(c, "dtrt_all_reduce", c.getInput(),
+                                 c.getResult(), c.getMeshAxes());
+        })
+        .Case([&](mesh::ReduceScatterOp c) {
+          return lowerCollective(c, "dtrt_reduce_scatter", c.getInput(),
+                                 c.getResult(), c.getMeshAxes());
+        })
+        .Case([&](mesh::AllGatherOp c) {
+          return lowerCollective(c, "dtrt_all_gather", c.getInput(),
+                                 c.getResult(), c.getMeshAxes());
+        })
+        .Case([&](mesh::AllSliceOp c) {
+          return lowerCollective(c, "dtrt_take_shard", c.getInput(),
+                                 c.getResult(), c.getMeshAxes());
         })
         .Case([&](MatmulOp m) { return lowerMatmul(m); })
         .Case([&](SoftmaxOp s) { return lowerSoftmax(s); })
@@ -803,6 +825,93 @@ private:
     return success();
   }
 
+  /// The subview of `whole` that is `[start, start + size)` along `axis`.
+  Value sliceView(Value whole, ArrayRef<int64_t> shape, int64_t axis,
+                  int64_t start, int64_t size) {
+    SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes,
+        strides(shape.size(), b.getIndexAttr(1));
+    for (int64_t d : shape)
+      sizes.push_back(b.getIndexAttr(d));
+    offsets[axis] = b.getIndexAttr(start);
+    sizes[axis] = b.getIndexAttr(size);
+    return b.create<memref::SubViewOp>(loc, whole, offsets, sizes, strides);
+  }
+
+  /// Pattern: dt.slice => linalg.copy(subview(in), out).
+  LogicalResult lowerSlice(SliceOp s) {
+    Value from = sliceView(viewOf(s.getInput()), shapeOf(s.getInput()),
+                           s.getAxis(), s.getStart(),
+                           shapeOf(s.getResult())[s.getAxis()]);
+    b.create<linalg::CopyOp>(loc, from, viewOf(s.getResult()));
+    return success();
+  }
+
+  /// Pattern: dt.pad => fill(out, 0); linalg.copy(in, subview(out)).
+  LogicalResult lowerPad(PadOp p) {
+    Value out = viewOf(p.getResult());
+    Type elem = elementOf(p.getResult());
+    b.create<linalg::FillOp>(
+        loc, b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)).getResult(),
+        out);
+    Value into = sliceView(out, shapeOf(p.getResult()), p.getAxis(), 0,
+                           shapeOf(p.getInput())[p.getAxis()]);
+    b.create<linalg::CopyOp>(loc, viewOf(p.getInput()), into);
+    return success();
+  }
+
+  /// The runtime's number for an element type (dtrt::DType).
+  static std::optional<int32_t> dtypeCode(Type t) {
+    if (t.isF32())
+      return 0;
+    if (t.isInteger(32))
+      return 1;
+    if (t.isInteger(64))
+      return 2;
+    if (t.isBF16())
+      return 3;
+    if (t.isF16())
+      return 4;
+    return std::nullopt;
+  }
+
+  /// Pattern: mesh.<collective> %in on @mesh mesh_axes = [...] (along axis 0)
+  ///   => call @dtrt_<collective>(ptr in, ptr out, counts..., dtype, axis
+  ///      mask, id), the id (dt.id) naming it in the manifest's collectives.
+  LogicalResult lowerCollective(Operation *op, StringRef callee, Value in,
+                                Value out, ArrayRef<int16_t> axes) {
+    for (StringRef axisAttr : {"gather_axis", "scatter_axis", "slice_axis"})
+      if (auto axis = op->getAttrOfType<IntegerAttr>(axisAttr);
+          axis && axis.getInt() != 0)
+        return op->emitOpError("runs along axis ")
+               << axis.getInt()
+               << "; the runtime's collectives run along axis 0 "
+                  "(dt-spmd-partition transposes the others there)";
+    auto id = op->getAttrOfType<IntegerAttr>("dt.id");
+    if (!id)
+      return op->emitOpError("has no dt.id: number the collectives "
+                             "(dt::numberCollectives) before lowering");
+    std::optional<int32_t> dtype = dtypeCode(elementOf(in));
+    if (!dtype)
+      return op->emitOpError("moves ")
+             << elementOf(in) << " elements, which the runtime cannot";
+    int64_t mask = 0, group = 1;
+    for (int16_t a : axes) {
+      mask |= int64_t(1) << a;
+      group *= meshShape[a];
+    }
+    int64_t inCount = product(shapeOf(in)), outCount = product(shapeOf(out));
+    SmallVector<Value> args{pointerOf(in), pointerOf(out)};
+    if (callee == "dtrt_all_reduce")
+      args.push_back(i64(inCount));
+    else if (callee == "dtrt_reduce_scatter" || callee == "dtrt_all_gather")
+      args.append({i64(std::min(inCount, outCount)), i64(group)});
+    else // dtrt_take_shard
+      args.append({i64(inCount), i64(outCount)});
+    args.append({i32(*dtype), i32(mask), i32(id.getInt())});
+    call(callee, args);
+    return success();
+  }
+
   LogicalResult lowerMatmul(MatmulOp m) {
     if (failed(requireF32(m, {m.getLhs(), m.getRhs()})))
       return failure();
@@ -1003,18 +1112,25 @@ struct ConvertDTToKernelsPass
       }
       globals[g.getSymName()] = {int64_t(*g.getOffset()), bytesOf(g.getType())};
     }
+    SmallVector<int64_t> meshShape;
+    if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh"))
+      meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
     SmallVector<func::FuncOp> entries;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
         entries.push_back(fn);
     for (func::FuncOp fn : entries) {
-      EntryLowering lowering(module, fn, arena.getInt(), globals);
+      EntryLowering lowering(module, fn, arena.getInt(), globals, meshShape);
       if (failed(lowering.run()))
         return signalPassFailure();
       fn.erase();
     }
     for (GlobalOp g : llvm::make_early_inc_range(module.getOps<GlobalOp>()))
       g.erase();
+    // The mesh was needed for group sizes only; LLVM has no use for it.
+    for (auto mesh :
+         llvm::make_early_inc_range(module.getOps<mesh::MeshOp>()))
+      mesh.erase();
   }
 };
 

@@ -29,20 +29,24 @@ namespace dtrt {
 class BatchStager {
 public:
   /// Matches the buffers named `in/<role>.<field>` against `source`'s fields.
-  /// `rows` is the expected leading dimension (the micro-batch for train, 0 to
-  /// take it from the buffers for eval). Fails when the program and the data
-  /// disagree, naming both shapes.
+  /// `rows` is the expected leading dimension of the whole batch (the global
+  /// micro-batch for train, 0 to take it from the buffers for eval). In a
+  /// sharded program the buffers hold this rank's rows of the batch, which
+  /// `coords` (its mesh coordinates) decide. Fails when the program and the
+  /// data disagree, naming both shapes.
   static Expected<BatchStager> create(const DataSource &source,
                                       const Manifest &manifest,
-                                      const std::string &role, int64_t rows);
+                                      const std::string &role, int64_t rows,
+                                      const std::vector<int> &coords = {});
 
-  /// Rows per batch (the buffers' leading dimension).
+  /// Rows per batch over all ranks (the buffers' whole leading dimension).
   int64_t rows() const { return rows_; }
   /// Label elements per sample (what eval averages over).
   int64_t labelsPerSample() const { return labelsPerSample_; }
 
-  /// Stages samples `indices[0..valid)` into rows [0, valid) and padding into
-  /// the remaining rows, then copies every buffer into the arena.
+  /// Stages the batch of samples `indices[0..valid)` (rows past `valid` are
+  /// padding): this rank's rows of it, then copies every buffer into the
+  /// arena.
   void stage(Arena &arena, const int64_t *indices, int64_t valid);
 
 private:
@@ -58,6 +62,9 @@ private:
 
   const DataSource *source_;
   int64_t rows_ = 0;
+  /// This rank's rows: [first_, first_ + real_) of the batch, stored in
+  /// localRows_ rows (the rest padding).
+  int64_t first_ = 0, real_ = 0, localRows_ = 0;
   int64_t labelsPerSample_ = 1;
   std::vector<Slot> slots_;
 };

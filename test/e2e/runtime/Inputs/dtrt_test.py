@@ -41,7 +41,8 @@ import subprocess
 import sys
 import zlib
 
-TIMING = {"samples_per_s", "tokens_per_s", "elapsed_s"}
+TIMING = {"samples_per_s", "tokens_per_s", "elapsed_s", "step_time_s",
+          "step_time_spread_s", "slowest_rank"}
 
 
 def make_idx(args):

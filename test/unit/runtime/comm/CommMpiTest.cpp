@@ -33,7 +33,7 @@ TEST(CommMpiTest, AllReduceOverEachGroup) {
       x[i] = float(comm->rank() * 1000 + int(i));
     std::vector<float> sum(x.size());
     dtrt_all_reduce(x.data(), sum.data(), int64_t(x.size()),
-                    int32_t(DType::F32), int32_t(axes), "x");
+                    int32_t(DType::F32), int32_t(axes), 0);
     std::vector<int> members = comm->mesh().group(comm->rank(), axes);
     for (size_t i = 0; i < x.size(); ++i) {
       float want = 0;
@@ -46,14 +46,14 @@ TEST(CommMpiTest, AllReduceOverEachGroup) {
 
 TEST(CommMpiTest, AllReduceInPlaceOfEachType) {
   std::vector<int64_t> a(5, int64_t(1) << 40);
-  dtrt_all_reduce(a.data(), a.data(), 5, int32_t(DType::I64), kWorld, "a");
+  dtrt_all_reduce(a.data(), a.data(), 5, int32_t(DType::I64), kWorld, 0);
   EXPECT_EQ(a[4], int64_t(4) << 40);
   std::vector<float> b(3, 0.25f * float(comm->rank() + 1));
-  dtrt_all_reduce(b.data(), b.data(), 3, int32_t(DType::F32), kDp, "b");
+  dtrt_all_reduce(b.data(), b.data(), 3, int32_t(DType::F32), kDp, 0);
   std::vector<int> dp = comm->mesh().group(comm->rank(), kDp);
   EXPECT_EQ(b[0], 0.25f * float(dp[0] + 1) + 0.25f * float(dp[1] + 1));
   std::vector<int32_t> c(2, comm->rank());
-  dtrt_all_reduce(c.data(), c.data(), 2, int32_t(DType::I32), kTp, "c");
+  dtrt_all_reduce(c.data(), c.data(), 2, int32_t(DType::I32), kTp, 0);
   std::vector<int> tp = comm->mesh().group(comm->rank(), kTp);
   EXPECT_EQ(c[1], tp[0] + tp[1]);
 }
@@ -64,8 +64,8 @@ TEST(CommMpiTest, ReduceScatterGivesEachRankItsBlock) {
   std::vector<float> in(6), out(3, -1);
   for (int j = 0; j < 6; ++j)
     in[j] = float(comm->rank() + j);
-  dtrt_reduce_scatter(in.data(), out.data(), 3, int32_t(DType::F32), kDp,
-                      "grad/w");
+  dtrt_reduce_scatter(in.data(), out.data(), 3, 2, int32_t(DType::F32), kDp,
+                      0);
   int index = comm->mesh().indexInGroup(comm->rank(), kDp);
   std::vector<int> members = comm->mesh().group(comm->rank(), kDp);
   for (int k = 0; k < 3; ++k)
@@ -74,8 +74,8 @@ TEST(CommMpiTest, ReduceScatterGivesEachRankItsBlock) {
 
 TEST(CommMpiTest, AllGatherJoinsBlocksInGroupOrder) {
   std::vector<int32_t> mine{comm->rank(), 10 * comm->rank()}, all(8, -1);
-  dtrt_all_gather(mine.data(), all.data(), 2, int32_t(DType::I32), kWorld,
-                  "w");
+  dtrt_all_gather(mine.data(), all.data(), 2, 4, int32_t(DType::I32), kWorld,
+                  0);
   EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 1, 10, 2, 20, 3, 30}));
 }
 
@@ -83,12 +83,12 @@ TEST(CommMpiTest, TakeShardThenGatherRestoresAPaddedTensor) {
   // A bias of 3 elements sharded over dp = 2: blocks of 2, the last padded.
   std::vector<float> full{1, 2, 3}, shard(2, -1), back(4, -1);
   dtrt_take_shard(full.data(), shard.data(), 3, 2, int32_t(DType::F32), kDp,
-                  "bias");
+                  0);
   int index = comm->mesh().indexInGroup(comm->rank(), kDp);
   EXPECT_EQ(shard, index == 0 ? (std::vector<float>{1, 2})
                               : (std::vector<float>{3, 0}));
-  dtrt_all_gather(shard.data(), back.data(), 2, int32_t(DType::F32), kDp,
-                  "bias");
+  dtrt_all_gather(shard.data(), back.data(), 2, 2, int32_t(DType::F32), kDp,
+                  0);
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 0}));
 }
 

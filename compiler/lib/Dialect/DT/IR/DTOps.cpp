@@ -10,6 +10,8 @@
 #include "dt/Dialect/DT/IR/DTOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -29,6 +31,7 @@ void DTDialect::initialize() {
 #define GET_OP_LIST
 #include "dt/Dialect/DT/IR/DTOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 Operation *DTDialect::materializeConstant(OpBuilder &builder, Attribute value,
@@ -269,6 +272,40 @@ LogicalResult ConcatOp::verify() {
            << total << " along axis " << axis << ", not "
            << out.getDimSize(axis);
   return success();
+}
+
+/// Shared by slice and pad: same rank and element type, equal sizes off the
+/// axis, and `shorter` no longer than `longer` along it.
+static LogicalResult verifyAlongAxis(Operation *op, int64_t axis,
+                                     RankedTensorType shorter,
+                                     RankedTensorType longer) {
+  if (failed(verifyAxis(op, axis, longer.getRank())))
+    return failure();
+  if (shorter.getRank() != longer.getRank() ||
+      shorter.getElementType() != longer.getElementType())
+    return op->emitOpError("operand and result differ in rank or element type");
+  for (int64_t d = 0; d < longer.getRank(); ++d)
+    if (d != axis && shorter.getDimSize(d) != longer.getDimSize(d))
+      return op->emitOpError(
+          "operand and result may differ only along the axis");
+  if (shorter.getDimSize(axis) > longer.getDimSize(axis))
+    return op->emitOpError("the range does not fit along axis ") << axis;
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(verifyAlongAxis(*this, getAxis(), getType(),
+                             tensorType(getInput()))))
+    return failure();
+  if (getStart() < 0 || getStart() + getType().getDimSize(getAxis()) >
+                            tensorType(getInput()).getDimSize(getAxis()))
+    return emitOpError("the range starting at ")
+           << getStart() << " does not fit along axis " << getAxis();
+  return success();
+}
+
+LogicalResult PadOp::verify() {
+  return verifyAlongAxis(*this, getAxis(), tensorType(getInput()), getType());
 }
 
 //===----------------------------------------------------------------------------===//

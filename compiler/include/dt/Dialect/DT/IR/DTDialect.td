@@ -26,6 +26,12 @@ def DT_Dialect : Dialect {
     `ScalarizableOpInterface` so that fused regions can be code-generated as one loop.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  // Sharded programs name `mesh.mesh @mesh` and hold mesh collectives.
+  let dependentDialects = ["::mlir::mesh::MeshDialect"];
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 class DT_Op<string mnemonic, list<Trait> traits = []>

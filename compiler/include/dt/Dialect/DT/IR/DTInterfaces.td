@@ -1,8 +1,9 @@
 //===- DTInterfaces.td - dt op interfaces ------------------------*- tablegen -*-===//
 //
-// The two interfaces through which passes ask ops about themselves instead of
-// switching over op kinds: autodiff asks for a vector-Jacobian product, fusion lowering
-// asks for the scalar computation of an elementwise op.
+// The interfaces through which passes ask ops about themselves instead of
+// switching over op kinds: autodiff asks for a vector-Jacobian product, fusion
+// lowering for the scalar computation of an elementwise op, and the sharding
+// passes for how the op's dimensions may be split.
 //
 //===----------------------------------------------------------------------------===//
 
@@ -48,6 +49,24 @@ def DT_ScalarizableOpInterface : OpInterface<"ScalarizableOpInterface"> {
       "::mlir::Value", "buildScalar",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
            "::mlir::ValueRange":$operands, "unsigned":$lanes)>
+  ];
+}
+
+def DT_ShardableOpInterface : OpInterface<"ShardableOpInterface"> {
+  let cppNamespace = "::dt";
+  let description = [{
+    An op that computes on tensors and can run split over the device mesh:
+    it describes its dimensions in factors (dt/Dialect/DT/IR/ShardingRule.h),
+    from which sharding propagation chooses layouts and the partitioner
+    clones it on local shapes. Every op a train step can hold implements it,
+    except the state ops (dt.load, dt.store), which the sharding passes treat
+    themselves.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The op's dimensions as factors, for its current operand and result "
+      "types.",
+      "::dt::ShardingRule", "getShardingRule", (ins)>
   ];
 }
 

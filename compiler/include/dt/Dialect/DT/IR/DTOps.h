@@ -1,5 +1,4 @@
-//===- DTOps.h - dt dialect operations ---------------------------*- C++
-//-*-===//
+//===- DTOps.h - dt dialect operations ---------------------------*- C++ -*-===//
 //
 // The operations, enums and interfaces of the dt dialect, generated from
 // DTOps.td and DTInterfaces.td, plus small helpers shared by their
@@ -11,6 +10,7 @@
 #define DT_DIALECT_DT_IR_DTOPS_H
 
 #include "dt/Dialect/DT/IR/DTDialect.h"
+#include "dt/Dialect/DT/IR/ShardingRule.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -9,6 +9,7 @@
 #ifndef DT_OPS_TD
 #define DT_OPS_TD
 
+include "dt/Dialect/DT/IR/DTAttributes.td"
 include "dt/Dialect/DT/IR/DTDialect.td"
 include "dt/Dialect/DT/IR/DTInterfaces.td"
 include "mlir/IR/EnumAttr.td"
@@ -38,6 +39,7 @@ def DT_RoleAttr : I32EnumAttr<"Role", "what a global holds and who writes it",
 
 def DifferentiableOp : DeclareOpInterfaceMethods<DT_DifferentiableOpInterface>;
 def ScalarizableOp : DeclareOpInterfaceMethods<DT_ScalarizableOpInterface>;
+def ShardableOp : DeclareOpInterfaceMethods<DT_ShardableOpInterface>;
 
 //===----------------------------------------------------------------------------===//
 // State
@@ -52,22 +54,37 @@ def DT_GlobalOp : DT_Op<"global", [Symbol]> {
     `{kind = "constant", value}`); memory planning assigns every global its byte `offset`
     in the arena.
 
+    In a program for a mesh of ranks, `sharding` is the global's layout
+    over the mesh (dt-shard-globals); once dt-spmd-partition made the program
+    of one rank, `type` is the rank's shard and `global_type` the whole
+    tensor's type.
+
     ```mlir
     dt.global param @"fc1.weight" : tensor<256x784xf32>
         {init = {kind = "uniform", low = -0.0357 : f64, high = 0.0357 : f64}}
     dt.global input @"in/train.x" : tensor<128x784xf32>
+    dt.global state @"adamw.m/fc2.weight" : tensor<3x512xf32>
+        {global_type = tensor<10x512xf32>, sharding = #dt.shard<[dp, _]>}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<DT_Tensor>:$type,
                        DT_RoleAttr:$role,
                        OptionalAttr<DictionaryAttr>:$init,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<DT_ShardingAttr>:$sharding,
+                       OptionalAttr<TypeAttrOf<DT_Tensor>>:$global_type);
   let assemblyFormat = "$role $sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// The whole tensor's type: `global_type` in a partitioned program, else
+    /// `type`.
+    ::mlir::RankedTensorType getGlobalTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(
+          getGlobalType() ? *getGlobalType() : getType());
     }
   }];
 }
@@ -101,7 +118,7 @@ def DT_StoreOp : DT_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface
 // Constants
 //===----------------------------------------------------------------------------===//
 
-def DT_ConstantOp : DT_Op<"constant", [ConstantLike, Pure, ScalarizableOp,
+def DT_ConstantOp : DT_Op<"constant", [ConstantLike, Pure, ScalarizableOp, ShardableOp,
                                        AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor";
   let description = [{
@@ -116,7 +133,7 @@ def DT_ConstantOp : DT_Op<"constant", [ConstantLike, Pure, ScalarizableOp,
   let hasVerifier = 1;
 }
 
-def DT_IotaOp : DT_Op<"iota", [Pure]> {
+def DT_IotaOp : DT_Op<"iota", [ShardableOp, Pure]> {
   let summary = "0, 1, ..., n-1";
   let description = [{
     ```mlir
@@ -133,7 +150,7 @@ def DT_IotaOp : DT_Op<"iota", [Pure]> {
 
 class DT_UnaryOp<string mnemonic, list<Trait> traits = []>
     : DT_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
-                                   ScalarizableOp], traits)> {
+                                   ScalarizableOp, ShardableOp], traits)> {
   let arguments = (ins DT_Tensor:$input);
   let results = (outs DT_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -177,7 +194,8 @@ def DT_GeluDerivOp : DT_UnaryOp<"gelu_deriv"> {
 }
 
 def DT_ConvertOp : DT_Op<"convert", [Pure, Elementwise, SameOperandsAndResultShape,
-                                     ScalarizableOp, DifferentiableOp]> {
+                                     ScalarizableOp, DifferentiableOp,
+                                     ShardableOp]> {
   let summary = "elementwise element-type conversion";
   let description = [{
     Integer to float, float to float (rounding to nearest even), float to integer
@@ -194,7 +212,8 @@ def DT_ConvertOp : DT_Op<"convert", [Pure, Elementwise, SameOperandsAndResultSha
 
 class DT_BinaryOp<string mnemonic, string formula, list<Trait> traits = []>
     : DT_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
-                                   ScalarizableOp, DifferentiableOp], traits)> {
+                                   ScalarizableOp, DifferentiableOp, ShardableOp],
+                                  traits)> {
   let summary = "elementwise " # formula;
   let description = [{
     Operands have equal types; MLIRGen makes NumPy broadcasting explicit.
@@ -223,7 +242,7 @@ def DT_MinimumOp : DT_BinaryOp<"minimum", "min(x, y)", [Commutative]>;
 // Shapes
 //===----------------------------------------------------------------------------===//
 
-def DT_BroadcastToOp : DT_Op<"broadcast_to", [Pure, DifferentiableOp]> {
+def DT_BroadcastToOp : DT_Op<"broadcast_to", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "NumPy broadcasting to a larger shape";
   let description = [{
     Dimensions are aligned on the right; an operand dimension equals the result's or is 1,
@@ -240,7 +259,7 @@ def DT_BroadcastToOp : DT_Op<"broadcast_to", [Pure, DifferentiableOp]> {
   let hasFolder = 1;
 }
 
-def DT_ReshapeOp : DT_Op<"reshape", [Pure, DifferentiableOp]> {
+def DT_ReshapeOp : DT_Op<"reshape", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "the same elements in row-major order, another shape";
   let description = [{
     ```mlir
@@ -254,7 +273,7 @@ def DT_ReshapeOp : DT_Op<"reshape", [Pure, DifferentiableOp]> {
   let hasFolder = 1;
 }
 
-def DT_TransposeOp : DT_Op<"transpose", [Pure, DifferentiableOp]> {
+def DT_TransposeOp : DT_Op<"transpose", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "a permutation of dimensions";
   let description = [{
     Result dimension i is operand dimension `perm[i]`.
@@ -269,7 +288,7 @@ def DT_TransposeOp : DT_Op<"transpose", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_SplitOp : DT_Op<"split", [Pure, DifferentiableOp]> {
+def DT_SplitOp : DT_Op<"split", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "consecutive pieces along one axis";
   let description = [{
     ```mlir
@@ -283,7 +302,7 @@ def DT_SplitOp : DT_Op<"split", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_ConcatOp : DT_Op<"concat", [Pure, DifferentiableOp]> {
+def DT_ConcatOp : DT_Op<"concat", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "tensors joined along one axis";
   let description = [{
     ```mlir
@@ -296,11 +315,46 @@ def DT_ConcatOp : DT_Op<"concat", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
+def DT_SliceOp : DT_Op<"slice", [ShardableOp, Pure]> {
+  let summary = "a contiguous range of one axis";
+  let description = [{
+    The entries `[start, start + n)` of `axis`, where `n` is the result's size
+    there. The partitioner uses it to drop the padding of uneven shards after
+    an all-gather.
+
+    ```mlir
+    %w = dt.slice %g axis 0 start 0 : tensor<12x512xf32> -> tensor<10x512xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, I64Attr:$axis, I64Attr:$start);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input `axis` $axis `start` $start attr-dict `:` type($input) "
+                       "`->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_PadOp : DT_Op<"pad", [ShardableOp, Pure]> {
+  let summary = "zeros appended to one axis";
+  let description = [{
+    The operand followed by zeros along `axis`, up to the result's size. The
+    partitioner pads a tensor to a whole number of equal shards before a
+    reduce-scatter.
+
+    ```mlir
+    %p = dt.pad %g axis 0 : tensor<10x512xf32> -> tensor<12x512xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, I64Attr:$axis);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input `axis` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------------===//
 // Reductions and linear algebra
 //===----------------------------------------------------------------------------===//
 
-def DT_ReduceSumOp : DT_Op<"reduce_sum", [Pure, DifferentiableOp]> {
+def DT_ReduceSumOp : DT_Op<"reduce_sum", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "sum over some axes, which are removed";
   let description = [{
     ```mlir
@@ -313,7 +367,7 @@ def DT_ReduceSumOp : DT_Op<"reduce_sum", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_MatmulOp : DT_Op<"matmul", [Pure, DifferentiableOp]> {
+def DT_MatmulOp : DT_Op<"matmul", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "matrix product, batched over equal leading dimensions";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_lhs`), `rhs` is `[..., K, N]`
@@ -339,7 +393,8 @@ def DT_MatmulOp : DT_Op<"matmul", [Pure, DifferentiableOp]> {
 // Neural-network ops (hand-written kernels) and their gradients
 //===----------------------------------------------------------------------------===//
 
-def DT_SoftmaxOp : DT_Op<"softmax", [Pure, SameOperandsAndResultType, DifferentiableOp]> {
+def DT_SoftmaxOp : DT_Op<"softmax", [Pure, SameOperandsAndResultType, DifferentiableOp,
+                                     ShardableOp]> {
   let summary = "softmax along one axis";
   let description = [{
     ```mlir
@@ -352,7 +407,7 @@ def DT_SoftmaxOp : DT_Op<"softmax", [Pure, SameOperandsAndResultType, Differenti
   let hasVerifier = 1;
 }
 
-def DT_LayerNormOp : DT_Op<"layer_norm", [Pure, DifferentiableOp]> {
+def DT_LayerNormOp : DT_Op<"layer_norm", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + eps) * weight + bias`, with the biased variance, over the last
@@ -371,7 +426,7 @@ def DT_LayerNormOp : DT_Op<"layer_norm", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_LayerNormGradOp : DT_Op<"layer_norm_grad", [Pure]> {
+def DT_LayerNormGradOp : DT_Op<"layer_norm_grad", [ShardableOp, Pure]> {
   let summary = "the gradients of dt.layer_norm";
   let description = [{
     Given the layer-norm input, its weight and the adjoint of its result, the adjoints of
@@ -386,7 +441,7 @@ def DT_LayerNormGradOp : DT_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DT_EmbeddingOp : DT_Op<"embedding", [Pure, DifferentiableOp]> {
+def DT_EmbeddingOp : DT_Op<"embedding", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "rows of a table picked by integer ids";
   let description = [{
     ```mlir
@@ -401,7 +456,7 @@ def DT_EmbeddingOp : DT_Op<"embedding", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_EmbeddingGradOp : DT_Op<"embedding_grad", [Pure]> {
+def DT_EmbeddingGradOp : DT_Op<"embedding_grad", [ShardableOp, Pure]> {
   let summary = "the gradient of dt.embedding with respect to its table";
   let description = [{
     Scatter-adds the rows of `result_grad` into a zero table at the rows named by `ids`.
@@ -413,7 +468,7 @@ def DT_EmbeddingGradOp : DT_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DT_CrossEntropyOp : DT_Op<"cross_entropy", [Pure, DifferentiableOp]> {
+def DT_CrossEntropyOp : DT_Op<"cross_entropy", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "mean softmax cross-entropy over labelled positions";
   let description = [{
     `logits` are `[..., C]`, `labels` `[...]` integers in `[0, C)`; a negative label marks a
@@ -431,7 +486,7 @@ def DT_CrossEntropyOp : DT_Op<"cross_entropy", [Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_CrossEntropyGradOp : DT_Op<"cross_entropy_grad", [Pure]> {
+def DT_CrossEntropyGradOp : DT_Op<"cross_entropy_grad", [ShardableOp, Pure]> {
   let summary = "the gradient of dt.cross_entropy with respect to its logits";
   let description = [{ `(softmax(logits) - onehot(labels)) * result_grad / count`. }];
   let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels,
@@ -442,7 +497,7 @@ def DT_CrossEntropyGradOp : DT_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DT_CountCorrectOp : DT_Op<"count_correct", [Pure]> {
+def DT_CountCorrectOp : DT_Op<"count_correct", [ShardableOp, Pure]> {
   let summary = "how many positions' arg-max equals their (non-negative) label";
   let description = [{
     ```mlir
@@ -456,7 +511,7 @@ def DT_CountCorrectOp : DT_Op<"count_correct", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DT_AttentionOp : DT_Op<"attention", [Pure, DifferentiableOp,
+def DT_AttentionOp : DT_Op<"attention", [ShardableOp, Pure, DifferentiableOp,
     AllTypesMatch<["query", "key", "value", "result"]>]> {
   let summary = "scaled dot-product attention";
   let description = [{
@@ -473,7 +528,7 @@ def DT_AttentionOp : DT_Op<"attention", [Pure, DifferentiableOp,
   let hasVerifier = 1;
 }
 
-def DT_AttentionGradOp : DT_Op<"attention_grad", [Pure,
+def DT_AttentionGradOp : DT_Op<"attention_grad", [ShardableOp, Pure,
     AllTypesMatch<["query", "key", "value", "result_grad", "query_grad", "key_grad",
                    "value_grad"]>]> {
   let summary = "the gradients of dt.attention";
@@ -494,7 +549,7 @@ def DT_AttentionGradOp : DT_Op<"attention_grad", [Pure,
 // Training
 //===----------------------------------------------------------------------------===//
 
-def DT_ScheduleOp : DT_Op<"schedule", [Pure]> {
+def DT_ScheduleOp : DT_Op<"schedule", [ShardableOp, Pure]> {
   let summary = "the learning rate at an optimizer step";
   let description = [{
     `step` is the 1-based optimizer step, `total` the run's number of steps. `kind` is
