@@ -36,6 +36,14 @@ if os.path.exists(os.path.join(config.dt_src_root, "data", "fashion", "train-ima
     config.available_features.add("fashion-data")
 if os.path.exists(os.path.join(config.dt_src_root, "data", "text", "train.bin")):
     config.available_features.add("text-data")
+# MPI: sharded programs run on several ranks. %mpirun is plain OpenMPI with what a
+# container and a small machine need (root allowed, more ranks than cores, no
+# single-copy shared memory); dtrun sets the same itself.
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "
+                    "--oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"))
 def _has_gpu():
     smi = shutil.which("nvidia-smi")
     if not smi:

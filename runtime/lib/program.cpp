@@ -392,23 +392,37 @@ Status Run::checkCheckpointDir() {
 }
 
 void Run::printBanner() {
+  // The whole model's parameters; on a mesh also what this rank holds.
   int64_t params = 0;
-  size_t paramBytes = 0;
+  size_t paramBytes = 0, localBytes = 0;
   for (const BufferDesc &b : manifest_.buffers)
     if (b.role == Role::Param) {
-      params += b.elements;
-      paramBytes += b.bytes;
+      int64_t n = 1;
+      for (int64_t d : b.globalShape)
+        n *= d;
+      params += n;
+      paramBytes += size_t(n) * dtypeSize(b.dtype);
+      localBytes += b.bytes;
     }
   const TrainSpec &t = manifest_.train;
   auto every = [](int64_t n) {
     return n == 1 ? std::string("every step")
                   : fmt::format("every {} steps", n);
   };
-  fmt::print("{}: {} parameters ({}), arena {}; {}, {} thread{}, {}\n",
-             manifest_.name, params, formatBytes(double(paramBytes)),
-             formatBytes(double(manifest_.arenaBytes)), device_->describe(),
-             config_.threads, config_.threads == 1 ? "" : "s",
-             launch_.describe());
+  std::string sizes =
+      comm_ ? fmt::format("{}, {} on each rank), arena {} per rank",
+                          formatBytes(double(paramBytes)),
+                          formatBytes(double(localBytes)),
+                          formatBytes(double(manifest_.arenaBytes)))
+            : fmt::format("{}), arena {}", formatBytes(double(paramBytes)),
+                          formatBytes(double(manifest_.arenaBytes)));
+  fmt::print("{}: {} parameters ({}; {}, {} thread{}, {}\n", manifest_.name,
+             params, sizes, device_->describe(), config_.threads,
+             config_.threads == 1 ? "" : "s", launch_.describe());
+  if (comm_)
+    fmt::print("  mesh: {}, collectives by {}, timeout {} s\n",
+               comm_->mesh().describe(), comm_->engine(),
+               config_.timeoutSeconds);
   if (isCheckedBuild())
     fmt::print("  checked: every kernel call and loop view is checked against "
                "the memory plan; AddressSanitizer and UBSan are on\n");

@@ -25,3 +25,33 @@ module attributes {dt.arena_bytes = 1024 : i64} {
     return
   }
 }
+
+// -----
+
+// Collectives need their id in the manifest's list (dtc numbers them).
+module attributes {dt.arena_bytes = 1024 : i64} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  dt.global output @s : tensor<f32> {offset = 0 : i64}
+  func.func @step() {
+    %c = dt.constant {dt.offsets = [64]} dense<1.0> : tensor<f32>
+    // expected-error @+1 {{has no dt.id: number the collectives (dt::numberCollectives) before lowering}}
+    %s = mesh.all_reduce %c on @mesh mesh_axes = [0] {dt.offsets = [0]} : tensor<f32> -> tensor<f32>
+    dt.store %s, @s : tensor<f32>
+    return
+  }
+}
+
+// -----
+
+// The runtime's collectives sum; a max would be another collective.
+module attributes {dt.arena_bytes = 1024 : i64} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  dt.global output @s : tensor<f32> {offset = 0 : i64}
+  func.func @step() {
+    %c = dt.constant {dt.offsets = [64]} dense<1.0> : tensor<f32>
+    // expected-error @+1 {{reduces by max; the runtime's collectives sum}}
+    %s = mesh.all_reduce %c on @mesh mesh_axes = [0] reduction = <max> {dt.id = 0 : i64, dt.offsets = [0]} : tensor<f32> -> tensor<f32>
+    dt.store %s, @s : tensor<f32>
+    return
+  }
+}

@@ -886,6 +886,12 @@ private:
                << axis.getInt()
                << "; the runtime's collectives run along axis 0 "
                   "(dt-spmd-partition transposes the others there)";
+    if (auto reduction =
+            op->getAttrOfType<mesh::ReductionKindAttr>("reduction");
+        reduction && reduction.getValue() != mesh::ReductionKind::Sum)
+      return op->emitOpError("reduces by ")
+             << mesh::stringifyReductionKind(reduction.getValue())
+             << "; the runtime's collectives sum";
     auto id = op->getAttrOfType<IntegerAttr>("dt.id");
     if (!id)
       return op->emitOpError("has no dt.id: number the collectives "

@@ -93,6 +93,20 @@ bool isCheapToSplit(Value v) {
   return isa_and_nonnull<BroadcastToOp>(def);
 }
 
+/// Whether `v` is a constant of zeros: a partial sum of zeros in any layout.
+bool isZeroSplat(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return false;
+  auto value = cast<DenseElementsAttr>(c.getValue());
+  if (!value.isSplat())
+    return false;
+  Attribute e = value.getSplatValue<Attribute>();
+  if (auto f = dyn_cast<FloatAttr>(e))
+    return f.getValue().isZero();
+  return cast<IntegerAttr>(e).getValue().isZero();
+}
+
 /// Whether `steps` only slice (no communication, no change of partial sums).
 bool onlySlices(ArrayRef<ReshardStep> steps) {
   return llvm::all_of(steps, [](const ReshardStep &s) {
@@ -110,8 +124,8 @@ struct Choice {
 
 class FunctionPropagation {
 public:
-  FunctionPropagation(func::FuncOp fn, const MeshInfo &mesh, AxisList data)
-      : fn(fn), ctx(fn.getContext()), mesh(mesh), data(std::move(data)) {}
+  FunctionPropagation(func::FuncOp fn, const MeshInfo &mesh)
+      : fn(fn), ctx(fn.getContext()), mesh(mesh) {}
 
   LogicalResult run();
 
@@ -138,21 +152,30 @@ private:
   func::FuncOp fn;
   MLIRContext *ctx;
   const MeshInfo &mesh;
+  /// The axes that split the batch this entry point reads (none: it reads no
+  /// batch).
   AxisList data;
-  bool readsBatch = false;
   llvm::DenseMap<Value, Sharding> layouts, preferences;
   /// (value, layout) pairs earlier ops fetched.
   llvm::DenseSet<std::pair<Value, Attribute>> fetched;
 };
 
 LogicalResult FunctionPropagation::run() {
+  // The data axes: those that split the samples of the batches this entry
+  // point reads.
   Block &body = fn.getBody().front();
   for (Operation &op : body)
     if (auto load = dyn_cast<LoadOp>(op))
-      if (GlobalOp g = lookupGlobal(load, load.getGlobal()))
-        readsBatch |= g.getRole() == Role::input &&
-                      g->hasAttr(names::kBatchAttr) &&
-                      g.getGlobalTensorType().getRank() > 0;
+      if (GlobalOp g = lookupGlobal(load, load.getGlobal());
+          g && g.getRole() == Role::input && g->hasAttr(names::kBatchAttr) &&
+          g.getGlobalTensorType().getRank() > 0) {
+        FailureOr<Sharding> layout = storageLayout(g, mesh);
+        if (failed(layout))
+          return failure();
+        for (AxisId a : layout->dims[0].axes)
+          if (!llvm::is_contained(data, a))
+            data.push_back(a);
+      }
 
   // 2. Preferences, from the stores back.
   for (Operation &op : llvm::reverse(body)) {
@@ -306,7 +329,7 @@ LogicalResult FunctionPropagation::seed(LoadOp load) {
   if (failed(layout))
     return failure();
   Sharding s = *layout;
-  if (readsBatch && g.getRole() == Role::param)
+  if (g.getRole() == Role::param)
     for (DimSharding &d : s.dims) {
       llvm::erase_if(d.axes,
                      [&](AxisId a) { return llvm::is_contained(data, a); });
@@ -460,10 +483,19 @@ void FunctionPropagation::evaluate(Operation *op, const ShardingRule &rule,
     Choice v = c;
     if (!pass.empty()) {
       if (rule.linearity == ShardingRule::Linearity::Joint) {
+        // Every operand must already be such a summand (or zeros): a whole
+        // value is not divided into summands to save a sum, which would
+        // change its rounding (a bias is added after the sum, as Megatron
+        // does).
+        bool joins = true;
         for (auto [i, operand] : llvm::enumerate(op->getOperands()))
           if (rule.isLinearIn(i) &&
-              isa<FloatType>(tensorType(operand).getElementType()))
+              isa<FloatType>(tensorType(operand).getElementType())) {
+            joins &= current(operand).partial == pass || isZeroSplat(operand);
             v.operands[i].partial = pass;
+          }
+        if (!joins)
+          continue;
       } else {
         // Separate: the largest operand that has these partial axes keeps
         // them.
@@ -530,13 +562,6 @@ struct ShardPropagationPass
       return signalPassFailure();
     if (mesh->rank() == 0)
       return;
-    AxisList data;
-    if (auto dict = module->getAttrOfType<DictionaryAttr>(names::kParallelAttr))
-      if (auto axes = dict.getAs<ArrayAttr>("data"))
-        for (Attribute a : axes)
-          if (auto name = dyn_cast<StringAttr>(a))
-            if (std::optional<AxisId> axis = mesh->find(name.getValue()))
-              data.push_back(*axis);
     for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
@@ -544,7 +569,7 @@ struct ShardPropagationPass
         fn.emitError("dt-shard-propagation needs single-block entry points");
         return signalPassFailure();
       }
-      if (failed(FunctionPropagation(fn, *mesh, data).run()))
+      if (failed(FunctionPropagation(fn, *mesh).run()))
         return signalPassFailure();
     }
   }

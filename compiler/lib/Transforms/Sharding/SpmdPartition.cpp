@@ -39,6 +39,7 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/Path.h"
 
 namespace dt {
 #define GEN_PASS_DEF_SPMDPARTITION
@@ -154,9 +155,14 @@ std::string FunctionPartitioner::nameOf(Value v) const {
     return load.getGlobal().str();
   if (!def)
     return "a value";
+  // The op and where it comes from: the layer that made it, else its line.
   std::string name = def->getName().getStringRef().str();
-  if (auto named = dyn_cast<NameLoc>(def->getLoc()))
-    name += " in " + named.getName().str();
+  Location where = def->getLoc();
+  if (auto named = dyn_cast<NameLoc>(where))
+    return name + " in " + named.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(where))
+    name += " at " + llvm::sys::path::filename(file.getFilename()).str() + ":" +
+            std::to_string(file.getLine());
   return name;
 }
 

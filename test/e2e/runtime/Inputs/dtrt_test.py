@@ -10,6 +10,13 @@
     dtrt_test.py compare-metrics A B
         the two metrics.jsonl files hold the same records (step, loss, lr,
         grad_norm, eval_loss, ...: every field but timings), exactly
+    dtrt_test.py compare-losses A B [FROM]
+        the training losses (and evaluations) of two runs of one job agree
+        within 1e-5 relative over the first 10 common steps (from FROM), 1e-4
+        after: the same job on another layout
+    dtrt_test.py signal-rank RANK SIGNAL STEP -- CMD...
+        runs an MPI job and, once it has printed a progress line for a step
+        >= STEP, sends SIGNAL to the process of rank RANK only
     dtrt_test.py min-accuracy FILE X
         the last eval record of FILE has eval_accuracy >= X
     dtrt_test.py loss-drops FILE RATIO
@@ -21,8 +28,9 @@
         runs CMD, sends SIGNAL once it has printed a progress line for a step
         >= STEP, and exits with CMD's exit status
     dtrt_test.py check-checkpoint DIR
-        DIR is a complete checkpoint: manifest.json parses, tensors.bin has
-        the recorded size and every CRC32 matches
+        DIR is a complete checkpoint: manifest.json parses, tensors.bin (or,
+        sharded, every piece in its shard file) has the recorded size and
+        every CRC32 matches
     dtrt_test.py rss-near-arena OUT LOW HIGH
         the program output OUT reports a peak RSS within [LOW, HIGH] times
         its arena
@@ -39,6 +47,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 import zlib
 
 TIMING = {"samples_per_s", "tokens_per_s", "elapsed_s", "step_time_s",
@@ -118,6 +127,92 @@ def compare_metrics(args):
     print(f"{len(sa)} records identical")
 
 
+def compare_losses(args):
+    """compare-losses A B [FROM]: the training losses and evaluations of two runs of
+    one job on different layouts agree: within 1e-5 relative over the first 10 steps
+    (from step FROM, default the first), within 1e-4 after."""
+    first = int(args[2]) if len(args) > 2 else None
+    runs = []
+    for path in args[:2]:
+        rs = records(path)
+        train = {r["step"]: r["loss"] for r in rs if "loss" in r}
+        evals = {r["step"]: r for r in rs if "eval_loss" in r}
+        runs.append((train, evals))
+    (ta, ea), (tb, eb) = runs
+    steps = sorted(set(ta) & set(tb))
+    if first is not None:
+        steps = [s for s in steps if s >= first]
+    if not steps:
+        sys.exit("the runs have no training step in common")
+    start = steps[0]
+    worst = 0.0
+    for s in steps:
+        rel = abs(ta[s] - tb[s]) / max(abs(ta[s]), 1e-12)
+        bound = 1e-5 if s < start + 10 else 1e-4
+        worst = max(worst, rel)
+        if rel > bound:
+            sys.exit(f"step {s}: loss {ta[s]} against {tb[s]} ({rel:.2e} relative, over {bound})")
+    for s in sorted(set(ea) & set(eb)):
+        for key in ("eval_loss", "eval_accuracy"):
+            if key in ea[s] and abs(ea[s][key] - eb[s][key]) > 1e-4 * max(abs(ea[s][key]), 1e-12):
+                sys.exit(f"step {s}: {key} {ea[s][key]} against {eb[s][key]}")
+    print(f"{len(steps)} steps from {start} agree (worst {worst:.2e} relative)")
+
+
+def rank_pid(root, rank):
+    """The pid of the process below `root` that MPI started as `rank` (the program,
+    not a shell around it)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    todo, found = [root], []
+    while todo:
+        pid = todo.pop()
+        for c in children.get(pid, []):
+            todo.append(c)
+            try:
+                with open(f"/proc/{c}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{c}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and comm not in ("sh", "bash"):
+                found.append(c)
+    return found[0] if found else None
+
+
+def signal_rank(args):
+    """signal-rank RANK SIG STEP -- CMD: runs an MPI job and, once its progress shows
+    STEP, sends SIG to rank RANK's process only. Exits with the job's status; prints
+    how long the job took after the signal."""
+    rank, sig, step = int(args[0]), getattr(signal, "SIG" + args[1]), int(args[2])
+    cmd = args[args.index("--") + 1:]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    sent_at = None
+    for line in p.stdout:
+        sys.stdout.write(line)
+        m = re.match(r"step\s+(\d+)/", line)
+        if m and int(m.group(1)) >= step and sent_at is None:
+            pid = rank_pid(p.pid, rank)
+            if pid is None:
+                sys.exit(f"no process of rank {rank} below {p.pid}")
+            os.kill(pid, sig)
+            sent_at = time.monotonic()
+    p.wait()
+    sys.stdout.flush()
+    if sent_at is None:
+        sys.exit("the job ended before the signal was sent")
+    print(f"the job ended {time.monotonic() - sent_at:.1f} s after the signal", file=sys.stderr)
+    sys.exit(p.returncode if p.returncode >= 0 else 128 - p.returncode)
+
+
 def min_accuracy(args):
     evals = [r for r in records(args[0]) if "eval_accuracy" in r]
     if not evals:
@@ -169,6 +264,24 @@ def check_checkpoint(args):
     d = args[0]
     with open(os.path.join(d, "manifest.json")) as f:
         m = json.load(f)
+    if m["version"] == 2:
+        # Sharded: every piece of every tensor in its shard file, CRC intact, and
+        # the pieces of a tensor cover its elements (padding included) once.
+        pieces = 0
+        for t in m["tensors"]:
+            for p in t["pieces"]:
+                with open(os.path.join(d, p["file"]), "rb") as f:
+                    f.seek(p["offset"])
+                    chunk = f.read(p["bytes"])
+                if len(chunk) != p["bytes"] or zlib.crc32(chunk) != p["crc32"]:
+                    sys.exit(f"tensor {t['name']}: piece of rank {p['rank']} damaged")
+                pieces += 1
+        ranks = 1
+        for a in m["mesh"]["axes"]:
+            ranks *= a["size"]
+        print(f"checkpoint at step {m['step']} of {m['program']}: {len(m['tensors'])} tensors "
+              f"in {pieces} pieces from {ranks} ranks, CRCs match")
+        return
     with open(os.path.join(d, "tensors.bin"), "rb") as f:
         data = f.read()
     if len(data) != m["tensors_bytes"]:
@@ -226,6 +339,8 @@ COMMANDS = {
     "make-idx": make_idx,
     "make-tokens": make_tokens,
     "compare-metrics": compare_metrics,
+    "compare-losses": compare_losses,
+    "signal-rank": signal_rank,
     "min-accuracy": min_accuracy,
     "loss-drops": loss_drops,
     "expect-exit": expect_exit,

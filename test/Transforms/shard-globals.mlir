@@ -1,0 +1,89 @@
+// RUN: dt-opt %s -split-input-file -dt-shard-globals | FileCheck %s
+
+// ZeRO-0: data parallelism only. Parameters and optimizer state are whole on every
+// rank, gradients are partial sums over the data axis until the optimizer sums them,
+// batches are split by sample, scalars are whole.
+// CHECK-LABEL: module @zero0
+module @zero0 attributes {dt.parallel = {data = ["dp"], zero = 0 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  // CHECK: dt.global param @w {{.*}}sharding = #dt.shard<[_, _]>
+  dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" {{.*}}sharding = #dt.shard<[_, _], partial = (dp)>
+  dt.global grad @"grad/w" : tensor<10x8xf32> {dt.param = @w}
+  // CHECK: dt.global state @"adamw.m/w" {{.*}}sharding = #dt.shard<[_, _]>
+  dt.global state @"adamw.m/w" : tensor<10x8xf32> {dt.param = @w}
+  // CHECK: dt.global input @"in/train.x" {{.*}}sharding = #dt.shard<[dp, _]>
+  dt.global input @"in/train.x" : tensor<64x8xf32> {dt.batch}
+  // CHECK: dt.global state @step {{.*}}sharding = #dt.shard<[]>
+  dt.global state @step : tensor<i64>
+  // CHECK: dt.global input @"in/total_steps" {{.*}}sharding = #dt.shard<[]>
+  dt.global input @"in/total_steps" : tensor<i64>
+}
+
+// -----
+
+// ZeRO-1 splits the optimizer state's first dimension over the data axis (10 rows
+// on 4 ranks: padded shards, not an error).
+// CHECK-LABEL: module @zero1
+module @zero1 attributes {dt.parallel = {data = ["dp"], zero = 1 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  // CHECK: dt.global param @w {{.*}}sharding = #dt.shard<[_, _]>
+  dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" {{.*}}sharding = #dt.shard<[_, _], partial = (dp)>
+  dt.global grad @"grad/w" : tensor<10x8xf32> {dt.param = @w}
+  // CHECK: dt.global state @"adamw.m/w" {{.*}}sharding = #dt.shard<[dp, _]>
+  dt.global state @"adamw.m/w" : tensor<10x8xf32> {dt.param = @w}
+}
+
+// -----
+
+// ZeRO-2 also splits the gradients; ZeRO-3 the parameters too.
+// CHECK-LABEL: module @zero2
+module @zero2 attributes {dt.parallel = {data = ["dp"], zero = 2 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  // CHECK: dt.global param @b {{.*}}sharding = #dt.shard<[_]>
+  dt.global param @b : tensor<10xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/b" {{.*}}sharding = #dt.shard<[dp]>
+  dt.global grad @"grad/b" : tensor<10xf32> {dt.param = @b}
+}
+
+// -----
+
+// CHECK-LABEL: module @zero3
+module @zero3 attributes {dt.parallel = {data = ["dp"], zero = 3 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  // CHECK: dt.global param @b {{.*}}sharding = #dt.shard<[dp]>
+  dt.global param @b : tensor<10xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/b" {{.*}}sharding = #dt.shard<[dp]>
+  dt.global grad @"grad/b" : tensor<10xf32> {dt.param = @b}
+  // CHECK: dt.global state @"sgd.momentum/b" {{.*}}sharding = #dt.shard<[dp]>
+  dt.global state @"sgd.momentum/b" : tensor<10xf32> {dt.param = @b}
+}
+
+// -----
+
+// On a 2-D mesh a tensor-parallel parameter (dt.tensor_dim) splits over the tensor
+// axis; ZeRO then splits its first dimension over the data axis as well, inside the
+// tensor axis's pieces. An explicit layout (dt.layout, the program's `shard`) wins
+// over the annotation. An axis of one rank splits nothing.
+// CHECK-LABEL: module @mesh2d
+module @mesh2d attributes {dt.parallel = {data = ["dp", "one"], zero = 1 : i64, tensor = "tp"}} {
+  mesh.mesh @mesh(shape = 2x1x2) {dt.axes = ["dp", "one", "tp"]}
+  // CHECK: dt.global param @up {{.*}}sharding = #dt.shard<[tp, _]>
+  dt.global param @up : tensor<16x8xf32> {dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global state @"adamw.m/up" {{.*}}sharding = #dt.shard<[(tp, dp), _]>
+  dt.global state @"adamw.m/up" : tensor<16x8xf32> {dt.param = @up}
+  // CHECK: dt.global grad @"grad/up" {{.*}}sharding = #dt.shard<[tp, _], partial = (dp)>
+  dt.global grad @"grad/up" : tensor<16x8xf32> {dt.param = @up}
+  // CHECK: dt.global param @down {{.*}}sharding = #dt.shard<[_, tp]>
+  dt.global param @down : tensor<8x16xf32> {dt.layout = #dt.shard<[_, tp]>, dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}
+}
+
+// -----
+
+// Without a mesh there is nothing to lay out.
+// CHECK-LABEL: module @single
+// CHECK-NOT: sharding
+module @single {
+  dt.global param @w : tensor<4xf32> {init = {kind = "constant", value = 0.0 : f64}}
+}
