@@ -87,3 +87,34 @@ module @mesh2d attributes {dt.parallel = {data = ["dp", "one"], zero = 1 : i64, 
 module @single {
   dt.global param @w : tensor<4xf32> {init = {kind = "constant", value = 0.0 : f64}}
 }
+
+// -----
+
+// A column-parallel projection whose output is split into q, k and v splits each
+// of the three blocks over the tensor axis (Megatron's per-head layout): the
+// split is found by following the weight's rows (and the bias) to the dt.split.
+// CHECK-LABEL: module @qkv
+module @qkv attributes {dt.parallel = {data = [], zero = 0 : i64, tensor = "tp"}} {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["tp"]}
+  // CHECK: dt.global param @w {{.*}}sharding = #dt.shard<[3 x tp, _]>
+  dt.global param @w : tensor<48x16xf32> {dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global param @b {{.*}}sharding = #dt.shard<[3 x tp]>
+  dt.global param @b : tensor<48xf32> {dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}
+  // A plain column layer stays contiguous.
+  // CHECK: dt.global param @up {{.*}}sharding = #dt.shard<[tp, _]>
+  dt.global param @up : tensor<32x16xf32> {dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}
+  dt.global input @"in/x" : tensor<8x16xf32> {dt.batch}
+  func.func @loss() {
+    %x = dt.load @"in/x" : tensor<8x16xf32>
+    %w = dt.load @w : tensor<48x16xf32>
+    %y = dt.matmul %x, %w {transpose_rhs} : tensor<8x16xf32>, tensor<48x16xf32> -> tensor<8x48xf32>
+    %r = dt.reshape %y : tensor<8x48xf32> -> tensor<2x4x48xf32>
+    %b = dt.load @b : tensor<48xf32>
+    %bb = dt.broadcast_to %b : tensor<48xf32> -> tensor<2x4x48xf32>
+    %s = dt.add %r, %bb : tensor<2x4x48xf32>
+    %q, %k, %v = dt.split %s axis 2 : tensor<2x4x48xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+    %u = dt.load @up : tensor<32x16xf32>
+    %h = dt.matmul %x, %u {transpose_rhs} : tensor<8x16xf32>, tensor<32x16xf32> -> tensor<8x32xf32>
+    return
+  }
+}

@@ -413,15 +413,10 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
   if (p.pipeline)
     return emitError(locs.location(p.pipeline->loc))
            << "pipeline parallelism is not supported by code generation yet: "
-              "this version shards data, ZeRO state and explicit layouts over "
-              "the mesh (check the job with -fsyntax-only, or remove the "
-              "pipeline key)";
-  if (!p.tensorAxis.empty() && p.getAxisSize(p.tensorAxis) > 1)
-    return emitError(locs.location(p.loc))
-           << "tensor parallelism (tensor = " << p.tensorAxis
-           << ") is not supported by code generation yet: this version shards "
-              "data, ZeRO state and explicit layouts over the mesh (check the "
-              "job with -fsyntax-only, or remove the tensor key)";
+              "this version shards data, ZeRO state, tensor-parallel layers and "
+              "explicit layouts over the mesh (check the job with "
+              "-fsyntax-only, or remove the pipeline key)";
+
   if (job.precision != DType::F32)
     return emitError(locs.location(job.precisionLoc))
            << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")

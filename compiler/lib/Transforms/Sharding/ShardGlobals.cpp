@@ -13,8 +13,9 @@
 //
 //   1. A parameter's compute layout: its explicit `dt.layout` (the program's
 //      `shard PATH = [...]`), else its `dt.tensor_dim` split over the tensor
-//      axis, else replicated. Its storage adds the data axes to dimension 0
-//      under ZeRO-3.
+//      axis (in blocks where its users split that dimension into pieces: a
+//      fused q/k/v projection), else replicated. Its storage adds the data
+//      axes to dimension 0 under ZeRO-3.
 //   2. A gradient or optimizer state (`dt.param` names its parameter) takes
 //      the parameter's compute layout; the data axes make a gradient partial
 //      (ZeRO < 2) or split its dimension 0 (ZeRO >= 2), and split the state's
@@ -91,6 +92,58 @@ Sharding splitOverData(Sharding layout, ArrayRef<AxisId> axes) {
   return layout;
 }
 
+/// The blocks a tensor-parallel split of dimension `dim` of `param` needs:
+/// the split must land where the users of the parameter's values split their
+/// dimensions. A fused projection whose output is `split` into 3 pieces (q, k
+/// and v) must split each piece over the tensor axis, not the whole (`3 x tp`,
+/// Megatron's per-head layout). Follows the dimension from each load through
+/// the ops that carry it as one factor, a few ops deep, to the first op that
+/// sees it as a product of factors; 1 when none does.
+int64_t blocksFor(GlobalOp param, int64_t dim, int64_t ranks) {
+  ModuleOp module = param->getParentOfType<ModuleOp>();
+  SmallVector<std::tuple<Value, int64_t, int>> todo;
+  module.walk([&](LoadOp load) {
+    if (load.getGlobal() == param.getSymName())
+      todo.push_back({load.getResult(), dim, 0});
+  });
+  while (!todo.empty()) {
+    auto [value, d, depth] = todo.pop_back_val();
+    if (depth > 8)
+      continue;
+    for (OpOperand &use : value.getUses()) {
+      auto user = dyn_cast<ShardableOpInterface>(use.getOwner());
+      if (!user)
+        continue;
+      ShardingRule rule = user.getShardingRule();
+      const ShardingRule::Dim &factors =
+          rule.operands[use.getOperandNumber()][d];
+      if (factors.empty())
+        continue;
+      if (factors.size() > 1) {
+        // A product: the split goes on the first factor that takes it, and
+        // the factors before it count the blocks.
+        int64_t before = 1;
+        for (int64_t f : factors) {
+          const ShardingRule::Factor &factor = rule.factors[f];
+          if (factor.kind != ShardingRule::FactorKind::Whole &&
+              factor.size % ranks == 0)
+            return before;
+          before *= factor.size;
+        }
+        continue;
+      }
+      int64_t f = factors[0];
+      if (rule.factors[f].kind == ShardingRule::FactorKind::Whole)
+        continue;
+      for (auto [k, dims] : llvm::enumerate(rule.results))
+        for (auto [e, resultFactors] : llvm::enumerate(dims))
+          if (resultFactors.size() == 1 && resultFactors[0] == f)
+            todo.push_back({user->getResult(k), int64_t(e), depth + 1});
+    }
+  }
+  return 1;
+}
+
 struct ShardGlobalsPass : public dt::impl::ShardGlobalsBase<ShardGlobalsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -162,7 +215,9 @@ struct ShardGlobalsPass : public dt::impl::ShardGlobalsBase<ShardGlobalsPass> {
       if (dim.getInt() < 0 || dim.getInt() >= type.getRank())
         return g.emitError("dt.tensor_dim ")
                << dim.getInt() << " is not a dimension of " << type;
-      s.dims[dim.getInt()].axes = {*recipe.tensor};
+      DimSharding &d = s.dims[dim.getInt()];
+      d.axes = {*recipe.tensor};
+      d.blocks = blocksFor(g, dim.getInt(), mesh.size(*recipe.tensor));
     }
     return s;
   }

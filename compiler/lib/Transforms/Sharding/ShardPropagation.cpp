@@ -56,10 +56,11 @@ bool keepsLayout(Operation *op) {
              PadOp>(op);
 }
 
-/// Ops that partial sums pass through; kernels get summed operands, as
-/// Megatron gives its layer norms.
+/// Ops that partial sums pass through: sums, products and scatter-adds
+/// (an embedding's gradient is as much a sum of summands as its input). The
+/// other kernels get summed operands, as Megatron gives its layer norms.
 bool passesPartialSums(Operation *op) {
-  return keepsLayout(op) || isa<ReduceSumOp, MatmulOp>(op);
+  return keepsLayout(op) || isa<ReduceSumOp, MatmulOp, EmbeddingGradOp>(op);
 }
 
 /// Ops that may compute on padded shards: the padding stays where it is, and
@@ -76,6 +77,10 @@ RankedTensorType tensorType(Value v) {
 /// What computing a byte of result costs, against a byte sent: enough to
 /// prefer computing a shard over computing the whole and dropping most of it.
 constexpr double kComputeWeight = 0.05;
+
+/// Values this small are latency-bound: dividing one into summands to save a
+/// collective is worth its rounding.
+constexpr int64_t kSmallElements = 1024;
 
 double bytesOf(const Sharding &s, Value v, const MeshInfo &mesh) {
   double n = elementBytes(tensorType(v).getElementType());
@@ -105,6 +110,14 @@ bool isZeroSplat(Value v) {
   if (auto f = dyn_cast<FloatAttr>(e))
     return f.getValue().isZero();
   return cast<IntegerAttr>(e).getValue().isZero();
+}
+
+/// Splats and broadcasts of scalars: made anew, locally, in any layout.
+bool isMadeAnywhere(Value v) {
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    return cast<DenseElementsAttr>(c.getValue()).isSplat();
+  auto b = v.getDefiningOp<BroadcastToOp>();
+  return b && shapeOf(b.getInput()).empty();
 }
 
 /// Whether `steps` only slice (no communication, no change of partial sums).
@@ -225,6 +238,10 @@ double FunctionPropagation::fetchCost(Value v, const Sharding &layout) const {
   Sharding cur = current(v);
   if (cur == layout ||
       fetched.contains({v, layout.toAttr(ctx, mesh)}))
+    return 0;
+  // Splats and broadcasts of scalars are made anew in any layout.
+  if (isMadeAnywhere(v) &&
+      (layout.partial.empty() || v.getDefiningOp<ConstantOp>()))
     return 0;
   if (isCheapToSplit(v)) {
     FailureOr<SmallVector<ReshardStep>> plan =
@@ -398,8 +415,11 @@ LogicalResult FunctionPropagation::choose(Operation *op, ShardingRule rule) {
         list.push_back(reading->split);
     }
   };
+  // Splats and broadcasts of scalars take any layout at no cost, so theirs
+  // says nothing (they are often shared by unrelated users).
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
-    offer(current(v), rule.operands[i]);
+    if (!isMadeAnywhere(v))
+      offer(current(v), rule.operands[i]);
   if (keepsLayout(op))
     for (auto [j, r] : llvm::enumerate(op->getResults()))
       if (auto it = preferences.find(r); it != preferences.end())
@@ -483,15 +503,21 @@ void FunctionPropagation::evaluate(Operation *op, const ShardingRule &rule,
     Choice v = c;
     if (!pass.empty()) {
       if (rule.linearity == ShardingRule::Linearity::Joint) {
-        // Every operand must already be such a summand (or zeros): a whole
-        // value is not divided into summands to save a sum, which would
-        // change its rounding (a bias is added after the sum, as Megatron
-        // does).
+        // Every operand must already be such a summand, or zeros, or small:
+        // a large whole value is not divided into summands to save a sum (a
+        // bias is added after the sum, as Megatron does), but a handful of
+        // numbers is, when that saves a collective (the squared norms of
+        // gradients split over different axes add up to one sum).
         bool joins = true;
         for (auto [i, operand] : llvm::enumerate(op->getOperands()))
           if (rule.isLinearIn(i) &&
               isa<FloatType>(tensorType(operand).getElementType())) {
-            joins &= current(operand).partial == pass || isZeroSplat(operand);
+            const AxisList &has = current(operand).partial;
+            bool within = llvm::all_of(
+                has, [&](AxisId a) { return llvm::is_contained(pass, a); });
+            joins &= has == pass || isZeroSplat(operand) ||
+                     (within && tensorType(operand).getNumElements() <=
+                                    kSmallElements);
             v.operands[i].partial = pass;
           }
         if (!joins)

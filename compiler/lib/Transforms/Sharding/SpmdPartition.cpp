@@ -362,17 +362,39 @@ FailureOr<Local> FunctionPartitioner::fetch(Value v, const Sharding &layout,
   const Local &cur = it->second;
   if (cur.layout == layout)
     return cur;
-  // A splat is made anew in any layout.
+  // A splat is made anew in any layout; as a partial sum over axes of k
+  // ranks, each holds 1/k of it (zeros stay zeros).
   if (auto c = v.getDefiningOp<ConstantOp>()) {
     auto value = cast<DenseElementsAttr>(c.getValue());
-    if (value.isSplat() && layout.partial.empty()) {
+    bool zero = keepsZeroPadding(c, {});
+    auto f = dyn_cast<FloatType>(value.getElementType());
+    if (value.isSplat() && (layout.partial.empty() || zero || f)) {
       auto type = RankedTensorType::get(
           layout.localShape(tensorType(v).getShape(), mesh),
           tensorType(v).getElementType());
-      Value splat = b.create<ConstantOp>(
-          loc, DenseElementsAttr::get(type, value.getSplatValue<Attribute>()));
-      return Local{splat, layout, keepsZeroPadding(c, {})};
+      Attribute element = value.getSplatValue<Attribute>();
+      if (!layout.partial.empty() && !zero)
+        element = FloatAttr::get(
+            f, cast<FloatAttr>(element).getValueAsDouble() /
+                   double(mesh.size(layout.partial)));
+      Value splat =
+          b.create<ConstantOp>(loc, DenseElementsAttr::get(type, element));
+      return Local{splat, layout, zero};
     }
+  }
+  // A broadcast of a scalar is made anew in any whole-valued layout.
+  if (auto bc = v.getDefiningOp<BroadcastToOp>();
+      bc && shapeOf(bc.getInput()).empty() && layout.partial.empty()) {
+    FailureOr<Local> scalar = fetch(bc.getInput(), Sharding::replicated(0),
+                                    nameOf(bc.getInput()));
+    if (failed(scalar))
+      return failure();
+    auto type = RankedTensorType::get(
+        layout.localShape(tensorType(v).getShape(), mesh),
+        tensorType(v).getElementType());
+    Value made = b.create<BroadcastToOp>(loc, type, scalar->value);
+    return Local{made, layout,
+                 !layout.isPadded(tensorType(v).getShape(), mesh)};
   }
   Attribute key = layout.toAttr(b.getContext(), mesh);
   bool memoise = !perUse.contains(v);
