@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 #include <fmt/format.h>
 #include <map>
 #include <sys/mman.h>
@@ -70,6 +71,20 @@ public:
       return;
     munmap(memory, it->second);
     sizes_.erase(it);
+  }
+
+  std::optional<size_t> residentBytes(const char *memory) const override {
+    auto it = sizes_.find(const_cast<char *>(memory));
+    if (it == sizes_.end())
+      return std::nullopt;
+    size_t page = size_t(sysconf(_SC_PAGE_SIZE));
+    std::vector<unsigned char> pages(it->second / page);
+    if (mincore(const_cast<char *>(memory), it->second, pages.data()) != 0)
+      return std::nullopt;
+    size_t resident = 0;
+    for (unsigned char p : pages)
+      resident += p & 1;
+    return resident * page;
   }
 
   void copyIn(char *dst, const void *src, size_t bytes) override {

@@ -58,6 +58,7 @@ private:
   Status checkpointNow();
   Expected<int> stop(int signal);
   void printSummary();
+  void printMemory();
 
   double elapsed() const { return s_.elapsedBefore + secondsSince(start_); }
   int64_t samplesPerStep() const { return m_.train.batch; }
@@ -304,6 +305,31 @@ Expected<int> Trainer::stop(int signal) {
   return code;
 }
 
+void Trainer::printMemory() {
+  // What each rank's arena holds in memory at the end, against the plan
+  // (dtc --report): the figure the compiler promised, measured.
+  std::optional<size_t> mine = arena_.residentBytes();
+  int64_t bytes = mine ? int64_t(*mine) : -1;
+  std::vector<int64_t> all{bytes};
+  if (s_.comm) {
+    all.resize(size_t(s_.comm->worldSize()));
+    if (!s_.comm->allGather(&bytes, all.data(), 1, DType::I64,
+                            s_.comm->mesh().allAxes(), "the memory figures"))
+      return;
+  }
+  if (all[0] < 0)
+    return;
+  std::string each;
+  for (int64_t b : all)
+    each += fmt::format("{}{}", each.empty() ? "" : ", ",
+                        formatBytes(double(b)));
+  fmt::print("memory: arena {} planned per rank; resident {}\n",
+             formatBytes(double(m_.arenaBytes)),
+             s_.comm ? fmt::format("on ranks 0..{}: {}",
+                                   s_.comm->worldSize() - 1, each)
+                     : each);
+}
+
 void Trainer::printSummary() {
   int64_t steps = step_ - firstStep_;
   double samplesPerS =
@@ -360,6 +386,7 @@ Expected<int> Trainer::run() {
   if (checkpoints && lastCheckpoint_ != step_)
     if (Status st = checkpointNow(); !st)
       return st.error();
+  printMemory();
   printSummary();
   return int(kExitOk);
 }

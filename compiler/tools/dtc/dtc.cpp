@@ -9,7 +9,7 @@
 // MLIRGen, the train step (autodiff, optimizer), fusion and memory planning,
 // lowering, LLVM, and linking with the runtime. `-fsyntax-only` stops after
 // checking; `--emit=STAGE` prints a stage's output and stops there; `--report`
-// prints the program's memory plan. Any error exits with status 1. The pipeline
+// prints what each rank's program costs (memory and collectives). Any error exits with status 1. The pipeline
 // runs on a thread with a large stack, a second guard (after the parser's
 // nesting limits) against deep recursion.
 //
@@ -24,6 +24,7 @@
 #include "dt/Target/Linker.h"
 #include "dt/Target/Manifest.h"
 #include "dt/Target/ObjectEmitter.h"
+#include "dt/Target/Report.h"
 #include "dt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -107,10 +108,18 @@ cl::opt<EmitAction> emitAction(
         clEnumValN(EmitAction::LLVM, "llvm", "optimised LLVM IR"),
         clEnumValN(EmitAction::Obj, "obj", "the object file (no linking)")),
     cl::cat(dtcCategory));
-cl::opt<bool> report("report",
-                     cl::desc("Print the program's memory plan (per role, "
-                              "per parameter) after compiling"),
-                     cl::cat(dtcCategory));
+enum class ReportFormat { None, Text, Json };
+cl::opt<ReportFormat> report(
+    "report", cl::ValueOptional,
+    cl::desc("Print what each rank's program costs: its memory plan (per "
+             "kind of state, beside the whole model's) and its collectives "
+             "with the bytes they move per step (--report=json: the same as "
+             "JSON)"),
+    cl::init(ReportFormat::None),
+    cl::values(clEnumValN(ReportFormat::Text, "", "as text"),
+               clEnumValN(ReportFormat::Text, "text", "as text"),
+               clEnumValN(ReportFormat::Json, "json", "as JSON")),
+    cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
     cl::desc("Emit a checked program: every arena access the entry points "
@@ -183,40 +192,6 @@ LogicalResult runPipeline(mlir::ModuleOp module,
   mlir::PassManager pm(module.getContext());
   build(pm);
   return pm.run(module);
-}
-
-/// `--report`: the arena, by role and by parameter.
-void printReport(mlir::ModuleOp module, raw_ostream &os) {
-  int64_t arena =
-      module->getAttrOfType<mlir::IntegerAttr>("dt.arena_bytes").getInt();
-  int64_t persistent =
-      module->getAttrOfType<mlir::IntegerAttr>("dt.persistent_bytes").getInt();
-  std::map<std::string, int64_t> byRole;
-  int64_t paramCount = 0;
-  std::vector<std::pair<std::string, int64_t>> params;
-  for (GlobalOp g : module.getOps<GlobalOp>()) {
-    mlir::RankedTensorType t = g.getTensorType();
-    int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-    byRole[stringifyRole(g.getRole()).str()] += bytes;
-    if (g.getRole() == Role::param) {
-      paramCount += t.getNumElements();
-      params.push_back({g.getSymName().str(), t.getNumElements()});
-    }
-  }
-  auto mib = [](int64_t b) { return format("%10.3f MiB", b / 1048576.0); };
-  os << "memory plan of one rank (static, from dt-plan-memory)\n";
-  os << "  parameters      " << paramCount << " values\n";
-  for (StringRef role : {"param", "grad", "state", "input", "output"})
-    os << "  " << left_justify(role, 14) << mib(byRole[role.str()]) << "\n";
-  os << "  persistent    " << mib(persistent)
-     << "  (all of the above, aligned)\n";
-  os << "  activations   " << mib(arena - persistent)
-     << "  (transient values of the largest entry point)\n";
-  os << "  arena         " << mib(arena) << "\n";
-  os << "parameters\n";
-  for (auto &[name, count] : params)
-    os << "  " << left_justify(name, 40) << format("%12lld", (long long)count)
-       << "\n";
 }
 
 /// The pipeline, one call per stage. Returns the exit status.
@@ -294,8 +269,9 @@ int compile(const char *argv0) {
     return 1;
   if (emitAction == EmitAction::Planned)
     return emitStage(*module);
-  if (report) {
-    printReport(*module, outs());
+  if (report != ReportFormat::None) {
+    if (failed(printReport(*module, report == ReportFormat::Json, outs())))
+      return 1;
     outs().flush();
   }
 

@@ -1,5 +1,4 @@
-//===- dtrt/arena.h - The one allocation that holds a rank's state -*- C++
-//-*-===//
+//===- dtrt/arena.h - The one allocation that holds a rank's state -*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -48,6 +47,11 @@ public:
   /// Copies `bytes` host bytes from `src` into the buffer at byte `from`.
   void writePart(const BufferDesc &buffer, size_t from, size_t bytes,
                  const void *src);
+
+  /// Bytes of the arena backed by memory now, when the device can tell.
+  std::optional<size_t> residentBytes() const {
+    return device_->residentBytes(base_);
+  }
 
   /// Reads a scalar f32/i32/i64 buffer as a double.
   double readScalar(const BufferDesc &buffer) const;

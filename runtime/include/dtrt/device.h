@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,12 @@ public:
   virtual void copyOut(void *hostDst, const char *deviceSrc, size_t bytes) = 0;
   /// Waits for the device's queued work (a no-op on the host).
   virtual void synchronize() {}
+  /// How many bytes of an allocation are backed by memory now (pages the
+  /// program touched), when the device can tell.
+  virtual std::optional<size_t> residentBytes(const char *memory) const {
+    (void)memory;
+    return std::nullopt;
+  }
 };
 
 /// Opens the device `backend` names for this rank. Fails with a usage error

@@ -1,0 +1,268 @@
+//===- Report.cpp - What each rank's program costs, before it runs -------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Every rank runs the same program (SPMD), so every rank's plan is the one in
+// the module; shards of uneven size are padded to the same capacity, which the
+// figures include (they are what each rank allocates). The bytes a collective
+// moves are a ring's: an all-reduce of B bytes over k ranks sends and receives
+// 2 (k - 1) / k B per rank, a reduce-scatter or an all-gather (k - 1) / k of
+// the whole; taking a shard moves nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Target/Report.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
+#include "dt/Target/Manifest.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace dt;
+
+namespace {
+
+int64_t bytesOf(RankedTensorType t) {
+  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Bytes of one rank and of the whole model, per kind of state.
+struct Memory {
+  int64_t params = 0, grads = 0, optimizer = 0, buffers = 0;
+};
+
+struct Collective {
+  int64_t id;
+  std::string kind, what, entry;
+  std::vector<std::string> axes;
+  /// What this rank hands the collective per call, and the group's size.
+  int64_t bytes, group;
+  /// Calls per optimizer step (0 for evaluation).
+  int64_t calls;
+  /// Bytes this rank sends (and receives) per call, as a ring moves them.
+  double moved;
+};
+
+const char *kindOf(Operation *op) {
+  if (isa<mesh::AllReduceOp>(op))
+    return "all-reduce";
+  if (isa<mesh::ReduceScatterOp>(op))
+    return "reduce-scatter";
+  if (isa<mesh::AllGatherOp>(op))
+    return "all-gather";
+  if (isa<mesh::AllSliceOp>(op))
+    return "shard";
+  return nullptr;
+}
+
+std::string mib(double bytes) {
+  return llvm::formatv("{0,10:f3} MiB", bytes / 1048576.0).str();
+}
+
+} // namespace
+
+LogicalResult dt::printReport(ModuleOp module, bool json,
+                              llvm::raw_ostream &os) {
+  auto arenaAttr = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
+  auto persistentAttr =
+      module->getAttrOfType<IntegerAttr>("dt.persistent_bytes");
+  if (!arenaAttr || !persistentAttr)
+    return module.emitError("--report needs a planned module");
+  int64_t arena = arenaAttr.getInt(),
+          activations = arena - persistentAttr.getInt();
+  FailureOr<MeshInfo> mesh = MeshInfo::get(module);
+  if (failed(mesh))
+    return failure();
+  numberCollectives(module);
+
+  // Memory: this rank's shard and the whole model, per kind.
+  Memory rank, whole;
+  int64_t paramCount = 0;
+  std::vector<std::pair<std::string, int64_t>> params;
+  for (GlobalOp g : module.getOps<GlobalOp>()) {
+    int64_t local = bytesOf(g.getTensorType()),
+            all = bytesOf(g.getGlobalTensorType());
+    auto add = [&](int64_t Memory::*field) {
+      rank.*field += local;
+      whole.*field += all;
+    };
+    switch (g.getRole()) {
+    case Role::param:
+      add(&Memory::params);
+      paramCount += g.getGlobalTensorType().getNumElements();
+      params.push_back(
+          {g.getSymName().str(), g.getGlobalTensorType().getNumElements()});
+      break;
+    case Role::grad:
+      add(&Memory::grads);
+      break;
+    case Role::state:
+      add(&Memory::optimizer);
+      break;
+    case Role::input:
+    case Role::output:
+      add(&Memory::buffers);
+      break;
+    }
+  }
+
+  // Collectives, in the order the program issues them.
+  int64_t accumulation = 1;
+  if (auto a = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
+    accumulation = a.getInt();
+  std::vector<Collective> collectives;
+  for (auto fn : module.getOps<func::FuncOp>())
+    fn.walk([&](Operation *op) {
+      const char *kind = kindOf(op);
+      if (!kind)
+        return;
+      Collective c;
+      c.id = op->getAttrOfType<IntegerAttr>("dt.id").getInt();
+      c.kind = kind;
+      auto what = op->getAttrOfType<StringAttr>("dt.what");
+      c.what = what ? what.getValue().str() : kind;
+      c.entry = fn.getSymName().str();
+      c.bytes = bytesOf(cast<RankedTensorType>(op->getOperand(0).getType()));
+      c.group = 1;
+      for (int16_t a : op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes")
+                           .asArrayRef()) {
+        c.axes.push_back(mesh->name(a).str());
+        c.group *= mesh->size(a);
+      }
+      double ring = double(c.group - 1) / double(c.group);
+      int64_t out = bytesOf(cast<RankedTensorType>(op->getResult(0).getType()));
+      c.moved = c.kind == "all-reduce"       ? 2 * ring * c.bytes
+                : c.kind == "reduce-scatter" ? ring * c.bytes
+                : c.kind == "all-gather"     ? ring * out
+                                             : 0.0;
+      c.calls = c.entry == "grad_step" ? accumulation
+                : c.entry == "apply_step" ? 1
+                                          : 0;
+      collectives.push_back(std::move(c));
+    });
+  double movedPerStep = 0;
+  int64_t callsPerStep = 0;
+  for (const Collective &c : collectives) {
+    movedPerStep += c.moved * double(c.calls);
+    callsPerStep += c.calls;
+  }
+  int64_t world = mesh->worldSize();
+
+  if (json) {
+    auto memory = [&](const Memory &m) {
+      return llvm::json::Object{{"params", m.params},
+                                {"grads", m.grads},
+                                {"optimizer", m.optimizer},
+                                {"buffers", m.buffers}};
+    };
+    llvm::json::Array list;
+    for (const Collective &c : collectives)
+      list.push_back(llvm::json::Object{
+          {"id", c.id},
+          {"kind", c.kind},
+          {"what", c.what},
+          {"axes", llvm::json::Array(c.axes)},
+          {"entry", c.entry},
+          {"bytes", c.bytes},
+          {"calls_per_step", c.calls},
+          {"moved_bytes_per_call", c.moved}});
+    llvm::json::Array ranks;
+    for (int64_t r = 0; r < world; ++r) {
+      llvm::json::Array coords;
+      for (int64_t a = mesh->rank(), rest = r; a-- > 0;) {
+        coords.insert(coords.begin(), rest % mesh->size(a));
+        rest /= mesh->size(a);
+      }
+      llvm::json::Object entry = memory(rank);
+      entry["rank"] = r;
+      entry["coords"] = std::move(coords);
+      entry["activations"] = activations;
+      entry["arena"] = arena;
+      entry["collectives"] = llvm::json::Array(list);
+      entry["moved_bytes_per_step"] = movedPerStep;
+      ranks.push_back(std::move(entry));
+    }
+    llvm::json::Array axes;
+    for (size_t a = 0; a < mesh->rank(); ++a)
+      axes.push_back(llvm::json::Object{{"name", mesh->name(a).str()},
+                                        {"size", mesh->size(a)}});
+    // Every tensor of the state with its shard's bytes and its layout.
+    llvm::json::Array tensors;
+    for (GlobalOp g : module.getOps<GlobalOp>()) {
+      std::string layout;
+      if (auto s = g.getSharding()) {
+        llvm::raw_string_ostream text(layout);
+        text << *s;
+      }
+      tensors.push_back(llvm::json::Object{
+          {"name", g.getSymName().str()},
+          {"role", stringifyRole(g.getRole()).str()},
+          {"bytes", bytesOf(g.getTensorType())},
+          {"whole_bytes", bytesOf(g.getGlobalTensorType())},
+          {"layout", layout}});
+    }
+    llvm::json::Object report{{"mesh", llvm::json::Object{{"axes",
+                                                           std::move(axes)}}},
+                              {"parameters", paramCount},
+                              {"whole", memory(whole)},
+                              {"ranks", std::move(ranks)},
+                              {"tensors", std::move(tensors)}};
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+    return success();
+  }
+
+  if (world == 1) {
+    os << "memory plan of one rank (static, from dt-plan-memory)\n";
+  } else {
+    std::string axes;
+    for (size_t a = 0; a < mesh->rank(); ++a)
+      axes += llvm::formatv("{0}{1}={2}", a ? ", " : "", mesh->name(a),
+                            mesh->size(a))
+                  .str();
+    os << "memory plan of each of " << world << " ranks (mesh " << axes
+       << "; static, from dt-plan-memory and dt-spmd-partition)\n";
+    os << "                   this rank    whole model\n";
+  }
+  os << "  parameters      " << paramCount << " values\n";
+  auto line = [&](llvm::StringRef name, int64_t mine, int64_t all) {
+    os << "  " << llvm::left_justify(name, 14) << mib(double(mine));
+    if (world > 1)
+      os << mib(double(all));
+    os << "\n";
+  };
+  line("param", rank.params, whole.params);
+  line("grad", rank.grads, whole.grads);
+  line("state", rank.optimizer, whole.optimizer);
+  line("buffers", rank.buffers, whole.buffers);
+  os << "  persistent    " << mib(double(persistentAttr.getInt()))
+     << "  (all of the above, aligned)\n";
+  os << "  activations   " << mib(double(activations))
+     << "  (transient values of the largest entry point)\n";
+  os << "  arena         " << mib(double(arena)) << "\n";
+  if (!collectives.empty()) {
+    os << llvm::formatv("collectives of each rank: {0} calls and {1:f3} MiB "
+                        "moved per optimizer step\n",
+                        callsPerStep, movedPerStep / 1048576.0);
+    for (const Collective &c : collectives) {
+      std::string axes;
+      for (const std::string &a : c.axes)
+        axes += (axes.empty() ? "" : ", ") + a;
+      os << llvm::formatv("  {0,-10} {1,-14} x{2,-3} over ({3}) {4}  {5}\n",
+                          c.entry, c.kind, c.calls, axes, mib(c.moved), c.what);
+    }
+  }
+  os << "parameters\n";
+  for (auto &[name, count] : params)
+    os << "  " << llvm::left_justify(name, 40)
+       << llvm::format("%12lld", (long long)count) << "\n";
+  return success();
+}
