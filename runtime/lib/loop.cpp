@@ -323,11 +323,14 @@ void Trainer::printMemory() {
   for (int64_t b : all)
     each += fmt::format("{}{}", each.empty() ? "" : ", ",
                         formatBytes(double(b)));
-  fmt::print("memory: arena {} planned per rank; resident {}\n",
-             formatBytes(double(m_.arenaBytes)),
-             s_.comm ? fmt::format("on ranks 0..{}: {}",
-                                   s_.comm->worldSize() - 1, each)
-                     : each);
+  if (s_.comm)
+    fmt::print("memory: arena {} planned per rank; resident on ranks 0..{}: "
+               "{}\n",
+               formatBytes(double(m_.arenaBytes)), s_.comm->worldSize() - 1,
+               each);
+  else
+    fmt::print("memory: arena {} planned; {} resident\n",
+               formatBytes(double(m_.arenaBytes)), each);
 }
 
 void Trainer::printSummary() {

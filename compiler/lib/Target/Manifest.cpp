@@ -85,10 +85,6 @@ const char *collectiveKind(Operation *op) {
   return nullptr;
 }
 
-ArrayRef<int16_t> collectiveAxes(Operation *op) {
-  return op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes").asArrayRef();
-}
-
 /// A layout as the manifest writes it: axes by index into the mesh.
 llvm::json::Object layoutJSON(const dt::Sharding &s) {
   llvm::json::Array dims;
@@ -181,7 +177,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
       int64_t bytes =
           in.getNumElements() * ((in.getElementTypeBitWidth() + 7) / 8);
       llvm::json::Array axes;
-      for (int16_t a : collectiveAxes(op))
+      ArrayRef<int16_t> groupAxes = dt::collectiveAxes(op).value();
+      for (int16_t a : groupAxes)
         axes.push_back(mesh->name(a).str());
       auto what = op->getAttrOfType<StringAttr>("dt.what");
       collectives.push_back(llvm::json::Object{

@@ -133,8 +133,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       c.entry = fn.getSymName().str();
       c.bytes = bytesOf(cast<RankedTensorType>(op->getOperand(0).getType()));
       c.group = 1;
-      for (int16_t a : op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes")
-                           .asArrayRef()) {
+      ArrayRef<int16_t> axes = collectiveAxes(op).value();
+      for (int16_t a : axes) {
         c.axes.push_back(mesh->name(a).str());
         c.group *= mesh->size(a);
       }

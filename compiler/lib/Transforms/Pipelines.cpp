@@ -28,10 +28,12 @@ void dt::buildShardingPipeline(OpPassManager &pm) {
   pm.addPass(createShardPropagation());
 }
 
-void dt::buildPartitionPipeline(OpPassManager &pm) {
+void dt::buildPartitionPipeline(OpPassManager &pm, int64_t bucketBytes) {
   pm.addPass(createSpmdPartition());
   // Not CSE: it would merge the all-gathers that ZeRO-3 repeats on purpose.
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createBucketCollectives(BucketCollectivesOptions{bucketBytes}));
+  pm.addPass(createVerifyCollectives());
 }
 
 void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
@@ -46,9 +48,9 @@ void dt::registerDTPipelines() {
   PassPipelineRegistration<>(
       "dt-shard", "Layouts of the state and of every value over the mesh",
       buildShardingPipeline);
-  PassPipelineRegistration<>("dt-partition",
-                             "The program of one rank, with its collectives",
-                             buildPartitionPipeline);
+  PassPipelineRegistration<>(
+      "dt-partition", "The program of one rank, with its collectives",
+      [](OpPassManager &pm) { buildPartitionPipeline(pm); });
   PassPipelineRegistration<>("dt-fuse-and-plan", "Fusion and memory planning",
                              buildFuseAndPlanPipeline);
 }

@@ -127,6 +127,12 @@ cl::opt<bool> checked(
              "runtime and kernels run under AddressSanitizer and UBSan "
              "(slower; for tests and for hunting a suspected miscompile)"),
     cl::cat(dtcCategory));
+cl::opt<double> bucketMiB(
+    "bucket-mb",
+    cl::desc("Collectives of up to this many MiB are fused into buckets of at "
+             "most this size (default 4; 0: no buckets)"),
+    cl::value_desc("MiB"), cl::init(double(kDefaultBucketBytes) / 1048576.0),
+    cl::cat(dtcCategory));
 cl::opt<std::string> targetCPU("mcpu",
                                cl::desc("CPU to generate code for (default: "
                                         "native, the host's)"),
@@ -259,7 +265,9 @@ int compile(const char *argv0) {
     return 1;
   if (emitAction == EmitAction::Sharded)
     return emitStage(*module);
-  if (failed(runPipeline(*module, buildPartitionPipeline)))
+  if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
+        buildPartitionPipeline(pm, int64_t(bucketMiB * 1048576.0));
+      })))
     return 1;
   if (emitAction == EmitAction::Partitioned)
     return emitStage(*module);

@@ -57,14 +57,19 @@ inline std::string gradOf(llvm::StringRef param) {
 /// prints the result).
 void buildTrainStepPipeline(mlir::OpPassManager &pm);
 
+/// The default size of the buckets small collectives are fused into.
+inline constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
+
 /// dt-shard-globals and dt-shard-propagation: every global and every value
 /// gets its layout over the mesh (`dtc --emit=sharded`). No-ops without a
 /// mesh.
 void buildShardingPipeline(mlir::OpPassManager &pm);
 
-/// dt-spmd-partition and canonicalisation: the program of one rank
+/// dt-spmd-partition, canonicalisation, dt-bucket-collectives (buckets of
+/// `bucketBytes`) and dt-verify-collectives: the program of one rank
 /// (`dtc --emit=partitioned`).
-void buildPartitionPipeline(mlir::OpPassManager &pm);
+void buildPartitionPipeline(mlir::OpPassManager &pm,
+                            int64_t bucketBytes = kDefaultBucketBytes);
 
 /// The passes that prepare the train step for lowering: dt-fuse-elementwise on
 /// every entry point, then dt-plan-memory.

@@ -107,6 +107,42 @@ def SpmdPartition : Pass<"dt-spmd-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect", "::mlir::mesh::MeshDialect"];
 }
 
+def BucketCollectives : Pass<"dt-bucket-collectives", "mlir::ModuleOp"> {
+  let summary = "Fuses small collectives into buckets";
+  let description = [{
+    On the program of one rank: collectives of one kind over the same axes and
+    element type whose operands are below `bucket-bytes` are issued together,
+    as one collective on a concatenated buffer, at the point where the last of
+    them has its operand ready (so a bucket of gradients goes out as soon as
+    its last gradient is computed), provided none of their results is needed
+    before. All-reduces concatenate flat operands; reduce-scatters and
+    all-gathers concatenate every rank's block of each member so that each
+    rank's part of the bucket stays one block. Thousands of small sums (biases,
+    norms) become a few large ones: MPI's latency, not bandwidth, bounds them.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"4194304",
+           "collectives of operands up to this size join buckets of at most "
+           "this size (0: no buckets)">
+  ];
+  let dependentDialects = ["::dt::DTDialect", "::mlir::mesh::MeshDialect"];
+}
+
+def VerifyCollectives : Pass<"dt-verify-collectives", "mlir::ModuleOp"> {
+  let summary = "Proves that every rank issues matching collectives in the same order";
+  let description = [{
+    A job hangs when one rank waits in a collective that another never issues
+    or issues with other shapes. For every entry point, this pass derives the
+    collectives each rank issues, in order, from the function that rank runs
+    (an entry point may have variants for groups of ranks, `dt.ranks`, as
+    pipeline stages will), and checks that the members of every group issue the
+    same sequence over that group: the same kinds, axes, element types and
+    shapes. Collectives must also sit in the entry point's own straight-line
+    body, where every rank reaches them. A mismatch is an error naming the
+    ranks, the group and the position.
+  }];
+}
+
 def FuseElementwise : Pass<"dt-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups elementwise ops into dt.fused regions";
   let description = [{

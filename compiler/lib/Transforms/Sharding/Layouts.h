@@ -119,6 +119,11 @@ inline constexpr double kLatencyBytes = 8192;
 /// Bytes per element of a tensor element type.
 int64_t elementBytes(mlir::Type type);
 
+/// The ranked tensor type of a value of the dt dialect (all of them are).
+inline mlir::RankedTensorType tensorType(mlir::Value v) {
+  return mlir::cast<mlir::RankedTensorType>(v.getType());
+}
+
 /// The layout a value has in a propagated program (its producer's
 /// `dt.sharding`), or nullopt.
 std::optional<Sharding> layoutOfValue(mlir::Value value, const MeshInfo &mesh);

@@ -70,10 +70,6 @@ bool toleratesPadding(Operation *op) {
          isa<BroadcastToOp, ReduceSumOp, ConstantOp>(op);
 }
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// What computing a byte of result costs, against a byte sent: enough to
 /// prefer computing a shard over computing the whole and dropping most of it.
 constexpr double kComputeWeight = 0.05;
@@ -169,8 +165,8 @@ private:
   /// batch).
   AxisList data;
   llvm::DenseMap<Value, Sharding> layouts, preferences;
-  /// (value, layout) pairs earlier ops fetched.
-  llvm::DenseSet<std::pair<Value, Attribute>> fetched;
+  /// The layouts earlier ops fetched each value in.
+  llvm::DenseMap<Value, SmallVector<Sharding, 1>> fetched;
 };
 
 LogicalResult FunctionPropagation::run() {
@@ -236,8 +232,9 @@ LogicalResult FunctionPropagation::run() {
 
 double FunctionPropagation::fetchCost(Value v, const Sharding &layout) const {
   Sharding cur = current(v);
+  auto earlier = fetched.find(v);
   if (cur == layout ||
-      fetched.contains({v, layout.toAttr(ctx, mesh)}))
+      (earlier != fetched.end() && llvm::is_contained(earlier->second, layout)))
     return 0;
   // Splats and broadcasts of scalars are made anew in any layout.
   if (isMadeAnywhere(v) &&
@@ -249,8 +246,21 @@ double FunctionPropagation::fetchCost(Value v, const Sharding &layout) const {
     if (succeeded(plan) && onlySlices(*plan))
       return 0;
   }
-  return reshardCost(cur, layout, tensorType(v).getShape(),
-                     tensorType(v).getElementType(), mesh);
+  // From the value's own layout, or by slicing a layout an earlier op
+  // fetched it in (a gradient summed whole for the norm is sliced for the
+  // update, not summed again).
+  double cost = reshardCost(cur, layout, tensorType(v).getShape(),
+                            tensorType(v).getElementType(), mesh);
+  if (earlier != fetched.end())
+    for (const Sharding &from : earlier->second) {
+      FailureOr<SmallVector<ReshardStep>> plan =
+          planReshard(from, layout, tensorType(v).getShape(), mesh);
+      if (succeeded(plan) && onlySlices(*plan))
+        cost = std::min(cost, reshardCost(from, layout,
+                                          tensorType(v).getShape(),
+                                          tensorType(v).getElementType(), mesh));
+    }
+  return cost;
 }
 
 Sharding FunctionPropagation::needed(Operation *op, unsigned i) const {
@@ -273,7 +283,9 @@ void FunctionPropagation::setOperandLayouts(Operation *op,
     attrs.push_back(attr);
     if (s != current(v)) {
       reshards = true;
-      fetched.insert({v, attr});
+      SmallVector<Sharding, 1> &list = fetched[v];
+      if (!llvm::is_contained(list, s))
+        list.push_back(s);
     }
   }
   if (reshards)

@@ -51,10 +51,6 @@ using namespace dt;
 
 namespace {
 
-RankedTensorType tensorType(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
-
 /// A value of the rank's program and what it holds.
 struct Local {
   Value value;
@@ -137,6 +133,8 @@ private:
   llvm::DenseMap<Value, Local> locals;
   /// Reshards already made: (value, layout) -> local value.
   llvm::DenseMap<std::pair<Value, Attribute>, Local> reshards;
+  /// Every layout a value was made in, in order.
+  llvm::DenseMap<Value, SmallVector<Local, 1>> madeOf;
   /// Values that are re-gathered for each user (ZeRO-3 parameters).
   llvm::DenseSet<Value> perUse;
   /// Per labels value: this rank's share of the global label count.
@@ -398,10 +396,28 @@ FailureOr<Local> FunctionPartitioner::fetch(Value v, const Sharding &layout,
   }
   Attribute key = layout.toAttr(b.getContext(), mesh);
   bool memoise = !perUse.contains(v);
-  if (memoise)
+  ArrayRef<int64_t> shape = tensorType(v).getShape();
+  Local from = cur;
+  if (memoise) {
     if (auto found = reshards.find({v, key}); found != reshards.end())
       return found->second;
-  FailureOr<Local> l = reshard(cur, layout, tensorType(v).getShape(), what);
+    // A layout made earlier that slicing alone turns into this one (a
+    // gradient summed whole is sliced, not summed again).
+    for (const Local &made : madeOf[v]) {
+      FailureOr<SmallVector<ReshardStep>> plan =
+          planReshard(made.layout, layout, shape, mesh);
+      if (succeeded(plan) &&
+          llvm::all_of(*plan, [](const ReshardStep &s) {
+            return s.kind == ReshardStep::Kind::Slice;
+          })) {
+        from = made;
+        break;
+      }
+    }
+  }
+  FailureOr<Local> l = reshard(from, layout, shape, what);
+  if (succeeded(l) && memoise)
+    madeOf[v].push_back(*l);
   if (succeeded(l) && memoise)
     reshards[{v, key}] = *l;
   return l;

@@ -142,6 +142,20 @@ DimPiece dt::dimPiece(int64_t size, const DimSharding &dim,
   return piece;
 }
 
+std::optional<ArrayRef<int16_t>> dt::collectiveAxes(Operation *op) {
+  if (auto c = dyn_cast<mesh::AllReduceOp>(op))
+    return c.getMeshAxes();
+  if (auto c = dyn_cast<mesh::ReduceScatterOp>(op))
+    return c.getMeshAxes();
+  if (auto c = dyn_cast<mesh::AllGatherOp>(op))
+    return c.getMeshAxes();
+  if (auto c = dyn_cast<mesh::AllSliceOp>(op))
+    return c.getMeshAxes();
+  if (auto c = dyn_cast<mesh::AllToAllOp>(op))
+    return c.getMeshAxes();
+  return std::nullopt;
+}
+
 int64_t dt::localDimSize(int64_t size, const DimSharding &dim,
                          const MeshInfo &mesh) {
   if (!dim.isSplit())

@@ -194,6 +194,20 @@ ShardingRule SplitOp::getShardingRule() {
   Dims operand;
   for (auto [d, size] : llvm::enumerate(in))
     operand.push_back({r.addFactor(size)});
+  if (!llvm::all_of(getResults(), [&](Value v) {
+        return shape(v)[axis] * pieces == in[axis];
+      })) {
+    // Unequal pieces: the axis stays whole.
+    r.factors[operand[axis][0]].kind = Kind::Whole;
+    r.operands.push_back(operand);
+    for (Value v : getResults()) {
+      Dims piece = operand;
+      piece[axis] = {r.addFactor(shape(v)[axis], Kind::Whole)};
+      r.results.push_back(piece);
+    }
+    r.setLinear(Linearity::Joint, {true});
+    return r;
+  }
   int64_t entry = operand[axis][0];
   r.factors[entry].size = in[axis] / pieces;
   operand[axis] = {r.addFactor(pieces, Kind::Whole), entry};

@@ -147,6 +147,11 @@ struct DimPiece {
 DimPiece dimPiece(int64_t size, const DimSharding &dim, const MeshInfo &mesh,
                   llvm::ArrayRef<int64_t> coordinates);
 
+/// The mesh axes of a collective of the mesh dialect (all_reduce,
+/// reduce_scatter, all_gather, all_slice, all_to_all), or nullopt for any
+/// other op.
+std::optional<llvm::ArrayRef<int16_t>> collectiveAxes(mlir::Operation *op);
+
 /// The local size of a dimension of `size` laid out by `dim`.
 int64_t localDimSize(int64_t size, const DimSharding &dim,
                      const MeshInfo &mesh);
