@@ -4,13 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dtrun -n 2 build/bin/dt-bench-allreduce [MAX_MIB]` times the communicator's
-// all-reduce (what a data-parallel gradient costs in an emitted program: the
-// non-blocking MPI call and the bounded wait, dtrt/comm.h) against a bare
-// blocking MPI_Allreduce of the same f32 buffer, for gradient-sized buffers
-// from 4 KiB to MAX_MIB (64 by default) in steps of 4x. The two run interleaved in rounds, so drift of a
-// shared VM hits both alike; each figure is the median over rounds of the
-// mean time per call. Rank 0 prints a Markdown table.
+// `dtrun -n 2 build/bin/dt-bench-allreduce [MAX_MIB | --bytes B[,B...]]`
+// times the communicator's all-reduce (what a data-parallel gradient costs in
+// an emitted program: the blocking MPI call under the watchdog, dtrt/comm.h)
+// against a bare MPI_Allreduce of the same f32 buffer: for gradient-sized
+// buffers from 4 KiB to MAX_MIB (64 by default) in steps of 4x, or for the
+// given sizes (bench/run_ddp.py passes a program's gradient buckets). The two
+// run interleaved in rounds, so drift of a shared VM hits both alike; each
+// figure is the median over rounds of the mean time per call, slowest rank.
+// Rank 0 prints a Markdown table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 using namespace dtrt;
@@ -63,19 +66,37 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   const int rounds = 7;
-  int64_t maxBytes = (argc > 1 ? std::atoll(argv[1]) : 64) << 20;
+  std::vector<int64_t> sizes;
+  if (argc > 2 && std::strcmp(argv[1], "--bytes") == 0) {
+    for (char *p = argv[2]; *p;) {
+      char *end = nullptr;
+      long long b = std::strtoll(p, &end, 10);
+      if (end == p || b < 4 || b % 4) {
+        if (rank == 0)
+          std::fprintf(stderr, "error: --bytes takes sizes of whole f32 "
+                               "buffers, comma-separated: '%s'\n", argv[2]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      sizes.push_back(b);
+      p = *end == ',' ? end + 1 : end;
+    }
+  } else {
+    int64_t maxBytes = (argc > 1 ? std::atoll(argv[1]) : 64) << 20;
+    for (int64_t bytes = 4096; bytes <= maxBytes; bytes *= 4)
+      sizes.push_back(bytes);
+  }
   if (rank == 0) {
     std::printf("all-reduce of f32 over %d ranks (%s), median of %d rounds\n\n",
                 world, (*comm)->engine().c_str(), rounds);
     std::printf("| bytes | MPI_Allreduce | dt all-reduce | dt / MPI |\n");
     std::printf("|---:|---:|---:|---:|\n");
   }
-  for (int64_t bytes = 4096; bytes <= maxBytes; bytes *= 4) {
+  for (int64_t bytes : sizes) {
     int64_t count = bytes / 4;
     std::vector<float> src(static_cast<size_t>(count), 1.0f);
     std::vector<float> dst(static_cast<size_t>(count));
-    // About 0.2 s of traffic per round and peer, at least 3 calls.
-    int calls = int(std::max<int64_t>(3, (int64_t(200) << 20) / bytes));
+    // About 0.2 s of traffic per round and peer: 3 to 20000 calls.
+    int calls = int(std::clamp<int64_t>((int64_t(200) << 20) / bytes, 3, 20000));
     std::vector<double> mpi, ours;
     for (int r = 0; r <= rounds; ++r) {
       double a = timeCalls(calls, [&] {

@@ -17,6 +17,7 @@
 
 #include "dtrt/loop.h"
 
+#include "dtrt/collectives.h"
 #include "dtrt/data/order.h"
 #include "dtrt/eval.h"
 #include "dtrt/report.h"
@@ -59,6 +60,8 @@ private:
   Expected<int> stop(int signal);
   void printSummary();
   void printMemory();
+  /// What the steps spent in collectives (rank 0's view), on several ranks.
+  void printCollectives();
 
   double elapsed() const { return s_.elapsedBefore + secondsSince(start_); }
   int64_t samplesPerStep() const { return m_.train.batch; }
@@ -79,8 +82,10 @@ private:
   // Since the last training record.
   int64_t intervalSteps_ = 0;
   double intervalSeconds_ = 0;
-  // This process's training time (throughput in the summary).
-  double trainSeconds_ = 0;
+  // This process's training time (throughput in the summary), and the part
+  // of it inside the program's collectives: over the run and since the last
+  // training record.
+  double trainSeconds_ = 0, trainComm_ = 0, intervalComm_ = 0;
   std::optional<EvalResult> lastEval_;
   /// The stop signal the ranks agreed on after the last step (0: none).
   int stop_ = 0;
@@ -132,6 +137,7 @@ Status Trainer::trainStep() {
     orderEpoch_ = epoch;
   }
   auto begin = Clock::now();
+  double commBefore = programCollectiveSeconds();
   double lossSum = 0;
   // The global micro-batch: every data rank stages its rows of it.
   int64_t micro = t.microBatch * t.dataParallel;
@@ -157,10 +163,13 @@ Status Trainer::trainStep() {
   lr_ = lrBuf_ ? arena_.readScalar(*lrBuf_) : std::nan("");
   gradNorm_ = gradNormBuf_ ? arena_.readScalar(*gradNormBuf_) : std::nan("");
   double seconds = secondsSince(begin);
+  double comm = programCollectiveSeconds() - commBefore;
   if (Status st = syncRanks(seconds); !st)
     return st;
   intervalSeconds_ += seconds;
+  intervalComm_ += comm;
   trainSeconds_ += seconds;
+  trainComm_ += comm;
   ++intervalSteps_;
   if (!std::isfinite(loss_))
     return Error(fmt::format(
@@ -210,12 +219,14 @@ Status Trainer::logStep() {
       // much the others wait for it.
       r["slowest_rank"] = slowestRank_;
       r["step_time_spread_s"] = intervalSpread_ / double(intervalSteps_);
+      r["comm_time_s"] = intervalComm_ / double(intervalSteps_);
     }
     if (Status st = s_.metrics->write(r); !st)
       return st;
   }
   intervalSteps_ = 0;
   intervalSeconds_ = 0;
+  intervalComm_ = 0;
   intervalSlowest_ = 0;
   intervalSpread_ = 0;
   return Status::ok();
@@ -333,6 +344,17 @@ void Trainer::printMemory() {
                formatBytes(double(m_.arenaBytes)), each);
 }
 
+void Trainer::printCollectives() {
+  int64_t steps = step_ - firstStep_;
+  if (!s_.comm || steps <= 0)
+    return;
+  fmt::print("collectives: {:.3g} ms of rank 0's {:.3g} ms step ({:.0f}%, "
+             "waiting for other ranks included)\n",
+             trainComm_ / double(steps) * 1e3,
+             trainSeconds_ / double(steps) * 1e3,
+             100 * trainComm_ / std::max(trainSeconds_, 1e-9));
+}
+
 void Trainer::printSummary() {
   int64_t steps = step_ - firstStep_;
   double samplesPerS =
@@ -390,6 +412,7 @@ Expected<int> Trainer::run() {
     if (Status st = checkpointNow(); !st)
       return st.error();
   printMemory();
+  printCollectives();
   printSummary();
   return int(kExitOk);
 }

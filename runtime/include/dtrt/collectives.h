@@ -56,6 +56,9 @@ class Communicator;
 /// manifest). The runtime calls it once before the first step.
 void setProgramCommunicator(Communicator *comm,
                             std::vector<std::string> names = {});
+/// Seconds this process has spent inside the program's collectives since the
+/// communicator was installed (time waiting for other ranks included).
+double programCollectiveSeconds();
 } // namespace dtrt
 #endif
 

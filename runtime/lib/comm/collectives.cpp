@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,23 @@ namespace {
 
 Communicator *programComm = nullptr;
 std::vector<std::string> programNames;
+/// Seconds spent inside the program's collectives (waiting for the slowest
+/// member included): what a step spends communicating.
+double programCommSeconds = 0;
+
+/// Adds the lifetime of one collective call to programCommSeconds.
+class Timed {
+public:
+  Timed() : start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    programCommSeconds += std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start_)
+                              .count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 /// Prints why and ends the job: generated code has no way to recover.
 [[noreturn]] void fail(const Error &error) {
@@ -67,7 +85,10 @@ void checkGroup(Communicator &c, const char *kind, int64_t group,
 void setProgramCommunicator(Communicator *c, std::vector<std::string> names) {
   programComm = c;
   programNames = std::move(names);
+  programCommSeconds = 0;
 }
+
+double programCollectiveSeconds() { return programCommSeconds; }
 
 } // namespace dtrt
 
@@ -75,6 +96,7 @@ using namespace dtrt;
 
 extern "C" void dtrt_all_reduce(const void *src, void *dst, int64_t count,
                                 int32_t dtype, int32_t axes, int32_t id) {
+  Timed timed;
   check(comm("all-reduce").allReduceSum(src, dst, count, DType(dtype),
                                         AxisMask(axes), nameOf(id)));
 }
@@ -82,6 +104,7 @@ extern "C" void dtrt_all_reduce(const void *src, void *dst, int64_t count,
 extern "C" void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
                                     int64_t group, int32_t dtype, int32_t axes,
                                     int32_t id) {
+  Timed timed;
   Communicator &c = comm("reduce-scatter");
   checkGroup(c, "reduce-scatter", group, axes, id);
   check(c.reduceScatterSum(src, dst, count, DType(dtype), AxisMask(axes),
@@ -91,6 +114,7 @@ extern "C" void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
 extern "C" void dtrt_all_gather(const void *src, void *dst, int64_t count,
                                 int64_t group, int32_t dtype, int32_t axes,
                                 int32_t id) {
+  Timed timed;
   Communicator &c = comm("all-gather");
   checkGroup(c, "all-gather", group, axes, id);
   check(c.allGather(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
