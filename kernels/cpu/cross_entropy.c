@@ -6,22 +6,10 @@
  *
  *===----------------------------------------------------------------------------===*/
 
-#include "dtk/kernels.h"
+#include "checks.h"
 
 #include <math.h>
 #include <stdio.h>
-
-static void check_label(int32_t label, int64_t classes) {
-  if (label >= classes) {
-    char message[200];
-    snprintf(message, sizeof message,
-             "label %d is out of range for a model with %lld output classes "
-             "(check the data's "
-             "labels against the model's output width)",
-             (int)label, (long long)classes);
-    dtk_fail(message);
-  }
-}
 
 /* log(sum(exp(row))) with the maximum subtracted first */
 static float log_sum_exp(const float *row, int64_t n) {
@@ -41,7 +29,7 @@ void dtk_cross_entropy_f32(const float *logits, const int32_t *labels,
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] < 0)
       continue;
-    check_label(labels[r], classes);
+    dtk_check_label(labels[r], classes);
     const float *row = logits + r * classes; /* (classes) */
     sum += log_sum_exp(row, classes) - row[labels[r]];
     ++count;
@@ -64,7 +52,7 @@ void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
         d[j] = 0.0f;
       continue;
     }
-    check_label(labels[r], classes);
+    dtk_check_label(labels[r], classes);
     float lse = log_sum_exp(row, classes);
     for (int64_t j = 0; j < classes; ++j)
       d[j] = expf(row[j] - lse) * scale;

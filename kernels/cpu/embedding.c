@@ -5,28 +5,15 @@
  *
  *===----------------------------------------------------------------------------===*/
 
-#include "dtk/kernels.h"
+#include "checks.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static void check_id(int32_t id, int64_t count) {
-  if (id < 0 || id >= count) {
-    char message[200];
-    snprintf(message, sizeof message,
-             "token id %d is outside the embedding table of %lld rows; the "
-             "data's vocabulary "
-             "is larger than the model's (check the model's vocab size against "
-             "the data)",
-             (int)id, (long long)count);
-    dtk_fail(message);
-  }
-}
-
 void dtk_embedding_f32(const float *table, const int32_t *ids, float *out,
                        int64_t n, int64_t count, int64_t width) {
   for (int64_t i = 0; i < n; ++i) {
-    check_id(ids[i], count);
+    dtk_check_id(ids[i], count);
     memcpy(out + i * width, table + (int64_t)ids[i] * width,
            (size_t)width * sizeof(float));
   }
@@ -37,7 +24,7 @@ void dtk_embedding_grad_f32(const int32_t *ids, const float *dout,
                             int64_t width) {
   memset(dtable, 0, (size_t)(count * width) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
-    check_id(ids[i], count);
+    dtk_check_id(ids[i], count);
     float *row = dtable + (int64_t)ids[i] * width; /* (width) */
     const float *g = dout + i * width;
     for (int64_t j = 0; j < width; ++j)

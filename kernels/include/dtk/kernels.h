@@ -60,6 +60,41 @@ void dtk_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
 void dtk_count_correct_f32(const float *logits, const int32_t *labels,
                            float *correct, int64_t rows, int64_t classes);
 
+/* Vocabulary parallelism: each rank holds `count` rows (or classes) of `total`,
+ * starting at `first`. */
+
+/// dtk_embedding_f32 on rows [first, first + count) of a table of `total`
+/// rows: ids in the block read their row, the others zeros.
+void dtk_embedding_shard_f32(const float *table, const int32_t *ids, float *out,
+                             int64_t n, int64_t first, int64_t count,
+                             int64_t total, int64_t width);
+/// Rows [first, first + count) of dtk_embedding_grad_f32's result.
+void dtk_embedding_grad_shard_f32(const int32_t *ids, const float *dout,
+                                  float *dtable, int64_t n, int64_t first,
+                                  int64_t count, int64_t total, int64_t width);
+/// stats[k * rows + r], k = 0..3: the block's maximum logit (-inf if none),
+/// sum of exp(logit - maximum), the label's logit if the label is in the block
+/// (else 0), the global index of its first maximum (-1 if none); for logits of
+/// classes [first, first + classes) of `total`. Unlabelled rows get (-inf, 0,
+/// 0, -1).
+void dtk_class_stats_f32(const float *logits, const int32_t *labels,
+                         float *stats, int64_t rows, int64_t classes,
+                         int64_t first, int64_t total);
+/// dtk_cross_entropy_f32 from the stats of `blocks` blocks ([blocks, 4, rows]).
+void dtk_cross_entropy_stats_f32(const float *stats, const int32_t *labels,
+                                 float *loss, int64_t blocks, int64_t rows);
+/// dtk_cross_entropy_grad_f32 for classes [first, first + classes) of `total`,
+/// the log-sum-exp from the stats of every block.
+void dtk_cross_entropy_grad_shard_f32(const float *logits,
+                                      const int32_t *labels, const float *stats,
+                                      const float *dloss, float *dlogits,
+                                      int64_t blocks, int64_t rows,
+                                      int64_t classes, int64_t first,
+                                      int64_t total);
+/// dtk_count_correct_f32 from the stats of every block.
+void dtk_count_correct_stats_f32(const float *stats, const int32_t *labels,
+                                 float *correct, int64_t blocks, int64_t rows);
+
 /// Scaled dot-product attention over `slices` independent [t, d] slices.
 void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
                        int64_t slices, int64_t t, int64_t d, int32_t causal);

@@ -43,6 +43,9 @@ void dtrt_all_gather(const void *src, void *dst, int64_t count, int64_t group,
 void dtrt_take_shard(const void *src, void *dst, int64_t total, int64_t count,
                      int32_t dtype, int32_t axes, int32_t id);
 
+/// This rank's coordinate along mesh axis `axis` (dt.shard_start).
+int64_t dtrt_mesh_coord(int32_t axis);
+
 #ifdef __cplusplus
 } // extern "C"
 

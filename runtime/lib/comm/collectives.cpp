@@ -143,3 +143,12 @@ extern "C" void dtrt_take_shard(const void *src, void *dst, int64_t total,
   std::memset(static_cast<char *>(dst) + (end - begin) * bytes, 0,
               size_t(count - (end - begin)) * bytes);
 }
+
+extern "C" int64_t dtrt_mesh_coord(int32_t axis) {
+  Communicator &c = comm("shard offset");
+  if (axis < 0 || size_t(axis) >= c.mesh().axisCount())
+    fail(Error(fmt::format("internal error: the program asked for the "
+                           "coordinate along axis {} of the mesh ({})",
+                           axis, c.mesh().describe())));
+  return c.mesh().coordinates(c.rank())[size_t(axis)];
+}

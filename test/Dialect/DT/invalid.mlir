@@ -237,3 +237,35 @@ func.func @fused_reduce_shape(%a: tensor<2x3xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @shard_start() {
+  // expected-error @+1 {{needs at least one mesh axis}}
+  %f = dt.shard_start {axes = array<i16>, size = 8} : tensor<i64>
+  return
+}
+
+// -----
+
+func.func @embedding_shard(%t: tensor<8x4xf32>, %ids: tensor<6xi32>, %f: tensor<i64>) {
+  // expected-error @+1 {{holds more rows than the table has}}
+  %h = dt.embedding_shard %t, %ids, %f {rows = 4} : tensor<8x4xf32>, tensor<6xi32>, tensor<i64> -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @class_stats(%l: tensor<6x8xf32>, %y: tensor<6xi32>, %f: tensor<i64>) {
+  // expected-error @+1 {{statistics must have shape [4, ...labels]}}
+  %s = dt.class_stats %l, %y, %f {classes = 16} : tensor<6x8xf32>, tensor<6xi32>, tensor<i64> -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_stats(%s: tensor<4x6xf32>, %y: tensor<6xi32>) {
+  // expected-error @+1 {{statistics must have shape [blocks, 4, ...labels]}}
+  %l = dt.cross_entropy_stats %s, %y : tensor<4x6xf32>, tensor<6xi32> -> tensor<f32>
+  return
+}

@@ -124,3 +124,25 @@ func.func @fused(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
   }
   return %0 : tensor<2x3xf32>
 }
+
+// Vocabulary parallelism (ops of partitioned programs).
+// CHECK-LABEL: func.func @vocab
+func.func @vocab(%t: tensor<8x4xf32>, %ids: tensor<6xi32>, %l: tensor<6x8xf32>,
+                 %g: tensor<f32>) {
+  // CHECK: %[[F:.*]] = dt.shard_start {axes = array<i16: 1>, size = 8 : i64} : tensor<i64>
+  %f = dt.shard_start {axes = array<i16: 1>, size = 8} : tensor<i64>
+  // CHECK: dt.embedding_shard %{{.*}}, %{{.*}}, %[[F]] {rows = 16 : i64} : tensor<8x4xf32>, tensor<6xi32>, tensor<i64> -> tensor<6x4xf32>
+  %h = dt.embedding_shard %t, %ids, %f {rows = 16} : tensor<8x4xf32>, tensor<6xi32>, tensor<i64> -> tensor<6x4xf32>
+  // CHECK: dt.embedding_grad_shard %{{.*}}, %{{.*}}, %[[F]] {rows = 16 : i64} : tensor<6xi32>, tensor<6x4xf32>, tensor<i64> -> tensor<8x4xf32>
+  %dt = dt.embedding_grad_shard %ids, %h, %f {rows = 16} : tensor<6xi32>, tensor<6x4xf32>, tensor<i64> -> tensor<8x4xf32>
+  // CHECK: %[[S:.*]] = dt.class_stats %{{.*}}, %{{.*}}, %[[F]] {classes = 16 : i64} : tensor<6x8xf32>, tensor<6xi32>, tensor<i64> -> tensor<4x6xf32>
+  %s = dt.class_stats %l, %ids, %f {classes = 16} : tensor<6x8xf32>, tensor<6xi32>, tensor<i64> -> tensor<4x6xf32>
+  %all = dt.reshape %s : tensor<4x6xf32> -> tensor<1x4x6xf32>
+  // CHECK: dt.cross_entropy_stats %{{.*}}, %{{.*}} : tensor<1x4x6xf32>, tensor<6xi32> -> tensor<f32>
+  %loss = dt.cross_entropy_stats %all, %ids : tensor<1x4x6xf32>, tensor<6xi32> -> tensor<f32>
+  // CHECK: dt.count_correct_stats %{{.*}}, %{{.*}} : tensor<1x4x6xf32>, tensor<6xi32> -> tensor<f32>
+  %n = dt.count_correct_stats %all, %ids : tensor<1x4x6xf32>, tensor<6xi32> -> tensor<f32>
+  // CHECK: dt.cross_entropy_grad_shard %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[F]] {classes = 16 : i64} : tensor<6x8xf32>, tensor<6xi32>, tensor<1x4x6xf32>, tensor<f32>, tensor<i64> -> tensor<6x8xf32>
+  %d = dt.cross_entropy_grad_shard %l, %ids, %all, %g, %f {classes = 16} : tensor<6x8xf32>, tensor<6xi32>, tensor<1x4x6xf32>, tensor<f32>, tensor<i64> -> tensor<6x8xf32>
+  return
+}

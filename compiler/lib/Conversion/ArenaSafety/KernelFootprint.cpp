@@ -139,6 +139,52 @@ const llvm::StringMap<Row> &table() {
                                         s.mul({rows, classes, kF32}),
                                         s.mul({rows, kI32}), kF32};
                                   }};
+    // (table, ids, out, n, first, count, total, width); `first` is the rank's
+    // and not a constant.
+    t["dtk_embedding_shard_f32"] = {8, [](Sizes &s) {
+                                      int64_t n = s.arg(3), count = s.arg(5),
+                                              width = s.arg(7);
+                                      return llvm::SmallVector<int64_t>{
+                                          s.mul({count, width, kF32}),
+                                          s.mul({n, kI32}),
+                                          s.mul({n, width, kF32})};
+                                    }};
+    // (ids, dout, dtable, n, first, count, total, width)
+    t["dtk_embedding_grad_shard_f32"] = {8, [](Sizes &s) {
+                                           int64_t n = s.arg(3),
+                                                   count = s.arg(5),
+                                                   width = s.arg(7);
+                                           return llvm::SmallVector<int64_t>{
+                                               s.mul({n, kI32}),
+                                               s.mul({n, width, kF32}),
+                                               s.mul({count, width, kF32})};
+                                         }};
+    // (logits, labels, stats, rows, classes, first, total)
+    t["dtk_class_stats_f32"] = {7, [](Sizes &s) {
+                                  int64_t rows = s.arg(3), classes = s.arg(4);
+                                  return llvm::SmallVector<int64_t>{
+                                      s.mul({rows, classes, kF32}),
+                                      s.mul({rows, kI32}),
+                                      s.mul({4, rows, kF32})};
+                                }};
+    // (stats, labels, out, blocks, rows): cross_entropy and count_correct.
+    auto fromStats = [](Sizes &s) {
+      int64_t blocks = s.arg(3), rows = s.arg(4);
+      return llvm::SmallVector<int64_t>{s.mul({blocks, 4, rows, kF32}),
+                                        s.mul({rows, kI32}), kF32};
+    };
+    t["dtk_cross_entropy_stats_f32"] = {5, fromStats};
+    t["dtk_count_correct_stats_f32"] = {5, fromStats};
+    // (logits, labels, stats, dloss, dlogits, blocks, rows, classes, first,
+    //  total)
+    t["dtk_cross_entropy_grad_shard_f32"] = {
+        10, [](Sizes &s) {
+          int64_t blocks = s.arg(5), rows = s.arg(6), classes = s.arg(7);
+          int64_t logits = s.mul({rows, classes, kF32});
+          return llvm::SmallVector<int64_t>{logits, s.mul({rows, kI32}),
+                                            s.mul({blocks, 4, rows, kF32}),
+                                            kF32, logits};
+        }};
     // (q, k, v, o, slices, t, d, causal)
     t["dtk_attention_f32"] = {8, [](Sizes &s) {
                                 int64_t all = s.mul(

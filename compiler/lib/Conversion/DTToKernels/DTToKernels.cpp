@@ -208,6 +208,24 @@ private:
     b.create<func::CallOp>(loc, name, TypeRange{}, args);
   }
 
+  /// Calls runtime function `name`, which returns an i64.
+  Value callI64(StringRef name, ArrayRef<Value> args) {
+    auto fnType = FunctionType::get(
+        b.getContext(), ValueRange(args).getTypes(), {b.getI64Type()});
+    if (!module.lookupSymbol<func::FuncOp>(name)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      b.create<func::FuncOp>(loc, name, fnType).setPrivate();
+    }
+    return b.create<func::CallOp>(loc, name, TypeRange{b.getI64Type()}, args)
+        .getResult(0);
+  }
+
+  /// The value of a scalar in the arena.
+  Value loadScalar(Value v) {
+    return b.create<memref::LoadOp>(loc, viewOf(v), ValueRange{});
+  }
+
   /// Kernels exist for f32 data only (and i32 ids and labels).
   LogicalResult requireF32(Operation *op, ArrayRef<Value> values) {
     for (Value v : values)
@@ -291,6 +309,23 @@ private:
         .Case([&](CountCorrectOp c) {
           return lowerLogitsKernel(c, "dtk_count_correct_f32", c.getLogits(),
                                    c.getLabels(), {}, c.getResult());
+        })
+        .Case([&](ShardStartOp s) { return lowerShardStart(s); })
+        .Case([&](EmbeddingShardOp e) { return lowerEmbeddingShard(e); })
+        .Case([&](EmbeddingGradShardOp e) {
+          return lowerEmbeddingGradShard(e);
+        })
+        .Case([&](ClassStatsOp c) { return lowerClassStats(c); })
+        .Case([&](CrossEntropyStatsOp c) {
+          return lowerFromStats(c, "dtk_cross_entropy_stats_f32",
+                                c.getStats(), c.getLabels(), c.getResult());
+        })
+        .Case([&](CountCorrectStatsOp c) {
+          return lowerFromStats(c, "dtk_count_correct_stats_f32",
+                                c.getStats(), c.getLabels(), c.getResult());
+        })
+        .Case([&](CrossEntropyGradShardOp c) {
+          return lowerCrossEntropyGradShard(c);
         })
         .Case([&](AttentionOp a) { return lowerAttention(a); })
         .Case([&](AttentionGradOp a) { return lowerAttentionGrad(a); })
@@ -990,6 +1025,87 @@ private:
          {pointerOf(e.getIds()), pointerOf(e.getResultGrad()),
           pointerOf(e.getTableGrad()), i64(product(shapeOf(e.getIds()))),
           i64(table[0]), i64(table[1])});
+    return success();
+  }
+
+  /// The rank's index over the axes (the first the coarsest), times the
+  /// block size.
+  LogicalResult lowerShardStart(ShardStartOp s) {
+    Value index = i64(0);
+    for (int16_t axis : s.getAxes()) {
+      if (axis < 0 || size_t(axis) >= meshShape.size())
+        return s.emitOpError("names axis ")
+               << axis << " of a mesh of " << meshShape.size() << " axes";
+      Value coord = callI64("dtrt_mesh_coord", {i32(axis)});
+      index = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, index, i64(meshShape[axis])),
+          coord);
+    }
+    Value start = b.create<arith::MulIOp>(loc, index, i64(s.getSize()));
+    b.create<memref::StoreOp>(loc, start, viewOf(s.getResult()), ValueRange{});
+    return success();
+  }
+
+  LogicalResult lowerEmbeddingShard(EmbeddingShardOp e) {
+    if (failed(requireF32(e, {e.getTable()})) ||
+        failed(requireI32(e, e.getIds())))
+      return failure();
+    ArrayRef<int64_t> table = shapeOf(e.getTable());
+    call("dtk_embedding_shard_f32",
+         {pointerOf(e.getTable()), pointerOf(e.getIds()),
+          pointerOf(e.getResult()), i64(product(shapeOf(e.getIds()))),
+          loadScalar(e.getFirst()), i64(table[0]), i64(e.getRows()),
+          i64(table[1])});
+    return success();
+  }
+
+  LogicalResult lowerEmbeddingGradShard(EmbeddingGradShardOp e) {
+    if (failed(requireF32(e, {e.getResultGrad()})) ||
+        failed(requireI32(e, e.getIds())))
+      return failure();
+    ArrayRef<int64_t> table = shapeOf(e.getTableGrad());
+    call("dtk_embedding_grad_shard_f32",
+         {pointerOf(e.getIds()), pointerOf(e.getResultGrad()),
+          pointerOf(e.getTableGrad()), i64(product(shapeOf(e.getIds()))),
+          loadScalar(e.getFirst()), i64(table[0]), i64(e.getRows()),
+          i64(table[1])});
+    return success();
+  }
+
+  LogicalResult lowerClassStats(ClassStatsOp c) {
+    if (failed(requireF32(c, {c.getLogits(), c.getResult()})) ||
+        failed(requireI32(c, c.getLabels())))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(c.getLogits());
+    call("dtk_class_stats_f32",
+         {pointerOf(c.getLogits()), pointerOf(c.getLabels()),
+          pointerOf(c.getResult()), i64(product(shape.drop_back())),
+          i64(shape.back()), loadScalar(c.getFirst()), i64(c.getClasses())});
+    return success();
+  }
+
+  /// cross_entropy_stats and count_correct_stats: (stats, labels, out).
+  LogicalResult lowerFromStats(Operation *op, StringRef kernel, Value stats,
+                               Value labels, Value out) {
+    if (failed(requireF32(op, {stats, out})) ||
+        failed(requireI32(op, labels)))
+      return failure();
+    call(kernel, {pointerOf(stats), pointerOf(labels), pointerOf(out),
+                  i64(shapeOf(stats)[0]), i64(product(shapeOf(labels)))});
+    return success();
+  }
+
+  LogicalResult lowerCrossEntropyGradShard(CrossEntropyGradShardOp c) {
+    if (failed(requireF32(c, {c.getLogits(), c.getStats(), c.getResultGrad()})) ||
+        failed(requireI32(c, c.getLabels())))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(c.getLogits());
+    call("dtk_cross_entropy_grad_shard_f32",
+         {pointerOf(c.getLogits()), pointerOf(c.getLabels()),
+          pointerOf(c.getStats()), pointerOf(c.getResultGrad()),
+          pointerOf(c.getLogitsGrad()), i64(shapeOf(c.getStats())[0]),
+          i64(product(shape.drop_back())), i64(shape.back()),
+          loadScalar(c.getFirst()), i64(c.getClasses())});
     return success();
   }
 

@@ -82,7 +82,8 @@ AxisList dt::summedAxes(const ShardingRule &rule,
       present.insert(f);
   AxisList axes;
   for (auto [f, split] : llvm::enumerate(assignment))
-    if (split.isSplit() && !present.contains(f))
+    if (split.isSplit() && !present.contains(f) &&
+        rule.factors[f].kind != ShardingRule::FactorKind::Combined)
       axes.append(split.axes.begin(), split.axes.end());
   llvm::sort(axes);
   return axes;

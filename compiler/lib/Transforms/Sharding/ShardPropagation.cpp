@@ -56,6 +56,11 @@ bool keepsLayout(Operation *op) {
              PadOp>(op);
 }
 
+/// Ops that make any block of a result dimension that no operand has, at a
+/// cost that shrinks with the block: an embedding's gradient computes the
+/// rows its user wants (a vocabulary-parallel table's), not the whole table.
+bool makesResultBlocks(Operation *op) { return isa<EmbeddingGradOp>(op); }
+
 /// Ops that partial sums pass through: sums, products and scatter-adds
 /// (an embedding's gradient is as much a sum of summands as its input). The
 /// other kernels get summed operands, as Megatron gives its layer norms.
@@ -432,7 +437,7 @@ LogicalResult FunctionPropagation::choose(Operation *op, ShardingRule rule) {
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
     if (!isMadeAnywhere(v))
       offer(current(v), rule.operands[i]);
-  if (keepsLayout(op))
+  if (keepsLayout(op) || makesResultBlocks(op))
     for (auto [j, r] : llvm::enumerate(op->getResults()))
       if (auto it = preferences.find(r); it != preferences.end())
         offer(it->second, rule.results[j]);

@@ -96,8 +96,24 @@ private:
   LogicalResult partition(Operation *op);
   LogicalResult partitionLoad(LoadOp load);
   LogicalResult partitionStore(StoreOp store);
-  LogicalResult partitionCrossEntropy(Operation *op, ArrayRef<Local> operands,
-                                      const Sharding &labels);
+  /// cross_entropy, its gradient and count_correct over positions split
+  /// across ranks (a mean over all of them) and classes split across ranks
+  /// (vocabulary parallelism).
+  LogicalResult partitionLogits(Operation *op, ArrayRef<Local> operands,
+                                ArrayRef<Sharding> needed);
+  /// An embedding or its gradient on a block of the table's rows.
+  LogicalResult partitionEmbedding(Operation *op, ArrayRef<Local> operands,
+                                   const DimSharding &rows);
+  /// The first global index of this rank's block of a dimension split as
+  /// `dim` into blocks of `size`.
+  Value shardStart(const DimSharding &dim, int64_t size);
+  /// This rank's share of the global label count.
+  Value labelShare(Value labels, const Local &local, const Sharding &layout);
+  /// The class statistics of every block of `logits` (dt.class_stats,
+  /// all-gathered), and the first class of this rank's block.
+  std::pair<Value, Value> classStats(Value logits, Value labels,
+                                     ArrayRef<Local> operands,
+                                     const DimSharding &classes);
 
   /// `v` (a value of the global program) in `layout`, in the rank's program.
   FailureOr<Local> fetch(Value v, const Sharding &layout, StringRef what);
@@ -139,6 +155,8 @@ private:
   llvm::DenseSet<Value> perUse;
   /// Per labels value: this rank's share of the global label count.
   llvm::DenseMap<Value, Value> labelShares;
+  /// Per (logits, labels): the gathered class statistics and the first class.
+  llvm::DenseMap<std::pair<Value, Value>, std::pair<Value, Value>> stats;
 };
 
 Sharding FunctionPartitioner::declared(Value v) const {
@@ -228,10 +246,21 @@ LogicalResult FunctionPartitioner::partition(Operation *op) {
     }
   }
 
-  // Cross-entropy over positions split across ranks.
-  if (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
-      !needed[1].splitAxes().empty())
-    return partitionCrossEntropy(op, operands, needed[1]);
+  // Vocabulary parallelism: tables split by rows, logits by classes; and
+  // means over positions split across ranks.
+  if (isa<EmbeddingOp>(op) && needed[0].dims[0].isSplit())
+    return partitionEmbedding(op, operands, needed[0].dims[0]);
+  if (isa<EmbeddingGradOp>(op)) {
+    Sharding table = declared(op->getResult(0));
+    if (table.dims[0].isSplit())
+      return partitionEmbedding(op, operands, table.dims[0]);
+  }
+  if (isa<CrossEntropyOp, CrossEntropyGradOp, CountCorrectOp>(op)) {
+    bool classes = needed[0].dims.back().isSplit();
+    bool mean = !isa<CountCorrectOp>(op) && !needed[1].splitAxes().empty();
+    if (classes || mean)
+      return partitionLogits(op, operands, needed);
+  }
 
   // Clone on local shapes.
   SmallVector<Sharding> results;
@@ -305,48 +334,149 @@ LogicalResult FunctionPartitioner::partitionStore(StoreOp store) {
   return success();
 }
 
-LogicalResult FunctionPartitioner::partitionCrossEntropy(
-    Operation *op, ArrayRef<Local> operands, const Sharding &labelsLayout) {
+Value FunctionPartitioner::labelShare(Value labels, const Local &local,
+                                      const Sharding &layout) {
   // share = (labels here) / max(1, labels on all ranks): the mean this rank
   // computes, times share, is its summand of the global mean.
-  Value labels = op->getOperand(1);
   Value &share = labelShares[labels];
-  if (!share) {
-    DTBuilder e{b, loc};
-    Value ids = operands[1].value;
-    auto t = tensorType(ids);
-    auto f32 = RankedTensorType::get(t.getShape(), b.getF32Type());
-    Value asFloat = b.create<ConvertOp>(loc, f32, ids);
-    // Labels >= 0 count; -1 marks padding.
-    Value valid = b.create<StepOp>(loc, e.add(asFloat, e.like(asFloat, 1.0)));
-    Value here = e.sumAll(valid);
-    AxisList axes = labelsLayout.splitAxes();
-    llvm::sort(axes);
-    Value all = tag(b.create<mesh::AllReduceOp>(loc, here.getType(), meshRef(),
-                                                axesAttr(axes), here,
-                                                mesh::ReductionKindAttr::get(
-                                                    b.getContext(),
-                                                    mesh::ReductionKind::Sum)),
-                    "the label count");
-    Value denominator = b.create<MaximumOp>(loc, all, e.like(all, 1.0));
-    share = e.div(here, denominator);
-  }
+  if (share)
+    return share;
   DTBuilder e{b, loc};
-  Operation *local;
+  auto t = tensorType(local.value);
+  auto f32 = RankedTensorType::get(t.getShape(), b.getF32Type());
+  Value asFloat = b.create<ConvertOp>(loc, f32, local.value);
+  // Labels >= 0 count; -1 marks padding.
+  Value valid = b.create<StepOp>(loc, e.add(asFloat, e.like(asFloat, 1.0)));
+  Value here = e.sumAll(valid);
+  AxisList axes = layout.splitAxes();
+  llvm::sort(axes);
+  Value all = tag(b.create<mesh::AllReduceOp>(
+                      loc, here.getType(), meshRef(), axesAttr(axes), here,
+                      mesh::ReductionKindAttr::get(b.getContext(),
+                                                   mesh::ReductionKind::Sum)),
+                  "the label count");
+  Value denominator = b.create<MaximumOp>(loc, all, e.like(all, 1.0));
+  share = e.div(here, denominator);
+  return share;
+}
+
+Value FunctionPartitioner::shardStart(const DimSharding &dim, int64_t size) {
+  return b.create<ShardStartOp>(loc, RankedTensorType::get({}, b.getI64Type()),
+                                b.getDenseI16ArrayAttr(SmallVector<int16_t>(
+                                    dim.axes.begin(), dim.axes.end())),
+                                b.getI64IntegerAttr(size));
+}
+
+std::pair<Value, Value>
+FunctionPartitioner::classStats(Value logits, Value labels,
+                                ArrayRef<Local> operands,
+                                const DimSharding &classes) {
+  auto &cached = stats[{logits, labels}];
+  if (cached.first)
+    return cached;
+  ArrayRef<int64_t> local = shapeOf(operands[0].value);
+  Value first = shardStart(classes, local.back());
+  SmallVector<int64_t> shape{4};
+  llvm::append_range(shape, local.drop_back());
+  auto f32 = b.getF32Type();
+  Value mine = b.create<ClassStatsOp>(
+      loc, RankedTensorType::get(shape, f32), operands[0].value,
+      operands[1].value, first,
+      b.getI64IntegerAttr(shapeOf(logits).back()));
+  AxisList axes = classes.axes;
+  llvm::sort(axes);
+  int64_t blocks = mesh.size(axes);
+  SmallVector<int64_t> gathered(shape);
+  gathered[0] *= blocks;
+  Value all = tag(b.create<mesh::AllGatherOp>(
+                      loc, RankedTensorType::get(gathered, f32), meshRef(),
+                      axesAttr(axes), mine, b.getIndexAttr(0)),
+                  "the class statistics of the logits");
+  shape.insert(shape.begin(), blocks);
+  cached = {reshape(all, shape), first};
+  return cached;
+}
+
+LogicalResult FunctionPartitioner::partitionLogits(Operation *op,
+                                                   ArrayRef<Local> operands,
+                                                   ArrayRef<Sharding> needed) {
+  Value logits = op->getOperand(0), labels = op->getOperand(1);
+  const DimSharding &classes = needed[0].dims.back();
+  if (classes.isSplit() && classes.blocks != 1)
+    return op->emitError("internal error: dt-spmd-partition cannot split "
+                         "classes in blocks");
+  Value share;
+  if (!isa<CountCorrectOp>(op) && !needed[1].splitAxes().empty())
+    share = labelShare(labels, operands[1], needed[1]);
+  std::pair<Value, Value> all;
+  if (classes.isSplit())
+    all = classStats(logits, labels, operands, classes);
+
+  DTBuilder e{b, loc};
+  Value y = operands[1].value;
+  Value local;
   if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-    auto mean = b.create<CrossEntropyOp>(loc, ce.getType(), operands[0].value,
-                                         operands[1].value);
-    local = e.mul(mean, share).getDefiningOp();
+    Value mean =
+        all.first
+            ? b.create<CrossEntropyStatsOp>(loc, ce.getType(), all.first, y)
+                  .getResult()
+            : b.create<CrossEntropyOp>(loc, ce.getType(), operands[0].value, y)
+                  .getResult();
+    local = share ? e.mul(mean, share) : mean;
+  } else if (isa<CrossEntropyGradOp>(op)) {
+    Value g = share ? e.mul(operands[2].value, share) : operands[2].value;
+    Type type = operands[0].value.getType();
+    local = all.first ? b.create<CrossEntropyGradShardOp>(
+                             loc, type, operands[0].value, y, all.first, g,
+                             all.second,
+                             b.getI64IntegerAttr(shapeOf(logits).back()))
+                            .getResult()
+                      : b.create<CrossEntropyGradOp>(
+                             loc, type, operands[0].value, y, g)
+                            .getResult();
   } else {
-    Value scaled = e.mul(operands[2].value, share);
-    local = b.create<CrossEntropyGradOp>(
-        loc, operands[0].value.getType(), operands[0].value, operands[1].value,
-        scaled);
+    local = b.create<CountCorrectStatsOp>(loc, op->getResult(0).getType(),
+                                          all.first, y);
   }
   Sharding layout = declared(op->getResult(0));
+  // Padded classes get no gradient.
   locals[op->getResult(0)] = {
-      local->getResult(0), layout,
-      !layout.isPadded(tensorType(op->getResult(0)).getShape(), mesh)};
+      local, layout,
+      classes.isSplit() ||
+          !layout.isPadded(tensorType(op->getResult(0)).getShape(), mesh)};
+  return success();
+}
+
+LogicalResult FunctionPartitioner::partitionEmbedding(Operation *op,
+                                                      ArrayRef<Local> operands,
+                                                      const DimSharding &rows) {
+  if (rows.blocks != 1)
+    return op->emitError("internal error: dt-spmd-partition cannot split a "
+                         "table's rows in blocks");
+  Sharding layout = declared(op->getResult(0));
+  auto resultType = tensorType(op->getResult(0));
+  auto localType = RankedTensorType::get(
+      layout.localShape(resultType.getShape(), mesh),
+      resultType.getElementType());
+  Value local;
+  if (auto lookup = dyn_cast<EmbeddingOp>(op)) {
+    int64_t total = shapeOf(lookup.getTable())[0];
+    Value first = shardStart(rows, shapeOf(operands[0].value)[0]);
+    local = b.create<EmbeddingShardOp>(loc, localType, operands[0].value,
+                                       operands[1].value, first,
+                                       b.getI64IntegerAttr(total));
+  } else {
+    int64_t total = resultType.getShape()[0];
+    Value first = shardStart(rows, localType.getShape()[0]);
+    local = b.create<EmbeddingGradShardOp>(loc, localType, operands[0].value,
+                                           operands[1].value, first,
+                                           b.getI64IntegerAttr(total));
+  }
+  // Ids of padding rows never occur: their gradient rows stay zero.
+  locals[op->getResult(0)] = {
+      local, layout,
+      isa<EmbeddingGradOp>(op) ||
+          !layout.isPadded(resultType.getShape(), mesh)};
   return success();
 }
 

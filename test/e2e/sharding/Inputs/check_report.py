@@ -7,8 +7,9 @@
         is not sharded)
     check_report.py tensor-parallel REPORT N
         the weights of column and row layers (attn.qkv, attn.proj, mlp.up,
-        mlp.down) and the column layers' biases are 1/N of the whole on each
-        rank; other parameters whole
+        mlp.down), the column layers' biases and the vocabulary-parallel
+        embedding table (wte) are 1/N of the whole on each rank; other
+        parameters whole
     check_report.py measured REPORT OUT TOLERANCE
         the arena each rank of the run whose output is OUT held ("memory: ...
         resident ...") is the report's arena within TOLERANCE
@@ -36,9 +37,10 @@ def ratio(a, b, kind, n):
 
 def tensor_parallel(report, n):
     # Column layers split weight and bias by their outputs, row layers the
-    # weight by its inputs (their bias is added after the sum, whole).
+    # weight by its inputs (their bias is added after the sum, whole); @vocab
+    # the table's rows.
     layers = ("attn.qkv.weight", "attn.qkv.bias", "mlp.up.weight", "mlp.up.bias",
-              "attn.proj.weight", "mlp.down.weight")
+              "attn.proj.weight", "mlp.down.weight", "wte.weight")
     checked = 0
     for t in load(report)["tensors"]:
         if t["role"] != "param":

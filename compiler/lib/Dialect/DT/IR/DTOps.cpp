@@ -297,7 +297,8 @@ LogicalResult SliceOp::verify() {
   if (failed(verifyAlongAxis(*this, getAxis(), getType(),
                              tensorType(getInput()))))
     return failure();
-  if (getStart() < 0 || getStart() + getType().getDimSize(getAxis()) >
+  if (int64_t(getStart()) < 0 ||
+      int64_t(getStart()) + getType().getDimSize(getAxis()) >
                             tensorType(getInput()).getDimSize(getAxis()))
     return emitOpError("the range starting at ")
            << getStart() << " does not fit along axis " << getAxis();
@@ -442,27 +443,34 @@ LogicalResult LayerNormGradOp::verify() {
   return verifyNormParams(*this, getInput(), {getWeight()});
 }
 
-LogicalResult EmbeddingOp::verify() {
-  ArrayRef<int64_t> table = shapeOf(getTable());
-  if (table.size() != 2)
-    return emitOpError("table must be 2-D");
-  SmallVector<int64_t> expected(shapeOf(getIds()));
-  expected.push_back(table[1]);
-  if (ArrayRef<int64_t>(expected) != shapeOf(getResult()))
-    return emitOpError("result must have shape ids + [") << table[1] << "]";
+/// A lookup's table [count, width] (`tableName`), its ids and the rows it
+/// reads or writes (`rowsName`, ids + [width]); a block of a table of `total`
+/// rows when given.
+static LogicalResult verifyLookup(Operation *op, Value table, Value ids,
+                                  Value rows, StringRef tableName,
+                                  StringRef rowsName,
+                                  std::optional<int64_t> total = {}) {
+  ArrayRef<int64_t> t = shapeOf(table);
+  if (t.size() != 2)
+    return op->emitOpError(tableName) << " must be 2-D";
+  if (total && *total < t[0])
+    return op->emitOpError("holds more rows than the table has");
+  SmallVector<int64_t> expected(shapeOf(ids));
+  expected.push_back(t[1]);
+  if (ArrayRef<int64_t>(expected) != shapeOf(rows))
+    return op->emitOpError(rowsName)
+           << " must have shape ids + [" << t[1] << "]";
   return success();
 }
 
+LogicalResult EmbeddingOp::verify() {
+  return verifyLookup(*this, getTable(), getIds(), getResult(), "table",
+                      "result");
+}
+
 LogicalResult EmbeddingGradOp::verify() {
-  ArrayRef<int64_t> table = shapeOf(getTableGrad());
-  if (table.size() != 2)
-    return emitOpError("table_grad must be 2-D");
-  SmallVector<int64_t> expected(shapeOf(getIds()));
-  expected.push_back(table[1]);
-  if (ArrayRef<int64_t>(expected) != shapeOf(getResultGrad()))
-    return emitOpError("result_grad must have shape ids + [")
-           << table[1] << "]";
-  return success();
+  return verifyLookup(*this, getTableGrad(), getIds(), getResultGrad(),
+                      "table_grad", "result_grad");
 }
 
 /// logits [..., C] and labels [...].
@@ -487,6 +495,63 @@ LogicalResult CrossEntropyGradOp::verify() {
 
 LogicalResult CountCorrectOp::verify() {
   return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult ShardStartOp::verify() {
+  if (getAxes().empty())
+    return emitOpError("needs at least one mesh axis");
+  if (int64_t(getSize()) <= 0)
+    return emitOpError("block size must be positive");
+  return success();
+}
+
+LogicalResult EmbeddingShardOp::verify() {
+  return verifyLookup(*this, getTable(), getIds(), getResult(), "table",
+                      "result", int64_t(getRows()));
+}
+
+LogicalResult EmbeddingGradShardOp::verify() {
+  return verifyLookup(*this, getTableGrad(), getIds(), getResultGrad(),
+                      "table_grad", "result_grad", int64_t(getRows()));
+}
+
+/// Statistics of class blocks: [g, 4, ...labels] (or [4, ...labels] when
+/// `gathered` is false).
+static LogicalResult verifyStats(Operation *op, Value stats, Value labels,
+                                 bool gathered) {
+  ArrayRef<int64_t> s = shapeOf(stats);
+  size_t lead = gathered ? 2 : 1;
+  if (s.size() < lead || s[lead - 1] != 4 ||
+      s.drop_front(lead) != shapeOf(labels))
+    return op->emitOpError("statistics must have shape ")
+           << (gathered ? "[blocks, 4, " : "[4, ") << "...labels]";
+  return success();
+}
+
+LogicalResult ClassStatsOp::verify() {
+  if (int64_t(getClasses()) < shapeOf(getLogits()).back())
+    return emitOpError("holds more classes than there are");
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return verifyStats(*this, getResult(), getLabels(), false);
+}
+
+LogicalResult CrossEntropyStatsOp::verify() {
+  return verifyStats(*this, getStats(), getLabels(), true);
+}
+
+LogicalResult CrossEntropyGradShardOp::verify() {
+  if (getLogitsGrad().getType() != getLogits().getType())
+    return emitOpError("logits_grad must have the logits' type");
+  if (int64_t(getClasses()) < shapeOf(getLogits()).back())
+    return emitOpError("holds more classes than there are");
+  if (failed(verifyLogitsLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return verifyStats(*this, getStats(), getLabels(), true);
+}
+
+LogicalResult CountCorrectStatsOp::verify() {
+  return verifyStats(*this, getStats(), getLabels(), true);
 }
 
 static LogicalResult verifyAttentionOperands(Operation *op,

@@ -342,9 +342,12 @@ ShardingRule LayerNormGradOp::getShardingRule() {
 }
 
 ShardingRule EmbeddingOp::getShardingRule() {
+  // A lookup is a product with one-hot rows: split rows (a vocabulary-parallel
+  // table) leave each rank a partial sum of the result, which
+  // dt-spmd-partition computes with dt.embedding_shard.
   ShardingRule r;
   ArrayRef<int64_t> table = shape(getTable());
-  int64_t rows = r.addFactor(table[0], Kind::Whole);
+  int64_t rows = r.addFactor(table[0]);
   int64_t width = r.addFactor(table[1]);
   Dims ids = r.addFactors(shape(getIds()));
   r.operands = {{{rows}, {width}}, ids};
@@ -355,10 +358,12 @@ ShardingRule EmbeddingOp::getShardingRule() {
 
 ShardingRule EmbeddingGradOp::getShardingRule() {
   // A scatter-add over the positions: splitting them leaves partial tables.
+  // Split rows are the rows of a vocabulary-parallel table's gradient
+  // (dt.embedding_grad_shard).
   ShardingRule r;
   ArrayRef<int64_t> table = shape(getTableGrad());
   Dims ids = r.addFactors(shape(getIds()));
-  int64_t rows = r.addFactor(table[0], Kind::Whole);
+  int64_t rows = r.addFactor(table[0]);
   int64_t width = r.addFactor(table[1]);
   r.operands = {ids, withLeading(ids, {width})};
   r.results.push_back({{rows}, {width}});
@@ -367,13 +372,14 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
 }
 
 /// cross_entropy, its gradient and count_correct: logits [..., C] and labels
-/// [...]; the positions are `positions`-kind factors, the classes whole.
+/// [...]; the positions are `positions`-kind factors, the classes combined
+/// across ranks (vocabulary parallelism).
 static ShardingRule logitsRule(Value logits, Kind positions, Dims &leading,
                                int64_t &classes) {
   ShardingRule r;
   ArrayRef<int64_t> l = shape(logits);
   leading = r.addFactors(l.drop_back(), positions);
-  classes = r.addFactor(l.back(), Kind::Whole);
+  classes = r.addFactor(l.back(), Kind::Combined);
   r.operands = {withLeading(leading, {classes}), leading};
   return r;
 }

@@ -546,6 +546,152 @@ def DT_AttentionGradOp : DT_Op<"attention_grad", [ShardableOp, Pure,
 }
 
 //===----------------------------------------------------------------------------===//
+// Vocabulary parallelism (ops of partitioned programs, made by dt-spmd-partition)
+//===----------------------------------------------------------------------------===//
+
+def DT_ShardStartOp : DT_Op<"shard_start", [Pure]> {
+  let summary = "where this rank's block of a split dimension starts";
+  let description = [{
+    The global index of the first entry of this rank's block when a dimension is
+    split over mesh `axes` (the first the coarsest) into blocks of `size`: the
+    rank's index in the group over `axes`, times `size`.
+
+    ```mlir
+    %first = dt.shard_start {axes = array<i16: 1>, size = 128} : tensor<i64>
+    ```
+  }];
+  let arguments = (ins DenseI16ArrayAttr:$axes, I64Attr:$size);
+  let results = (outs 0DTensorOf<[I64]>:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_EmbeddingShardOp : DT_Op<"embedding_shard", [Pure]> {
+  let summary = "dt.embedding on a block of the table's rows";
+  let description = [{
+    `table` holds rows `[first, first + n)` of a table of `rows` rows. Ids in that
+    range read their row; the others read zeros, so the sum over the ranks that
+    hold the blocks is the lookup in the whole table. An id outside `[0, rows)` is
+    a fault.
+
+    ```mlir
+    %h = dt.embedding_shard %table, %ids, %first {rows = 256}
+        : tensor<128x64xf32>, tensor<4x16xi32>, tensor<i64> -> tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$table, DT_IntTensor:$ids, 0DTensorOf<[I64]>:$first,
+                       I64Attr:$rows);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids `,` $first attr-dict `:` type($table) `,` type($ids) "
+                       "`,` type($first) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_EmbeddingGradShardOp : DT_Op<"embedding_grad_shard", [Pure]> {
+  let summary = "dt.embedding_grad for a block of the table's rows";
+  let description = [{
+    Rows `[first, first + n)` of the gradient of a table of `rows` rows: the rows
+    of `result_grad` whose ids fall in the block, scatter-added.
+
+    ```mlir
+    %g = dt.embedding_grad_shard %ids, %dh, %first {rows = 256}
+        : tensor<4x16xi32>, tensor<4x16x64xf32>, tensor<i64> -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins DT_IntTensor:$ids, DT_FloatTensor:$result_grad,
+                       0DTensorOf<[I64]>:$first, I64Attr:$rows);
+  let results = (outs DT_FloatTensor:$table_grad);
+  let assemblyFormat = "$ids `,` $result_grad `,` $first attr-dict `:` type($ids) `,` "
+                       "type($result_grad) `,` type($first) `->` type($table_grad)";
+  let hasVerifier = 1;
+}
+
+def DT_ClassStatsOp : DT_Op<"class_stats", [Pure]> {
+  let summary = "what a block of classes contributes to a cross-entropy";
+  let description = [{
+    `logits` `[..., n]` are classes `[first, first + n)` of `classes`; `labels` `[...]`.
+    The result `[4, ...]` holds per position: the maximum of the block's logits
+    (-inf when the block has none), the sum of `exp(logit - maximum)` over the
+    block, the label's logit when the label is in the block (else 0), and the
+    global index of the block's first maximum. All-gathered over the ranks that
+    hold the blocks, they give the loss (`dt.cross_entropy_stats`), its gradient
+    (`dt.cross_entropy_grad_shard`) and the arg-max (`dt.count_correct_stats`)
+    without any rank holding all the classes: Megatron's vocabulary-parallel
+    cross-entropy.
+
+    ```mlir
+    %s = dt.class_stats %logits, %y, %first {classes = 256}
+        : tensor<64x128xf32>, tensor<64xi32>, tensor<i64> -> tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels,
+                       0DTensorOf<[I64]>:$first, I64Attr:$classes);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $first attr-dict `:` type($logits) `,` "
+                       "type($labels) `,` type($first) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_CrossEntropyStatsOp : DT_Op<"cross_entropy_stats", [Pure]> {
+  let summary = "dt.cross_entropy from the statistics of every block of classes";
+  let description = [{
+    `stats` `[g, 4, ...]` are the `dt.class_stats` of the `g` blocks; the result is
+    the mean over labelled positions of `logsumexp - label's logit`, as
+    `dt.cross_entropy` of the whole logits.
+
+    ```mlir
+    %l = dt.cross_entropy_stats %all, %y : tensor<2x4x64xf32>, tensor<64xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$stats, DT_IntTensor:$labels);
+  let results = (outs DT_FloatScalar:$result);
+  let assemblyFormat = "$stats `,` $labels attr-dict `:` type($stats) `,` type($labels) `->` "
+                       "type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_CrossEntropyGradShardOp : DT_Op<"cross_entropy_grad_shard", [Pure]> {
+  let summary = "dt.cross_entropy_grad for a block of classes";
+  let description = [{
+    The gradient of the mean cross-entropy with respect to `logits`, classes
+    `[first, first + n)` of `classes`, with the softmax's denominator from the
+    statistics of every block: `(exp(logit - logsumexp) - onehot(label)) *
+    result_grad / count`.
+
+    ```mlir
+    %d = dt.cross_entropy_grad_shard %logits, %y, %all, %g, %first {classes = 256}
+        : tensor<64x128xf32>, tensor<64xi32>, tensor<2x4x64xf32>, tensor<f32>, tensor<i64>
+          -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$logits, DT_IntTensor:$labels, DT_FloatTensor:$stats,
+                       DT_FloatScalar:$result_grad, 0DTensorOf<[I64]>:$first,
+                       I64Attr:$classes);
+  let results = (outs DT_FloatTensor:$logits_grad);
+  let assemblyFormat = "$logits `,` $labels `,` $stats `,` $result_grad `,` $first attr-dict `:` "
+                       "type($logits) `,` type($labels) `,` type($stats) `,` type($result_grad) "
+                       "`,` type($first) `->` type($logits_grad)";
+  let hasVerifier = 1;
+}
+
+def DT_CountCorrectStatsOp : DT_Op<"count_correct_stats", [Pure]> {
+  let summary = "dt.count_correct from the statistics of every block of classes";
+  let description = [{
+    How many labelled positions' arg-max (the first maximum over all classes) is
+    their label, from the `dt.class_stats` of every block.
+
+    ```mlir
+    %n = dt.count_correct_stats %all, %y : tensor<2x4x64xf32>, tensor<64xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$stats, DT_IntTensor:$labels);
+  let results = (outs DT_FloatScalar:$result);
+  let assemblyFormat = "$stats `,` $labels attr-dict `:` type($stats) `,` type($labels) `->` "
+                       "type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
 // Training
 //===----------------------------------------------------------------------------===//
 

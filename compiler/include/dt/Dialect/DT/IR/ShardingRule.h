@@ -40,6 +40,11 @@ struct ShardingRule {
     /// Positions the op averages over (cross-entropy's): may be split, and
     /// the partitioner then divides by the count over all ranks.
     Mean,
+    /// Classes of logits (cross-entropy's, arg-max's): may be split, and the
+    /// partitioner then combines the ranks' statistics of their classes (a
+    /// vocabulary-parallel cross-entropy). A result without the factor is
+    /// whole, not a partial sum.
+    Combined,
   };
   struct Factor {
     int64_t size;
