@@ -8,8 +8,8 @@
 // against it: data, zero, tensor, pipeline (stages are model paths, one per
 // rank of the pipeline axis, in model order and disjoint), and explicit shard
 // layouts (one entry per dimension, each dimension divisible by the axes it is
-// split over). Tensor parallelism also needs every annotated parameter's split
-// dimension divisible by the tensor axis. The batch arithmetic that involves
+// split over). Tensor parallelism also needs every @column/@row parameter's
+// split dimension divisible by the tensor axis (an @vocab table is padded). The batch arithmetic that involves
 // the data axes is in TrainCheck.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -369,8 +369,11 @@ LogicalResult ParallelChecker::checkTensorSplits(llvm::SMLoc tensorLoc) {
   for (const ParamInfo &param : job.params) {
     if (!param.tensorDim)
       continue;
+    // A vocabulary that the axis does not divide is padded, as Megatron pads
+    // it: the padded rows and logits are masked (DESIGN.md, "Uneven sizes are
+    // normal"). Split features or heads would change meaning.
     int64_t size = param.type.shape[*param.tensorDim];
-    if (size % tp == 0)
+    if (size % tp == 0 || param.annotation == Annotation::Vocab)
       continue;
     ctx.error(tensorLoc, "tensor parallelism over '" + p.tensorAxis + "' (" +
                              std::to_string(tp) + ") splits dimension " +

@@ -30,7 +30,8 @@ std::optional<DimReading> dt::readDim(const DimSharding &layout,
       int64_t within = layout.blocks / before;
       if (size % within == 0) {
         int64_t block = size / within;
-        if (block % ranks == 0 || (allowPadding && dims.size() == 1))
+        if (block % ranks == 0 ||
+            ((allowPadding || rule.factors[f].uneven) && dims.size() == 1))
           return DimReading{f, {layout.axes, within}};
       }
     }

@@ -68,11 +68,14 @@ bool passesPartialSums(Operation *op) {
   return keepsLayout(op) || isa<ReduceSumOp, MatmulOp, EmbeddingGradOp>(op);
 }
 
-/// Ops that may compute on padded shards: the padding stays where it is, and
-/// dt-spmd-partition checks that a sum over it adds zeros.
+/// Ops that may compute on padded shards: the padding stays where it is (a
+/// reshape that merges a padded dimension keeps it as padded blocks), and
+/// dt-spmd-partition checks that a sum over it adds zeros. Other ops take
+/// padding only in the factors their rules mark uneven.
 bool toleratesPadding(Operation *op) {
   return op->hasTrait<OpTrait::Elementwise>() ||
-         isa<BroadcastToOp, ReduceSumOp, ConstantOp>(op);
+         isa<BroadcastToOp, ReduceSumOp, ConstantOp, ReshapeOp, TransposeOp>(
+             op);
 }
 
 /// What computing a byte of result costs, against a byte sent: enough to

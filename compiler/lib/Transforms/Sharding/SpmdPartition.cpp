@@ -71,6 +71,9 @@ bool keepsZeroPadding(Operation *op, ArrayRef<bool> zero) {
     return all();
   if (isa<MulOp>(op))
     return zero[0] || zero[1];
+  // Padded rows come from the lhs, padded columns from the rhs.
+  if (isa<MatmulOp>(op))
+    return zero[0] && zero[1];
   if (isa<DivOp>(op))
     return zero[0];
   if (auto c = dyn_cast<ConstantOp>(op)) {
@@ -244,6 +247,19 @@ LogicalResult FunctionPartitioner::partition(Operation *op) {
                              "padding of an uneven shard, which it cannot "
                              "prove is zero");
     }
+  }
+
+  // A contraction over padding must add zeros: one side's padding is zero.
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    ArrayRef<int64_t> lhs = shapeOf(mm.getLhs());
+    size_t k = mm.getTransposeLhs() ? lhs.size() - 2 : lhs.size() - 1;
+    Sharding one = Sharding::replicated(lhs.size());
+    one.dims[k] = needed[0].dims[k];
+    if (one.isPadded(lhs, mesh) && !operands[0].zeroPadded &&
+        !operands[1].zeroPadded)
+      return op->emitError("internal error: dt-spmd-partition would contract "
+                           "over the padding of uneven shards, which it "
+                           "cannot prove is zero");
   }
 
   // Vocabulary parallelism: tables split by rows, logits by classes; and

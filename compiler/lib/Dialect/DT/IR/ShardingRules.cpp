@@ -291,13 +291,18 @@ ShardingRule ReduceSumOp::getShardingRule() {
 }
 
 ShardingRule MatmulOp::getShardingRule() {
+  // m, n and k may be padded (the logits of an uneven vocabulary-parallel
+  // table): padded rows or columns of an operand make padded rows or columns
+  // of the result, and a contraction over padding adds zeros when either
+  // operand's padding is zero, which dt-spmd-partition proves.
   ShardingRule r;
   ArrayRef<int64_t> a = shape(getLhs()), c = shape(getResult());
   size_t rank = c.size();
   Dims batch = r.addFactors(c.drop_back(2));
-  int64_t m = r.addFactor(c[rank - 2]), n = r.addFactor(c[rank - 1]);
-  int64_t k =
-      r.addFactor(getTransposeLhs() ? a[rank - 2] : a[rank - 1], Kind::Free);
+  int64_t m = r.addFactor(c[rank - 2], Kind::Free, /*uneven=*/true);
+  int64_t n = r.addFactor(c[rank - 1], Kind::Free, /*uneven=*/true);
+  int64_t k = r.addFactor(getTransposeLhs() ? a[rank - 2] : a[rank - 1],
+                          Kind::Free, /*uneven=*/true);
   r.operands.push_back(getTransposeLhs() ? withLeading(batch, {k, m})
                                          : withLeading(batch, {m, k}));
   r.operands.push_back(getTransposeRhs() ? withLeading(batch, {n, k})
@@ -347,7 +352,7 @@ ShardingRule EmbeddingOp::getShardingRule() {
   // dt-spmd-partition computes with dt.embedding_shard.
   ShardingRule r;
   ArrayRef<int64_t> table = shape(getTable());
-  int64_t rows = r.addFactor(table[0]);
+  int64_t rows = r.addFactor(table[0], Kind::Free, /*uneven=*/true);
   int64_t width = r.addFactor(table[1]);
   Dims ids = r.addFactors(shape(getIds()));
   r.operands = {{{rows}, {width}}, ids};
@@ -363,7 +368,7 @@ ShardingRule EmbeddingGradOp::getShardingRule() {
   ShardingRule r;
   ArrayRef<int64_t> table = shape(getTableGrad());
   Dims ids = r.addFactors(shape(getIds()));
-  int64_t rows = r.addFactor(table[0]);
+  int64_t rows = r.addFactor(table[0], Kind::Free, /*uneven=*/true);
   int64_t width = r.addFactor(table[1]);
   r.operands = {ids, withLeading(ids, {width})};
   r.results.push_back({{rows}, {width}});
@@ -379,7 +384,8 @@ static ShardingRule logitsRule(Value logits, Kind positions, Dims &leading,
   ShardingRule r;
   ArrayRef<int64_t> l = shape(logits);
   leading = r.addFactors(l.drop_back(), positions);
-  classes = r.addFactor(l.back(), Kind::Combined);
+  // The kernels over blocks of classes mask the padding of an uneven split.
+  classes = r.addFactor(l.back(), Kind::Combined, /*uneven=*/true);
   r.operands = {withLeading(leading, {classes}), leading};
   return r;
 }

@@ -49,6 +49,10 @@ struct ShardingRule {
   struct Factor {
     int64_t size;
     FactorKind kind;
+    /// Whether it may be split into padded shards (an uneven vocabulary): the
+    /// op's kernels mask the padding, or dt-spmd-partition proves it zero
+    /// where it is summed. Elementwise ops take padding in every factor.
+    bool uneven = false;
   };
   /// What an op does with operands that are partial sums.
   enum class Linearity {
@@ -74,8 +78,9 @@ struct ShardingRule {
   llvm::SmallVector<bool, 4> linearOperands;
 
   /// A new factor; returns its index.
-  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Free) {
-    factors.push_back({size, kind});
+  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Free,
+                    bool uneven = false) {
+    factors.push_back({size, kind, uneven});
     return factors.size() - 1;
   }
   /// One factor per dimension of `shape`: the elementwise pattern.
