@@ -32,6 +32,26 @@ module {
 
 // -----
 
+// ... and where a matmul contracts over it: exp(0) on both sides.
+module {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["tp"]}
+  dt.global state @a : tensor<3x10xf32> {sharding = #dt.shard<[_, tp]>}
+  dt.global state @b : tensor<10x2xf32> {sharding = #dt.shard<[tp, _]>}
+  dt.global output @"out/c" : tensor<3x2xf32> {sharding = #dt.shard<[_, _]>}
+  func.func @apply_step() {
+    %a = dt.load @a {dt.sharding = [#dt.shard<[_, tp]>]} : tensor<3x10xf32>
+    %b = dt.load @b {dt.sharding = [#dt.shard<[tp, _]>]} : tensor<10x2xf32>
+    %ea = dt.exp %a {dt.sharding = [#dt.shard<[_, tp]>]} : tensor<3x10xf32>
+    %eb = dt.exp %b {dt.sharding = [#dt.shard<[tp, _]>]} : tensor<10x2xf32>
+    // expected-error @+1 {{internal error: dt-spmd-partition would contract over the padding of uneven shards}}
+    %c = dt.matmul %ea, %eb {dt.sharding = [#dt.shard<[_, _], partial = (tp)>]} : tensor<3x10xf32>, tensor<10x2xf32> -> tensor<3x2xf32>
+    dt.store %c, @"out/c" : tensor<3x2xf32>
+    return
+  }
+}
+
+// -----
+
 // A layout that names an axis the mesh lacks is reported at the global.
 module {
   mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
