@@ -1,10 +1,11 @@
 // RUN: dt-opt %s -split-input-file -dt-shard-globals | FileCheck %s
 
 // ZeRO-0: data parallelism only. Parameters and optimizer state are whole on every
-// rank, gradients are partial sums over the data axis until the optimizer sums them,
-// batches are split by sample, scalars are whole.
+// rank; with several micro-batches per step (dt.accumulation), gradients are partial
+// sums over the data axis until the optimizer sums them; batches are split by sample,
+// scalars are whole.
 // CHECK-LABEL: module @zero0
-module @zero0 attributes {dt.parallel = {data = ["dp"], zero = 0 : i64}} {
+module @zero0 attributes {dt.accumulation = 2 : i64, dt.parallel = {data = ["dp"], zero = 0 : i64}} {
   mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
   // CHECK: dt.global param @w {{.*}}sharding = #dt.shard<[_, _]>
   dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
@@ -25,13 +26,39 @@ module @zero0 attributes {dt.parallel = {data = ["dp"], zero = 0 : i64}} {
 // ZeRO-1 splits the optimizer state's first dimension over the data axis (10 rows
 // on 4 ranks: padded shards, not an error).
 // CHECK-LABEL: module @zero1
-module @zero1 attributes {dt.parallel = {data = ["dp"], zero = 1 : i64}} {
+module @zero1 attributes {dt.accumulation = 2 : i64, dt.parallel = {data = ["dp"], zero = 1 : i64}} {
   mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
   // CHECK: dt.global param @w {{.*}}sharding = #dt.shard<[_, _]>
   dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
   // CHECK: dt.global grad @"grad/w" {{.*}}sharding = #dt.shard<[_, _], partial = (dp)>
   dt.global grad @"grad/w" : tensor<10x8xf32> {dt.param = @w}
   // CHECK: dt.global state @"adamw.m/w" {{.*}}sharding = #dt.shard<[dp, _]>
+  dt.global state @"adamw.m/w" : tensor<10x8xf32> {dt.param = @w}
+}
+
+// -----
+
+// With one micro-batch per step the gradients are summed where backward stores
+// them (as DDP does, so that the sum can travel while backward goes on): whole under
+// ZeRO-0, split under ZeRO-1 (a reduce-scatter; the rank keeps its shard, as under
+// ZeRO-2).
+// CHECK-LABEL: module @zero0_one_micro_batch
+module @zero0_one_micro_batch attributes {dt.accumulation = 1 : i64, dt.parallel = {data = ["dp"], zero = 0 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" {{.*}}sharding = #dt.shard<[_, _]>}
+  dt.global grad @"grad/w" : tensor<10x8xf32> {dt.param = @w}
+}
+
+// -----
+
+// CHECK-LABEL: module @zero1_one_micro_batch
+module @zero1_one_micro_batch attributes {dt.parallel = {data = ["dp"], zero = 1 : i64}} {
+  mesh.mesh @mesh(shape = 4) {dt.axes = ["dp"]}
+  dt.global param @w : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" {{.*}}sharding = #dt.shard<[dp, _]>}
+  dt.global grad @"grad/w" : tensor<10x8xf32> {dt.param = @w}
+  // CHECK: dt.global state @"adamw.m/w" {{.*}}sharding = #dt.shard<[dp, _]>}
   dt.global state @"adamw.m/w" : tensor<10x8xf32> {dt.param = @w}
 }
 
@@ -67,7 +94,7 @@ module @zero3 attributes {dt.parallel = {data = ["dp"], zero = 3 : i64}} {
 // tensor axis's pieces. An explicit layout (dt.layout, the program's `shard`) wins
 // over the annotation. An axis of one rank splits nothing.
 // CHECK-LABEL: module @mesh2d
-module @mesh2d attributes {dt.parallel = {data = ["dp", "one"], zero = 1 : i64, tensor = "tp"}} {
+module @mesh2d attributes {dt.accumulation = 4 : i64, dt.parallel = {data = ["dp", "one"], zero = 1 : i64, tensor = "tp"}} {
   mesh.mesh @mesh(shape = 2x1x2) {dt.axes = ["dp", "one", "tp"]}
   // CHECK: dt.global param @up {{.*}}sharding = #dt.shard<[tp, _]>
   dt.global param @up : tensor<16x8xf32> {dt.tensor_dim = 0 : i64, init = {kind = "constant", value = 0.0 : f64}}

@@ -17,9 +17,15 @@
 //      fused q/k/v projection), else replicated. Its storage adds the data
 //      axes to dimension 0 under ZeRO-3.
 //   2. A gradient or optimizer state (`dt.param` names its parameter) takes
-//      the parameter's compute layout; the data axes make a gradient partial
-//      (ZeRO < 2) or split its dimension 0 (ZeRO >= 2), and split the state's
-//      dimension 0 under ZeRO >= 1.
+//      the parameter's compute layout. With several micro-batches per step,
+//      the data axes make a gradient partial (ZeRO < 2: each rank accumulates
+//      its summand, summed once by the optimizer step) or split its dimension
+//      0 (ZeRO >= 2: reduce-scattered as each micro-batch's is added). With
+//      one micro-batch, the gradient is summed where backward stores it, as
+//      DDP does, so the sum can travel while backward goes on: whole (ZeRO 0,
+//      an all-reduce) or split (ZeRO >= 1, a reduce-scatter: ZeRO-1 then
+//      keeps only its shard of the gradients, as ZeRO-2 does). The data axes
+//      split the state's dimension 0 under ZeRO >= 1.
 //   3. A batch input splits its sample dimension over the data axes.
 //
 //===----------------------------------------------------------------------===//
@@ -172,6 +178,9 @@ struct ShardGlobalsPass : public dt::impl::ShardGlobalsBase<ShardGlobalsPass> {
     }
 
     // 2. Gradients and optimizer state; 3. batches; the rest replicated.
+    int64_t accumulation = 1;
+    if (auto a = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
+      accumulation = a.getInt();
     for (GlobalOp g : module.getOps<GlobalOp>()) {
       if (g.getRole() == Role::param)
         continue;
@@ -181,12 +190,14 @@ struct ShardGlobalsPass : public dt::impl::ShardGlobalsBase<ShardGlobalsPass> {
       if (param && compute.count(param) &&
           compute[param].rank() == rank) {
         layout = compute[param];
-        if (g.getRole() == Role::grad && recipe->zero < 2) {
+        bool grad = g.getRole() == Role::grad;
+        if (grad && accumulation > 1 && recipe->zero < 2) {
           for (AxisId a : recipe->data)
             if (!layout.uses(a))
               layout.partial.push_back(a);
           llvm::sort(layout.partial);
-        } else if (g.getRole() == Role::grad || recipe->zero >= 1) {
+        } else if ((grad && (accumulation > 1 || recipe->zero >= 1)) ||
+                   (!grad && recipe->zero >= 1)) {
           layout = splitOverData(layout, recipe->data);
         }
       } else if (g.getRole() == Role::input && g->hasAttr(names::kBatchAttr) &&

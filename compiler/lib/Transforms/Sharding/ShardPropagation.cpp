@@ -36,6 +36,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <limits>
 
 namespace dt {
@@ -78,9 +79,13 @@ bool toleratesPadding(Operation *op) {
              op);
 }
 
-/// What computing a byte of result costs, against a byte sent: enough to
-/// prefer computing a shard over computing the whole and dropping most of it.
-constexpr double kComputeWeight = 0.05;
+/// What a point of an op's iteration space (an element of an elementwise
+/// op, a multiply-add of a matmul) costs, against a byte sent: enough to
+/// prefer computing a shard over computing the whole and dropping most of it,
+/// and to keep a contraction split (a partial sum) rather than gather its
+/// operands to contract them whole on every rank. A core multiply-adds in
+/// about the time it sends a few bytes.
+constexpr double kWorkWeight = 0.2;
 
 /// Values this small are latency-bound: dividing one into summands to save a
 /// collective is worth its rounding.
@@ -562,9 +567,8 @@ void FunctionPropagation::evaluate(Operation *op, const ShardingRule &rule,
       llvm::sort(partial);
       v.results[j].partial = partial;
     }
-    // Fetching the operands (each distinct one once), computing the results
-    // (a small cost per byte, so that less work per rank wins a tie) and
-    // turning them into what their users prefer.
+    // Fetching the operands (each distinct one once), the rank's work and
+    // turning the results into what their users prefer.
     v.cost = 0;
     SmallVector<std::pair<Value, Sharding>> counted;
     for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
@@ -577,9 +581,14 @@ void FunctionPropagation::evaluate(Operation *op, const ShardingRule &rule,
       counted.push_back({value, layout});
       v.cost += fetchCost(value, layout);
     }
+    // The rank's part of the op's iteration space.
+    double work = 1;
+    for (auto [f, split] : llvm::enumerate(factors))
+      work *= std::ceil(double(rule.factors[f].size) /
+                        double(split.isSplit() ? mesh.size(split.axes) : 1));
+    v.cost += kWorkWeight * work;
     v.splits = 0;
     for (auto [j, r] : llvm::enumerate(op->getResults())) {
-      v.cost += kComputeWeight * bytesOf(v.results[j], r, mesh);
       v.splits += v.results[j].splitAxes().size();
       auto it = preferences.find(r);
       if (it == preferences.end())
