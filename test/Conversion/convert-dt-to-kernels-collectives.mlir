@@ -15,6 +15,7 @@ module attributes {dt.arena_bytes = 1024 : i64} {
   // CHECK-DAG: func.func private @dtrt_reduce_scatter(!llvm.ptr, !llvm.ptr, i64, i64, i32, i32, i32)
   // CHECK-DAG: func.func private @dtrt_all_gather(!llvm.ptr, !llvm.ptr, i64, i64, i32, i32, i32)
   // CHECK-DAG: func.func private @dtrt_take_shard(!llvm.ptr, !llvm.ptr, i64, i64, i32, i32, i32)
+  // CHECK-DAG: func.func private @dtrt_all_to_all(!llvm.ptr, !llvm.ptr, i64, i64, i32, i32, i32)
   // CHECK-LABEL: func.func @dt_apply_step
   func.func @apply_step() {
     %g = dt.load @g {dt.offsets = [0]} : tensor<10xf32>
@@ -42,6 +43,14 @@ module attributes {dt.arena_bytes = 1024 : i64} {
     // CHECK: call @dtrt_take_shard
     %t = mesh.all_slice %p on @mesh mesh_axes = [1] slice_axis = 0 {dt.id = 2 : i64, dt.offsets = [384]} : tensor<12xf32> -> tensor<3xf32>
     %z = dt.reduce_sum %t [0] {dt.offsets = [448]} : tensor<3xf32> -> tensor<f32>
+    // Pattern: mesh.all_to_all over tp (axis 0: mask 1) => blocks of 2, group 2.
+    // CHECK: %[[B2:.*]] = arith.constant 2 : i64
+    // CHECK: %[[G2:.*]] = arith.constant 2 : i64
+    // CHECK: %[[TP:.*]] = arith.constant 1 : i32
+    // CHECK: call @dtrt_all_to_all(%{{.*}}, %{{.*}}, %[[B2]], %[[G2]], %{{.*}}, %[[TP]], %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i64, i32, i32, i32)
+    %x = dt.reshape %p {dt.offsets = [192]} : tensor<12xf32> -> tensor<2x6xf32>
+    %xs = dt.slice %x axis 1 start 0 {dt.offsets = [512]} : tensor<2x6xf32> -> tensor<2x2xf32>
+    %e = mesh.all_to_all %xs on @mesh mesh_axes = [0] split_axis = 0 concat_axis = 0 {dt.id = 4 : i64, dt.offsets = [576]} : tensor<2x2xf32> -> tensor<2x2xf32>
     // Over both axes: mask 3.
     // CHECK: %[[BOTH:.*]] = arith.constant 3 : i32
     // CHECK: call @dtrt_all_reduce(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BOTH]], %{{.*}})

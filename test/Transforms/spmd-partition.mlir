@@ -129,3 +129,30 @@ module @axes {
     return
   }
 }
+
+// -----
+
+// A split that moves from one dimension to another is one all-to-all (each rank
+// sends the others the blocks of its rows they keep), not a gather and a slice:
+// [dp, _] -> [_, dp] on 2 ranks of a 4x6 tensor. The rank's 2x6 rows are cut into
+// two 2x3 blocks of columns, exchanged, and the received row blocks stacked.
+// CHECK-LABEL: module @exchange
+// CHECK: %[[X:.*]] = dt.load @x : tensor<2x6xf32>
+// CHECK: %[[T:.*]] = dt.transpose %[[X]] [1, 0] : tensor<2x6xf32> -> tensor<6x2xf32>
+// CHECK: %[[B:.*]] = dt.reshape %[[T]] : tensor<6x2xf32> -> tensor<2x3x2xf32>
+// CHECK: %[[A:.*]] = mesh.all_to_all %[[B]] on @mesh mesh_axes = [0] split_axis = 0 concat_axis = 0 {dt.what = "y"} : tensor<2x3x2xf32> -> tensor<2x3x2xf32>
+// CHECK: %[[M:.*]] = dt.transpose %[[A]] [1, 0, 2] : tensor<2x3x2xf32> -> tensor<3x2x2xf32>
+// CHECK: %[[J:.*]] = dt.reshape %[[M]] : tensor<3x2x2xf32> -> tensor<3x4xf32>
+// CHECK: %[[Y:.*]] = dt.transpose %[[J]] [1, 0] : tensor<3x4xf32> -> tensor<4x3xf32>
+// CHECK: dt.store %[[Y]], @y : tensor<4x3xf32>
+// CHECK-NOT: mesh.all_gather
+module @exchange {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["dp"]}
+  dt.global state @x : tensor<4x6xf32> {sharding = #dt.shard<[dp, _]>}
+  dt.global state @y : tensor<4x6xf32> {sharding = #dt.shard<[_, dp]>}
+  func.func @apply_step() {
+    %x = dt.load @x {dt.sharding = [#dt.shard<[dp, _]>]} : tensor<4x6xf32>
+    dt.store %x, @y : tensor<4x6xf32>
+    return
+  }
+}

@@ -71,20 +71,6 @@ std::string dtypeName(Type t) {
   return "i64";
 }
 
-/// The collective ops of the mesh dialect dt-spmd-partition emits, with the
-/// manifest's name of each.
-const char *collectiveKind(Operation *op) {
-  if (isa<mesh::AllReduceOp>(op))
-    return "all-reduce";
-  if (isa<mesh::ReduceScatterOp>(op))
-    return "reduce-scatter";
-  if (isa<mesh::AllGatherOp>(op))
-    return "all-gather";
-  if (isa<mesh::AllSliceOp>(op))
-    return "shard";
-  return nullptr;
-}
-
 /// A layout as the manifest writes it: axes by index into the mesh.
 llvm::json::Object layoutJSON(const dt::Sharding &s) {
   llvm::json::Array dims;

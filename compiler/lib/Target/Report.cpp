@@ -52,18 +52,6 @@ struct Collective {
   double moved;
 };
 
-const char *kindOf(Operation *op) {
-  if (isa<mesh::AllReduceOp>(op))
-    return "all-reduce";
-  if (isa<mesh::ReduceScatterOp>(op))
-    return "reduce-scatter";
-  if (isa<mesh::AllGatherOp>(op))
-    return "all-gather";
-  if (isa<mesh::AllSliceOp>(op))
-    return "shard";
-  return nullptr;
-}
-
 std::string mib(double bytes) {
   return llvm::formatv("{0,10:f3} MiB", bytes / 1048576.0).str();
 }
@@ -122,7 +110,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   std::vector<Collective> collectives;
   for (auto fn : module.getOps<func::FuncOp>())
     fn.walk([&](Operation *op) {
-      const char *kind = kindOf(op);
+      const char *kind = collectiveKind(op);
       if (!kind)
         return;
       Collective c;
@@ -143,6 +131,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       c.moved = c.kind == "all-reduce"       ? 2 * ring * c.bytes
                 : c.kind == "reduce-scatter" ? ring * c.bytes
                 : c.kind == "all-gather"     ? ring * out
+                : c.kind == "all-to-all"     ? ring * c.bytes
                                              : 0.0;
       c.calls = c.entry == "grad_step" ? accumulation
                 : c.entry == "apply_step" ? 1

@@ -36,6 +36,10 @@ void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
 /// dst (`group` blocks of `count`) = the src of every group member, in order.
 void dtrt_all_gather(const void *src, void *dst, int64_t count, int64_t group,
                      int32_t dtype, int32_t axes, int32_t id);
+/// src and dst hold `group` blocks of `count`: block j of dst = block
+/// indexInGroup of the src of the group's member j.
+void dtrt_all_to_all(const void *src, void *dst, int64_t count, int64_t group,
+                     int32_t dtype, int32_t axes, int32_t id);
 /// This rank's block of a replicated tensor of `total` elements, cut in blocks
 /// of `count`: dst = src[i*count, min(total, (i+1)*count)) with i its index in
 /// the group over `axes`, zero-filled past `total` (shards are padded, never

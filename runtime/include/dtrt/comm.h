@@ -108,6 +108,12 @@ public:
   virtual Status allGather(const void *src, void *dst, int64_t count,
                            DType type, AxisMask axes,
                            std::string_view what) = 0;
+  /// src and dst hold groupSize blocks of `count` elements; block j of dst =
+  /// block indexInGroup of the src of the group's rank j (a transpose of
+  /// blocks across the group). src and dst must not overlap.
+  virtual Status allToAll(const void *src, void *dst, int64_t count,
+                          DType type, AxisMask axes,
+                          std::string_view what) = 0;
   /// Every rank of the world reaches this point.
   virtual Status barrier(std::string_view what) = 0;
   /// Ends every rank of the job with `exitCode` after this rank printed why.

@@ -120,6 +120,15 @@ extern "C" void dtrt_all_gather(const void *src, void *dst, int64_t count,
   check(c.allGather(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
 }
 
+extern "C" void dtrt_all_to_all(const void *src, void *dst, int64_t count,
+                                int64_t group, int32_t dtype, int32_t axes,
+                                int32_t id) {
+  Timed timed;
+  Communicator &c = comm("all-to-all");
+  checkGroup(c, "all-to-all", group, axes, id);
+  check(c.allToAll(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
+}
+
 extern "C" void dtrt_take_shard(const void *src, void *dst, int64_t total,
                                 int64_t count, int32_t dtype, int32_t axes,
                                 int32_t id) {

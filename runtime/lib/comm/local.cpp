@@ -37,6 +37,10 @@ public:
                    AxisMask axes, std::string_view what) override {
     return copy("all-gather", src, dst, count, type, axes, what);
   }
+  Status allToAll(const void *src, void *dst, int64_t count, DType type,
+                  AxisMask axes, std::string_view what) override {
+    return copy("all-to-all", src, dst, count, type, axes, what);
+  }
   Status barrier(std::string_view) override { return Status::ok(); }
   [[noreturn]] void abort(int exitCode) override { std::_Exit(exitCode); }
 

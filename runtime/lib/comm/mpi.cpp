@@ -204,6 +204,17 @@ public:
     return result(rc, "all-gather", what);
   }
 
+  Status allToAll(const void *src, void *dst, int64_t count, DType type,
+                  AxisMask axes, std::string_view what) override {
+    if (Status s = checkBlockCall("all-to-all", count, type, axes, what); !s)
+      return s;
+    watchdog_.begin("all-to-all", axes, what);
+    int rc = MPI_Alltoall(src, int(count), mpiType(type), dst, int(count),
+                          mpiType(type), groups_[axes]);
+    watchdog_.end();
+    return result(rc, "all-to-all", what);
+  }
+
   Status barrier(std::string_view what) override {
     watchdog_.begin("barrier", mesh().allAxes(), what);
     int rc = MPI_Barrier(groups_[mesh().allAxes()]);

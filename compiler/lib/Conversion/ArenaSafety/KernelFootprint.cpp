@@ -227,6 +227,12 @@ const llvm::StringMap<Row> &table() {
                               return llvm::SmallVector<int64_t>{
                                   block, s.mul({block, s.arg(3)})};
                             }};
+    // (src, dst, count, group, dtype, axes, id): both hold `group` blocks.
+    t["dtrt_all_to_all"] = {7, [=](Sizes &s) {
+                              int64_t all = s.mul(
+                                  {s.arg(2), s.arg(3), bytes(s, 4)});
+                              return llvm::SmallVector<int64_t>{all, all};
+                            }};
     // (src, dst, total, count, dtype, axes, id)
     t["dtrt_take_shard"] = {7, [=](Sizes &s) {
                               return llvm::SmallVector<int64_t>{

@@ -287,6 +287,10 @@ private:
           return lowerCollective(c, "dtrt_all_gather", c.getInput(),
                                  c.getResult(), c.getMeshAxes());
         })
+        .Case([&](mesh::AllToAllOp c) {
+          return lowerCollective(c, "dtrt_all_to_all", c.getInput(),
+                                 c.getResult(), c.getMeshAxes());
+        })
         .Case([&](mesh::AllSliceOp c) {
           return lowerCollective(c, "dtrt_take_shard", c.getInput(),
                                  c.getResult(), c.getMeshAxes());
@@ -914,7 +918,8 @@ private:
   ///      mask, id), the id (dt.id) naming it in the manifest's collectives.
   LogicalResult lowerCollective(Operation *op, StringRef callee, Value in,
                                 Value out, ArrayRef<int16_t> axes) {
-    for (StringRef axisAttr : {"gather_axis", "scatter_axis", "slice_axis"})
+    for (StringRef axisAttr : {"gather_axis", "scatter_axis", "slice_axis",
+                               "split_axis", "concat_axis"})
       if (auto axis = op->getAttrOfType<IntegerAttr>(axisAttr);
           axis && axis.getInt() != 0)
         return op->emitOpError("runs along axis ")
@@ -946,6 +951,8 @@ private:
       args.push_back(i64(inCount));
     else if (callee == "dtrt_reduce_scatter" || callee == "dtrt_all_gather")
       args.append({i64(std::min(inCount, outCount)), i64(group)});
+    else if (callee == "dtrt_all_to_all")
+      args.append({i64(inCount / group), i64(group)});
     else // dtrt_take_shard
       args.append({i64(inCount), i64(outCount)});
     args.append({i32(*dtype), i32(mask), i32(id.getInt())});

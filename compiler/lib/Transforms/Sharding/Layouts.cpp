@@ -104,19 +104,25 @@ static bool isPrefix(const DimSharding &a, const DimSharding &b) {
   return llvm::equal(a.axes, ArrayRef(b.axes).take_front(a.axes.size()));
 }
 
-FailureOr<SmallVector<ReshardStep>> dt::planReshard(const Sharding &from,
-                                                    const Sharding &to,
-                                                    ArrayRef<int64_t> shape,
-                                                    const MeshInfo &mesh) {
+FailureOr<ReshardPlan> dt::planReshard(const Sharding &from,
+                                       const Sharding &to,
+                                       ArrayRef<int64_t> shape,
+                                       const MeshInfo &mesh) {
   if (from.rank() != to.rank() ||
       static_cast<int64_t>(shape.size()) != from.rank())
     return failure();
-  SmallVector<ReshardStep> steps;
+  ReshardPlan steps;
   Sharding cur = from;
   auto step = [&](ReshardStep::Kind kind, AxisList axes, int64_t dim,
-                  Sharding next) {
-    steps.push_back({kind, std::move(axes), dim, next});
+                  Sharding next, int64_t toDim = -1) {
+    steps.push_back({kind, std::move(axes), dim, toDim, next});
     cur = std::move(next);
+  };
+  // Whether dimension d of `s` is split into equal pieces without padding.
+  auto even = [&](const Sharding &s, int64_t d) {
+    Sharding one = Sharding::replicated(s.rank());
+    one.dims[d] = s.dims[d];
+    return s.dims[d].blocks == 1 && !one.isPadded(shape, mesh);
   };
 
   AxisList distributed;
@@ -171,6 +177,25 @@ FailureOr<SmallVector<ReshardStep>> dt::planReshard(const Sharding &from,
       AxisId a = next.dims[d].axes.pop_back_val();
       if (next.dims[d].axes.empty())
         next.dims[d].blocks = 1;
+      // A dimension that `to` splits by `a` next takes it over in the same
+      // exchange, when both splits are even.
+      int64_t target = -1;
+      for (int64_t e = 0; e < cur.rank() && target < 0; ++e) {
+        const DimSharding &c = cur.dims[e], &t = to.dims[e];
+        size_t k = c.axes.size();
+        if (e != d && t.axes.size() > k && isPrefix(c, t) && t.axes[k] == a &&
+            t.blocks == 1)
+          target = e;
+      }
+      if (target >= 0 && even(cur, d)) {
+        Sharding moved = next;
+        moved.dims[target].axes.push_back(a);
+        moved.dims[target].blocks = 1;
+        if (even(moved, target)) {
+          step(ReshardStep::Kind::AllToAll, {a}, d, moved, target);
+          continue;
+        }
+      }
       step(ReshardStep::Kind::AllGather, {a}, d, next);
     }
   }
@@ -202,7 +227,7 @@ double dt::reshardCost(const Sharding &from, const Sharding &to,
                        const MeshInfo &mesh) {
   if (from == to)
     return 0;
-  FailureOr<SmallVector<ReshardStep>> plan =
+  FailureOr<ReshardPlan> plan =
       planReshard(from, to, shape, mesh);
   if (failed(plan))
     return std::numeric_limits<double>::infinity();
@@ -225,6 +250,9 @@ double dt::reshardCost(const Sharding &from, const Sharding &to,
       break;
     case ReshardStep::Kind::AllGather:
       cost += ring * bytes(s.after) + kLatencyBytes;
+      break;
+    case ReshardStep::Kind::AllToAll:
+      cost += ring * bytes(cur) + kLatencyBytes;
       break;
     case ReshardStep::Kind::Distribute:
     case ReshardStep::Kind::Slice:

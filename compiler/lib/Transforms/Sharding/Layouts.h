@@ -86,6 +86,10 @@ struct ReshardStep {
     ReduceScatter,
     /// Join the pieces of `dim` over `axes` (its innermost axis).
     AllGather,
+    /// Join the pieces of `dim` over `axes` (one axis, its innermost) and split
+    /// `toDim` over it instead, in one exchange of blocks: what a gather and
+    /// a slice do with 1/k of the traffic.
+    AllToAll,
     /// Keep this rank's piece of `dim` (no communication).
     Slice,
     /// Make every rank's copy a summand over `axes`: divide it by their
@@ -95,16 +99,22 @@ struct ReshardStep {
   Kind kind;
   AxisList axes;
   int64_t dim = -1;
+  /// AllToAll: the dimension the axis splits afterwards.
+  int64_t toDim = -1;
   /// The layout after the step.
   Sharding after;
 };
 
+/// A resharding plan: its steps in order (rarely more than two).
+using ReshardPlan = llvm::SmallVector<ReshardStep, 2>;
+
 /// The steps that turn `from` into `to` for a tensor of `shape`: sums of
 /// partial axes `to` does not keep (a reduce-scatter when the summed axis
-/// then splits a dimension), gathers of axes `to` does not split that way,
+/// then splits a dimension), gathers of axes `to` does not split that way (an
+/// all-to-all when `to` splits another dimension by the axis next, evenly),
 /// slices for the new splits, and a division where `to` is a partial sum over
 /// axes `from` is whole over.
-llvm::FailureOr<llvm::SmallVector<ReshardStep>>
+llvm::FailureOr<ReshardPlan>
 planReshard(const Sharding &from, const Sharding &to,
             llvm::ArrayRef<int64_t> shape, const MeshInfo &mesh);
 

@@ -254,7 +254,7 @@ double FunctionPropagation::fetchCost(Value v, const Sharding &layout) const {
       (layout.partial.empty() || v.getDefiningOp<ConstantOp>()))
     return 0;
   if (isCheapToSplit(v)) {
-    FailureOr<SmallVector<ReshardStep>> plan =
+    FailureOr<ReshardPlan> plan =
         planReshard(cur, layout, tensorType(v).getShape(), mesh);
     if (succeeded(plan) && onlySlices(*plan))
       return 0;
@@ -266,7 +266,7 @@ double FunctionPropagation::fetchCost(Value v, const Sharding &layout) const {
                             tensorType(v).getElementType(), mesh);
   if (earlier != fetched.end())
     for (const Sharding &from : earlier->second) {
-      FailureOr<SmallVector<ReshardStep>> plan =
+      FailureOr<ReshardPlan> plan =
           planReshard(from, layout, tensorType(v).getShape(), mesh);
       if (succeeded(plan) && onlySlices(*plan))
         cost = std::min(cost, reshardCost(from, layout,
@@ -326,7 +326,7 @@ void FunctionPropagation::sink(Operation *op) {
   if (*wanted == cur)
     return;
   ArrayRef<int64_t> shape = tensorType(r).getShape();
-  FailureOr<SmallVector<ReshardStep>> plan =
+  FailureOr<ReshardPlan> plan =
       planReshard(cur, *wanted, shape, mesh);
   if (failed(plan) || !onlySlices(*plan))
     return;
@@ -348,7 +348,7 @@ void FunctionPropagation::sink(Operation *op) {
     if (!s)
       return;
     s->partial = needed(op, i).partial;
-    FailureOr<SmallVector<ReshardStep>> fetch =
+    FailureOr<ReshardPlan> fetch =
         planReshard(current(v), *s, tensorType(v).getShape(), mesh);
     if (failed(fetch) || !onlySlices(*fetch))
       return;

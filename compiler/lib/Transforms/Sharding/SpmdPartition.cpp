@@ -131,6 +131,10 @@ private:
   Value gatherAlong(Value x, int64_t axis, AxisId meshAxis, StringRef what);
   Value scatterAlong(Value x, int64_t axis, AxisId meshAxis, bool reduce,
                      StringRef what);
+  /// Moves mesh axis `meshAxis` from splitting dimension `from` (its
+  /// innermost axis, even pieces) to splitting `to`: one all-to-all.
+  Value exchangeAlong(Value x, int64_t from, int64_t to, AxisId meshAxis,
+                      StringRef what);
   Value moveToFront(Value x, int64_t axis);
   Value moveBack(Value x, int64_t axis, ArrayRef<int64_t> shape);
   Value reshape(Value x, ArrayRef<int64_t> shape);
@@ -550,7 +554,7 @@ FailureOr<Local> FunctionPartitioner::fetch(Value v, const Sharding &layout,
     // A layout made earlier that slicing alone turns into this one (a
     // gradient summed whole is sliced, not summed again).
     for (const Local &made : madeOf[v]) {
-      FailureOr<SmallVector<ReshardStep>> plan =
+      FailureOr<ReshardPlan> plan =
           planReshard(made.layout, layout, shape, mesh);
       if (succeeded(plan) &&
           llvm::all_of(*plan, [](const ReshardStep &s) {
@@ -573,7 +577,7 @@ FailureOr<Local> FunctionPartitioner::reshard(const Local &from,
                                               const Sharding &to,
                                               ArrayRef<int64_t> shape,
                                               StringRef what) {
-  FailureOr<SmallVector<ReshardStep>> plan =
+  FailureOr<ReshardPlan> plan =
       planReshard(from.layout, to, shape, mesh);
   if (failed(plan))
     return emitError(loc, "internal error: no collectives turn ")
@@ -603,6 +607,10 @@ FailureOr<Local> FunctionPartitioner::reshard(const Local &from,
       }
       break;
     }
+    case ReshardStep::Kind::AllToAll:
+      x = exchangeAlong(x, step.dim, step.toDim, step.axes[0], what);
+      x = reshape(x, after);
+      break;
     case ReshardStep::Kind::AllGather:
     case ReshardStep::Kind::ReduceScatter:
     case ReshardStep::Kind::Slice: {
@@ -651,6 +659,32 @@ FailureOr<Local> FunctionPartitioner::reshard(const Local &from,
     cur = {x, step.after, cur.zeroPadded};
   }
   return cur;
+}
+
+Value FunctionPartitioner::exchangeAlong(Value x, int64_t from, int64_t to,
+                                         AxisId meshAxis, StringRef what) {
+  int64_t k = mesh.size(meshAxis);
+  // [.., from, .., to, ..] -> [k, to / k, others...]: block j of `to` goes to
+  // the group's member j ...
+  Value y = moveToFront(x, to);
+  SmallVector<int64_t> blocked(shapeOf(y));
+  int64_t pieces = blocked[0] / k;
+  blocked[0] = pieces;
+  blocked.insert(blocked.begin(), k);
+  y = reshape(y, blocked);
+  y = tag(b.create<mesh::AllToAllOp>(loc, y.getType(), meshRef(),
+                                     axesAttr({meshAxis}), y,
+                                     b.getIndexAttr(0), b.getIndexAttr(0)),
+          what);
+  // ... and block j received is member j's piece of `from`, the major part of
+  // the joined dimension: put it before `from` and merge them.
+  int64_t at = 2 + (from < to ? from : from - 1);
+  y = moveBack(y, at - 1, shapeOf(y));
+  SmallVector<int64_t> joined(shapeOf(y));
+  joined[at - 1] *= joined[at];
+  joined.erase(joined.begin() + at);
+  y = reshape(y, joined);
+  return moveBack(y, to, shapeOf(y));
 }
 
 Value FunctionPartitioner::reshape(Value x, ArrayRef<int64_t> shape) {

@@ -79,6 +79,25 @@ TEST(CommMpiTest, AllGatherJoinsBlocksInGroupOrder) {
   EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 1, 10, 2, 20, 3, 30}));
 }
 
+TEST(CommMpiTest, AllToAllTransposesBlocksAcrossTheGroup) {
+  // Block j of rank r holds 100 r + j; afterwards block j holds what member j
+  // sent to this rank: 100 member(j) + index.
+  for (AxisMask axes : {kDp, kTp, kWorld}) {
+    std::vector<int> members = comm->mesh().group(comm->rank(), axes);
+    int index = comm->mesh().indexInGroup(comm->rank(), axes);
+    size_t k = members.size();
+    std::vector<int64_t> in(2 * k), out(2 * k, -1);
+    for (size_t j = 0; j < k; ++j)
+      in[2 * j] = in[2 * j + 1] = 100 * comm->rank() + int64_t(j);
+    dtrt_all_to_all(in.data(), out.data(), 2, int64_t(k), int32_t(DType::I64),
+                    int32_t(axes), 0);
+    for (size_t j = 0; j < k; ++j) {
+      EXPECT_EQ(out[2 * j], 100 * members[j] + index) << "axes " << axes;
+      EXPECT_EQ(out[2 * j + 1], 100 * members[j] + index);
+    }
+  }
+}
+
 TEST(CommMpiTest, TakeShardThenGatherRestoresAPaddedTensor) {
   // A bias of 3 elements sharded over dp = 2: blocks of 2, the last padded.
   std::vector<float> full{1, 2, 3}, shard(2, -1), back(4, -1);

@@ -156,6 +156,20 @@ std::optional<ArrayRef<int16_t>> dt::collectiveAxes(Operation *op) {
   return std::nullopt;
 }
 
+const char *dt::collectiveKind(Operation *op) {
+  if (isa<mesh::AllReduceOp>(op))
+    return "all-reduce";
+  if (isa<mesh::ReduceScatterOp>(op))
+    return "reduce-scatter";
+  if (isa<mesh::AllGatherOp>(op))
+    return "all-gather";
+  if (isa<mesh::AllToAllOp>(op))
+    return "all-to-all";
+  if (isa<mesh::AllSliceOp>(op))
+    return "shard";
+  return nullptr;
+}
+
 int64_t dt::localDimSize(int64_t size, const DimSharding &dim,
                          const MeshInfo &mesh) {
   if (!dim.isSplit())

@@ -152,6 +152,11 @@ DimPiece dimPiece(int64_t size, const DimSharding &dim, const MeshInfo &mesh,
 /// other op.
 std::optional<llvm::ArrayRef<int16_t>> collectiveAxes(mlir::Operation *op);
 
+/// The name the manifest and reports give a collective ("all-reduce",
+/// "reduce-scatter", "all-gather", "all-to-all", "shard"), or null for any
+/// other op.
+const char *collectiveKind(mlir::Operation *op);
+
 /// The local size of a dimension of `size` laid out by `dim`.
 int64_t localDimSize(int64_t size, const DimSharding &dim,
                      const MeshInfo &mesh);
