@@ -8,7 +8,9 @@ The job is examples/mlp_fashion.dt (784-256-10, AdamW, cosine schedule, 3 epochs
 Fashion-MNIST) with a global batch of 128 split over N data-parallel ranks of one thread
 each (N = 2: one per core of the development machine):
   - dt: the example with `parallel { mesh = (dp = N)  data = dp  zero = Z }`, Z = 0
-    (plain data parallelism, as DDP) and Z = 1, started with `dtrun -n N`;
+    (plain data parallelism, as DDP) and Z = 1, started with `dtrun -n N`; and Z = 0
+    compiled with `--overlap` (0.25 MiB buckets), whose collectives run on a
+    communication thread beside backward;
   - PyTorch: bench/ddp_torch.py, DistributedDataParallel over gloo, N processes.
 For scale, both also run on one process with N threads. Runs are interleaved, R times
 each, and medians reported; samples/s is each program's own figure over its training
@@ -43,19 +45,20 @@ def parse_rate(text):
     return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)]
 
 
-def compile_dt(work, ranks, zero):
+def compile_dt(work, ranks, zero, flags=()):
     """examples/mlp_fashion.dt, on `ranks` data-parallel ranks under ZeRO `zero` (or
-    as written, on one rank, when ranks is 1)."""
+    as written, on one rank, when ranks is 1), compiled with dtc `flags`."""
     src = open(os.path.join(ROOT, "examples", "mlp_fashion.dt")).read()
-    name = f"dp{ranks}_zero{zero}" if ranks > 1 else "one"
+    name = (f"dp{ranks}_zero{zero}" if ranks > 1 else "one") + "".join(
+        f.replace("-", "_").replace("=", "_").replace(".", "_") for f in flags)
     if ranks > 1:
         src += f"\nparallel {{\n  mesh = (dp = {ranks})\n  data = dp\n  zero = {zero}\n}}\n"
     path = os.path.join(work, name + ".dt")
     with open(path, "w") as f:
         f.write(src)
     program = os.path.join(work, name)
-    run([os.path.join(BIN, "dtc"), path, "-o", program])
-    manifest = json.loads(run([os.path.join(BIN, "dtc"), path, "--emit=manifest", "-o", "-"]))
+    run([os.path.join(BIN, "dtc"), path, "-o", program, *flags])
+    manifest = json.loads(run([os.path.join(BIN, "dtc"), path, "--emit=manifest", "-o", "-", *flags]))
     return program, manifest
 
 
@@ -106,7 +109,10 @@ def main():
     n = args.ranks
 
     work = tempfile.mkdtemp(prefix="dt-bench-ddp-")
-    programs = {"dt, ZeRO-0": compile_dt(work, n, 0), "dt, ZeRO-1": compile_dt(work, n, 1)}
+    programs = {"dt, ZeRO-0": compile_dt(work, n, 0), "dt, ZeRO-1": compile_dt(work, n, 1),
+                # Buckets small enough that the last layer's gradients go out while the
+                # first layer's are computed.
+                "dt, ZeRO-0, --overlap": compile_dt(work, n, 0, ("--overlap", "--bucket-mb=0.25"))}
     one, _ = compile_dt(work, 1, 0)
 
     peers = {

@@ -11,6 +11,8 @@
 
 #include "dtrt/eval.h"
 
+#include "dtrt/collectives.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
@@ -50,6 +52,8 @@ Expected<EvalResult> evaluate(Arena &arena, const Program &program,
       indices[size_t(r)] = first + r;
     stager.stage(arena, indices.data(), valid);
     program.evalStep(arena.base());
+    if (Status st = checkCollectivesDone("dt_eval_step"); !st)
+      return st.error();
     int64_t batchLabels = valid * stager.labelsPerSample();
     lossSum += arena.readScalar(*lossBuf) * double(batchLabels);
     if (correctBuf)

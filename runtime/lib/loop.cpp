@@ -145,11 +145,15 @@ Status Trainer::trainStep() {
     const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * micro)];
     s_.trainStager->stage(arena_, rows, micro);
     s_.program->gradStep(arena_.base());
+    if (Status st = checkCollectivesDone("dt_grad_step"); !st)
+      return st;
     lossSum += arena_.readScalar(*lossBuf_);
   }
   if (totalBuf_)
     arena_.writeI64(*totalBuf_, s_.totalSteps);
   s_.program->applyStep(arena_.base());
+  if (Status st = checkCollectivesDone("dt_apply_step"); !st)
+    return st;
   arena_.device().synchronize();
 
   int64_t next = arena_.readI64(*stepBuf_);

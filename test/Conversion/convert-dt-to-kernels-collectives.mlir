@@ -59,3 +59,29 @@ module attributes {dt.arena_bytes = 1024 : i64} {
     return
   }
 }
+
+// -----
+
+// An asynchronous collective starts where it stands (dtrt_*_start, the same
+// arguments) and its dt.wait waits for it by id; the wait's result is the
+// collective's buffer, so nothing is copied.
+module attributes {dt.arena_bytes = 1024 : i64} {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["dp"]}
+  dt.global grad @g : tensor<8xf32> {offset = 0 : i64}
+  // CHECK-DAG: func.func private @dtrt_all_reduce_start(!llvm.ptr, !llvm.ptr, i64, i32, i32, i32)
+  // CHECK-DAG: func.func private @dtrt_wait(i32)
+  // CHECK-LABEL: func.func @dt_grad_step
+  func.func @grad_step() {
+    %g = dt.load @g {dt.offsets = [0]} : tensor<8xf32>
+    // CHECK: %[[ID:.*]] = arith.constant 7 : i32
+    // CHECK: call @dtrt_all_reduce_start(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ID]])
+    %s = mesh.all_reduce %g on @mesh mesh_axes = [0] {dt.async, dt.id = 7 : i64, dt.offsets = [64]} : tensor<8xf32> -> tensor<8xf32>
+    // CHECK: %[[ID2:.*]] = arith.constant 7 : i32
+    // CHECK: call @dtrt_wait(%[[ID2]]) : (i32) -> ()
+    %w = dt.wait %s, %g {dt.offsets = [64]} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    // The store's copy, after the wait.
+    // CHECK-NEXT: memref.copy
+    dt.store %w, @g : tensor<8xf32>
+    return
+  }
+}

@@ -81,3 +81,39 @@ module {
     return
   }
 }
+
+// -----
+
+// An asynchronous collective reads its operand and writes its result until its
+// dt.wait: the operand stays live until then (the relu between may not take its
+// buffer), and the wait's result is the collective's buffer.
+// CHECK-LABEL: func.func @async
+module {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["dp"]}
+  dt.global grad @g : tensor<16xf32>
+  func.func @async(%x: tensor<16xf32>) {
+    // CHECK: %[[A:.*]] = dt.fused{{.*}}{dt.offsets = [[[A_OFF:[0-9]+]]]}
+    %a = dt.fused(%x) : (tensor<16xf32>) -> tensor<16xf32> {
+    ^bb0(%v: tensor<16xf32>):
+      %e = dt.exp %v : tensor<16xf32>
+      dt.yield %e : tensor<16xf32>
+    }
+    // CHECK: mesh.all_reduce %[[A]] {{.*}}dt.offsets = [[[S_OFF:[0-9]+]]]
+    %s = mesh.all_reduce %a on @mesh mesh_axes = [0] {dt.async} : tensor<16xf32> -> tensor<16xf32>
+    // CHECK-NOT: dt.offsets = [[[A_OFF]]]
+    // CHECK: dt.wait {{.*}}dt.offsets = [[[S_OFF]]]
+    %r = dt.fused(%x) : (tensor<16xf32>) -> tensor<16xf32> {
+    ^bb0(%v: tensor<16xf32>):
+      %e = dt.relu %v : tensor<16xf32>
+      dt.yield %e : tensor<16xf32>
+    }
+    %w = dt.wait %s, %a : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
+    %sum = dt.fused(%w, %r) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> {
+    ^bb0(%p: tensor<16xf32>, %q: tensor<16xf32>):
+      %e = dt.add %p, %q : tensor<16xf32>
+      dt.yield %e : tensor<16xf32>
+    }
+    dt.store %sum, @g : tensor<16xf32>
+    return
+  }
+}

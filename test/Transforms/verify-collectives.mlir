@@ -67,3 +67,18 @@ module {
     return
   }
 }
+
+// -----
+
+// An asynchronous collective whose result is read without a dt.wait.
+module {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["dp"]}
+  dt.global grad @g : tensor<4xf32>
+  func.func @grad_step() {
+    %x = dt.constant dense<1.0> : tensor<4xf32>
+    // expected-error @+1 {{an asynchronous collective whose result is not waited for by one dt.wait after it, in its block: the rank could read it unfinished}}
+    %a = mesh.all_reduce %x on @mesh mesh_axes = [0] {dt.async} : tensor<4xf32> -> tensor<4xf32>
+    dt.store %a, @g : tensor<4xf32>
+    return
+  }
+}

@@ -173,7 +173,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
           {"what", what ? what.getValue().str() : std::string(kind)},
           {"axes", std::move(axes)},
           {"entry", fn.getSymName().str()},
-          {"bytes", bytes}});
+          {"bytes", bytes},
+          {"async", op->hasAttr(dt::kAsyncAttr)}});
     });
   llvm::sort(collectives, [](const llvm::json::Value &a,
                              const llvm::json::Value &b) {

@@ -28,11 +28,14 @@ void dt::buildShardingPipeline(OpPassManager &pm) {
   pm.addPass(createShardPropagation());
 }
 
-void dt::buildPartitionPipeline(OpPassManager &pm, int64_t bucketBytes) {
+void dt::buildPartitionPipeline(OpPassManager &pm, int64_t bucketBytes,
+                                bool overlap) {
   pm.addPass(createSpmdPartition());
   // Not CSE: it would merge the all-gathers that ZeRO-3 repeats on purpose.
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createBucketCollectives(BucketCollectivesOptions{bucketBytes}));
+  if (overlap)
+    pm.addPass(createOverlapCollectives());
   pm.addPass(createVerifyCollectives());
 }
 

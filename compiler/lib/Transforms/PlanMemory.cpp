@@ -5,8 +5,10 @@
 // time. The algorithm:
 //
 //   1. Persistent region: the globals, in order, each 64-byte aligned.
-//   2. Storage per entry point: a dt.load result *is* its global's buffer and a
-//      dt.reshape result is its operand's buffer. A value stored into a global
+//   2. Storage per entry point: a dt.load result *is* its global's buffer, a
+//      dt.reshape result is its operand's buffer and a dt.wait result its
+//      asynchronous collective's (the operands a dt.wait keeps are read there,
+//      so they live until the collective is done). A value stored into a global
 //      is computed directly into the global's buffer when the function stores
 //      that global once and no read of the old value can happen after the
 //      value's producer runs (the producer itself may read it when it is a
@@ -164,9 +166,14 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       auto it = rootOf.find(v);
       return it == rootOf.end() ? v : it->second;
     };
-    for (Operation &op : block)
+    // A dt.wait's result is its asynchronous collective's buffer, which the
+    // collective writes from where it starts.
+    for (Operation &op : block) {
       if (auto r = llvm::dyn_cast<ReshapeOp>(op))
         rootOf[r.getResult()] = root(r.getInput());
+      if (auto w = llvm::dyn_cast<WaitOp>(op))
+        rootOf[w.getResult()] = root(w.getPending());
+    }
 
     // Last position at which a buffer is read, over all its views.
     llvm::DenseMap<Value, unsigned> lastUse;
@@ -207,7 +214,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       StoreOp store = entry.getValue().front();
       Value v = store.getValue();
       Operation *producer = v.getDefiningOp();
-      if (!producer || llvm::isa<LoadOp, ReshapeOp>(producer) || fixed.count(v))
+      if (!producer || llvm::isa<LoadOp, ReshapeOp, WaitOp>(producer) ||
+          fixed.count(v))
         continue;
       if (llvm::any_of(loads.lookup(name), [&](LoadOp l) {
             return !oldValueDeadAt(l, producer, position[store], position);

@@ -133,6 +133,13 @@ cl::opt<double> bucketMiB(
              "most this size (default 4; 0: no buckets)"),
     cl::value_desc("MiB"), cl::init(double(kDefaultBucketBytes) / 1048576.0),
     cl::cat(dtcCategory));
+cl::opt<bool> overlap(
+    "overlap",
+    cl::desc("Run collectives on a communication thread beside the compute "
+             "that precedes their results' first use (worth it where "
+             "communication has cores or hardware of its own; "
+             "bench/overlap.cpp measures a machine)"),
+    cl::cat(dtcCategory));
 cl::opt<std::string> targetCPU("mcpu",
                                cl::desc("CPU to generate code for (default: "
                                         "native, the host's)"),
@@ -266,7 +273,7 @@ int compile(const char *argv0) {
   if (emitAction == EmitAction::Sharded)
     return emitStage(*module);
   if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
-        buildPartitionPipeline(pm, int64_t(bucketMiB * 1048576.0));
+        buildPartitionPipeline(pm, int64_t(bucketMiB * 1048576.0), overlap);
       })))
     return 1;
   if (emitAction == EmitAction::Partitioned)
@@ -343,6 +350,20 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "dtc: the compiler for declarative distributed "
                               "training\n");
+  if (!(bucketMiB >= 0)) {
+    WithColor::error(errs(), "dtc")
+        << "--bucket-mb must be a size in MiB, 0 or more, not " << bucketMiB
+        << "\n";
+    return 1;
+  }
+  if (overlap && checked) {
+    // A checked program poisons the arena around each kernel call, which a
+    // collective running on another thread would trip over.
+    WithColor::error(errs(), "dtc")
+        << "--overlap and --checked do not combine: a checked program runs "
+           "its collectives on the rank's own thread\n";
+    return 1;
+  }
   int status = 1;
   runOnLargeStack([&] { status = compile(argv[0]); });
   return status;

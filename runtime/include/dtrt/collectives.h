@@ -47,11 +47,31 @@ void dtrt_all_to_all(const void *src, void *dst, int64_t count, int64_t group,
 void dtrt_take_shard(const void *src, void *dst, int64_t total, int64_t count,
                      int32_t dtype, int32_t axes, int32_t id);
 
+/// The asynchronous forms (dt.async): the same arguments; the collective
+/// starts now, runs beside the rank's work in issue order, and has finished
+/// when dtrt_wait(id) returns. Until then the program neither reads dst nor
+/// writes src.
+void dtrt_all_reduce_start(const void *src, void *dst, int64_t count,
+                           int32_t dtype, int32_t axes, int32_t id);
+void dtrt_reduce_scatter_start(const void *src, void *dst, int64_t count,
+                               int64_t group, int32_t dtype, int32_t axes,
+                               int32_t id);
+void dtrt_all_gather_start(const void *src, void *dst, int64_t count,
+                           int64_t group, int32_t dtype, int32_t axes,
+                           int32_t id);
+void dtrt_all_to_all_start(const void *src, void *dst, int64_t count,
+                           int64_t group, int32_t dtype, int32_t axes,
+                           int32_t id);
+/// Returns once the last started collective `id` has finished.
+void dtrt_wait(int32_t id);
+
 /// This rank's coordinate along mesh axis `axis` (dt.shard_start).
 int64_t dtrt_mesh_coord(int32_t axis);
 
 #ifdef __cplusplus
 } // extern "C"
+
+#include "dtrt/error.h"
 
 #include <string>
 #include <vector>
@@ -63,9 +83,13 @@ class Communicator;
 /// manifest). The runtime calls it once before the first step.
 void setProgramCommunicator(Communicator *comm,
                             std::vector<std::string> names = {});
-/// Seconds this process has spent inside the program's collectives since the
-/// communicator was installed (time waiting for other ranks included).
+/// Seconds the rank's thread has spent in the program's collectives, or
+/// waiting for asynchronous ones, since the communicator was installed (time
+/// waiting for other ranks included): the communication its steps exposed.
 double programCollectiveSeconds();
+/// An error when asynchronous collectives are still running after entry point
+/// `entry` returned (every dtrt_*_start has its dtrt_wait in the same call).
+Status checkCollectivesDone(const char *entry);
 } // namespace dtrt
 #endif
 

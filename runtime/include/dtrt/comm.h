@@ -116,6 +116,9 @@ public:
                           std::string_view what) = 0;
   /// Every rank of the world reaches this point.
   virtual Status barrier(std::string_view what) = 0;
+  /// Whether a thread other than the one that made it may call it (one
+  /// thread at a time): asynchronous collectives need it.
+  virtual bool callableFromAnyThread() const { return true; }
   /// Ends every rank of the job with `exitCode` after this rank printed why.
   [[noreturn]] virtual void abort(int exitCode) = 0;
 

@@ -7,6 +7,8 @@
 #include "dtrt/collectives.h"
 #include "dtrt/comm.h"
 
+#include "queue.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,11 +22,12 @@ namespace {
 
 Communicator *programComm = nullptr;
 std::vector<std::string> programNames;
-/// Seconds spent inside the program's collectives (waiting for the slowest
-/// member included): what a step spends communicating.
+/// Seconds the rank's thread spent in the program's collectives (waiting for
+/// the slowest member included) or waiting for asynchronous ones: the
+/// communication a step does not hide.
 double programCommSeconds = 0;
 
-/// Adds the lifetime of one collective call to programCommSeconds.
+/// Adds the lifetime of one call on the rank's thread to programCommSeconds.
 class Timed {
 public:
   Timed() : start_(std::chrono::steady_clock::now()) {}
@@ -55,11 +58,6 @@ Communicator &comm(const char *kind) {
   return *programComm;
 }
 
-void check(Status status) {
-  if (!status)
-    fail(status.error());
-}
-
 /// The name of collective `id`, for messages.
 std::string nameOf(int32_t id) {
   if (id >= 0 && size_t(id) < programNames.size())
@@ -80,12 +78,53 @@ void checkGroup(Communicator &c, const char *kind, int64_t group,
                            size)));
 }
 
+/// The program's collectives in issue order (queue.h); made with the
+/// communicator.
+std::unique_ptr<CollectiveQueue> programQueue;
+
+CollectiveQueue &queue() {
+  if (!programQueue)
+    fail(Error("internal error: a collective ran before the runtime set up "
+               "its communicator"));
+  return *programQueue;
+}
+
+/// Runs collective `id` (`run`) now, after the asynchronous ones before it.
+void runNow(std::function<Status()> run) {
+  Timed timed;
+  queue().runInOrder(std::move(run));
+}
+
+/// Starts collective `id`; it runs beside the rank's work until dtrt_wait.
+/// A communicator that only its own thread may call runs it now.
+void startAsync(Communicator &c, int32_t id, std::function<Status()> run) {
+  if (!c.callableFromAnyThread())
+    return runNow(std::move(run));
+  queue().start(id, std::move(run));
+}
+
 } // namespace
 
 void setProgramCommunicator(Communicator *c, std::vector<std::string> names) {
+  // The queue's thread ends (its collectives all waited for) before the
+  // communicator it calls can.
+  programQueue.reset();
   programComm = c;
   programNames = std::move(names);
   programCommSeconds = 0;
+  if (c)
+    programQueue = std::make_unique<CollectiveQueue>(
+        [](const Error &e) { fail(e); });
+}
+
+Status checkCollectivesDone(const char *entry) {
+  int64_t running = programQueue ? programQueue->pending() : 0;
+  if (running == 0)
+    return Status::ok();
+  return Error(fmt::format("internal error: {} returned with {} asynchronous "
+                           "collective(s) not waited for; the program breaks "
+                           "the ABI, please report it",
+                           entry, running));
 }
 
 double programCollectiveSeconds() { return programCommSeconds; }
@@ -94,39 +133,108 @@ double programCollectiveSeconds() { return programCommSeconds; }
 
 using namespace dtrt;
 
+namespace {
+
+/// Issues collective `id`: now, or (`async`) started beside the rank's work.
+/// The call is checked on the rank's thread either way.
+void issue(bool async, Communicator &c, int32_t id,
+           std::function<Status()> run) {
+  if (async)
+    startAsync(c, id, std::move(run));
+  else
+    runNow(std::move(run));
+}
+
+void allReduce(bool async, const void *src, void *dst, int64_t count,
+               int32_t dtype, int32_t axes, int32_t id) {
+  Communicator &c = comm("all-reduce");
+  issue(async, c, id, [=, &c] {
+    return c.allReduceSum(src, dst, count, DType(dtype), AxisMask(axes),
+                          nameOf(id));
+  });
+}
+
+void reduceScatter(bool async, const void *src, void *dst, int64_t count,
+                   int64_t group, int32_t dtype, int32_t axes, int32_t id) {
+  Communicator &c = comm("reduce-scatter");
+  checkGroup(c, "reduce-scatter", group, axes, id);
+  issue(async, c, id, [=, &c] {
+    return c.reduceScatterSum(src, dst, count, DType(dtype), AxisMask(axes),
+                              nameOf(id));
+  });
+}
+
+void allGather(bool async, const void *src, void *dst, int64_t count,
+               int64_t group, int32_t dtype, int32_t axes, int32_t id) {
+  Communicator &c = comm("all-gather");
+  checkGroup(c, "all-gather", group, axes, id);
+  issue(async, c, id, [=, &c] {
+    return c.allGather(src, dst, count, DType(dtype), AxisMask(axes),
+                       nameOf(id));
+  });
+}
+
+void allToAll(bool async, const void *src, void *dst, int64_t count,
+              int64_t group, int32_t dtype, int32_t axes, int32_t id) {
+  Communicator &c = comm("all-to-all");
+  checkGroup(c, "all-to-all", group, axes, id);
+  issue(async, c, id, [=, &c] {
+    return c.allToAll(src, dst, count, DType(dtype), AxisMask(axes),
+                      nameOf(id));
+  });
+}
+
+} // namespace
+
 extern "C" void dtrt_all_reduce(const void *src, void *dst, int64_t count,
                                 int32_t dtype, int32_t axes, int32_t id) {
-  Timed timed;
-  check(comm("all-reduce").allReduceSum(src, dst, count, DType(dtype),
-                                        AxisMask(axes), nameOf(id)));
+  allReduce(false, src, dst, count, dtype, axes, id);
+}
+extern "C" void dtrt_all_reduce_start(const void *src, void *dst,
+                                      int64_t count, int32_t dtype,
+                                      int32_t axes, int32_t id) {
+  allReduce(true, src, dst, count, dtype, axes, id);
 }
 
 extern "C" void dtrt_reduce_scatter(const void *src, void *dst, int64_t count,
                                     int64_t group, int32_t dtype, int32_t axes,
                                     int32_t id) {
-  Timed timed;
-  Communicator &c = comm("reduce-scatter");
-  checkGroup(c, "reduce-scatter", group, axes, id);
-  check(c.reduceScatterSum(src, dst, count, DType(dtype), AxisMask(axes),
-                           nameOf(id)));
+  reduceScatter(false, src, dst, count, group, dtype, axes, id);
+}
+extern "C" void dtrt_reduce_scatter_start(const void *src, void *dst,
+                                          int64_t count, int64_t group,
+                                          int32_t dtype, int32_t axes,
+                                          int32_t id) {
+  reduceScatter(true, src, dst, count, group, dtype, axes, id);
 }
 
 extern "C" void dtrt_all_gather(const void *src, void *dst, int64_t count,
                                 int64_t group, int32_t dtype, int32_t axes,
                                 int32_t id) {
-  Timed timed;
-  Communicator &c = comm("all-gather");
-  checkGroup(c, "all-gather", group, axes, id);
-  check(c.allGather(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
+  allGather(false, src, dst, count, group, dtype, axes, id);
+}
+extern "C" void dtrt_all_gather_start(const void *src, void *dst,
+                                      int64_t count, int64_t group,
+                                      int32_t dtype, int32_t axes,
+                                      int32_t id) {
+  allGather(true, src, dst, count, group, dtype, axes, id);
 }
 
 extern "C" void dtrt_all_to_all(const void *src, void *dst, int64_t count,
                                 int64_t group, int32_t dtype, int32_t axes,
                                 int32_t id) {
+  allToAll(false, src, dst, count, group, dtype, axes, id);
+}
+extern "C" void dtrt_all_to_all_start(const void *src, void *dst,
+                                      int64_t count, int64_t group,
+                                      int32_t dtype, int32_t axes,
+                                      int32_t id) {
+  allToAll(true, src, dst, count, group, dtype, axes, id);
+}
+
+extern "C" void dtrt_wait(int32_t id) {
   Timed timed;
-  Communicator &c = comm("all-to-all");
-  checkGroup(c, "all-to-all", group, axes, id);
-  check(c.allToAll(src, dst, count, DType(dtype), AxisMask(axes), nameOf(id)));
+  queue().wait(id);
 }
 
 extern "C" void dtrt_take_shard(const void *src, void *dst, int64_t total,

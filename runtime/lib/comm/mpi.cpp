@@ -215,6 +215,12 @@ public:
     return result(rc, "all-to-all", what);
   }
 
+  bool callableFromAnyThread() const override {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level >= MPI_THREAD_SERIALIZED;
+  }
+
   Status barrier(std::string_view what) override {
     watchdog_.begin("barrier", mesh().allAxes(), what);
     int rc = MPI_Barrier(groups_[mesh().allAxes()]);
@@ -299,9 +305,10 @@ makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    // Only the thread that runs the steps calls MPI.
+    // One thread calls MPI at a time: the rank's, or the communication
+    // thread of asynchronous collectives (comm/queue.h).
     int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) !=
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
         MPI_SUCCESS)
       return Error("MPI_Init failed: was this program started by mpirun or "
                    "dtrun on a working OpenMPI installation?");

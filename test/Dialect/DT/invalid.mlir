@@ -269,3 +269,23 @@ func.func @cross_entropy_stats(%s: tensor<4x6xf32>, %y: tensor<6xi32>) {
   %l = dt.cross_entropy_stats %s, %y : tensor<4x6xf32>, tensor<6xi32> -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @wait_for_nothing(%x: tensor<4xf32>) {
+  // expected-error @+1 {{waits for a value that no asynchronous collective (a mesh collective marked dt.async) made}}
+  %w = dt.wait %x : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+module {
+  mesh.mesh @mesh(shape = 2) {dt.axes = ["dp"]}
+  func.func @wait_keeps_too_little(%x: tensor<4xf32>) {
+    %a = mesh.all_reduce %x on @mesh mesh_axes = [0] {dt.async} : tensor<4xf32> -> tensor<4xf32>
+    // expected-error @+1 {{must keep its collective's operands alive}}
+    %w = dt.wait %a : tensor<4xf32> -> tensor<4xf32>
+    return
+  }
+}

@@ -66,10 +66,11 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
 void buildShardingPipeline(mlir::OpPassManager &pm);
 
 /// dt-spmd-partition, canonicalisation, dt-bucket-collectives (buckets of
-/// `bucketBytes`) and dt-verify-collectives: the program of one rank
-/// (`dtc --emit=partitioned`).
+/// `bucketBytes`), dt-overlap-collectives when `overlap`, and
+/// dt-verify-collectives: the program of one rank (`dtc --emit=partitioned`).
 void buildPartitionPipeline(mlir::OpPassManager &pm,
-                            int64_t bucketBytes = kDefaultBucketBytes);
+                            int64_t bucketBytes = kDefaultBucketBytes,
+                            bool overlap = false);
 
 /// The passes that prepare the train step for lowering: dt-fuse-elementwise on
 /// every entry point, then dt-plan-memory.

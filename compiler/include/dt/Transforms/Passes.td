@@ -128,6 +128,20 @@ def BucketCollectives : Pass<"dt-bucket-collectives", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect", "::mlir::mesh::MeshDialect"];
 }
 
+def OverlapCollectives : Pass<"dt-overlap-collectives", "mlir::ModuleOp"> {
+  let summary = "Runs collectives beside the ops before their results' first use";
+  let description = [{
+    On the program of one rank, after dt-bucket-collectives: a collective whose
+    result is first used some ops later (a bucket of gradients issued in the
+    middle of backward) is marked `dt.async`, and a `dt.wait` before that first
+    use takes its result and keeps its operands alive. The runtime starts it at
+    its place and runs it on a communication thread, in issue order, while the
+    rank computes. Worth it where communication has cores or hardware of its
+    own (`dtc --overlap`; bench/overlap.cpp measures a machine).
+  }];
+  let dependentDialects = ["::dt::DTDialect", "::mlir::mesh::MeshDialect"];
+}
+
 def VerifyCollectives : Pass<"dt-verify-collectives", "mlir::ModuleOp"> {
   let summary = "Proves that every rank issues matching collectives in the same order";
   let description = [{

@@ -239,6 +239,10 @@ const llvm::StringMap<Row> &table() {
                                   s.mul({s.arg(2), bytes(s, 4)}),
                                   s.mul({s.arg(3), bytes(s, 4)})};
                             }};
+    // Asynchronous starts touch what the collective does.
+    for (const char *c : {"dtrt_all_reduce", "dtrt_reduce_scatter",
+                          "dtrt_all_gather", "dtrt_all_to_all"})
+      t[std::string(c) + "_start"] = t[c];
     return t;
   }();
   return rows;

@@ -20,6 +20,7 @@
 #include "dt/Conversion/ArenaPlan.h"
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -260,6 +261,7 @@ private:
           return success();
         })
         .Case([&](ReshapeOp) { return success(); }) // a view of the same bytes
+        .Case([&](WaitOp w) { return lowerWait(w); })
         .Case([&](ConstantOp c) { return lowerConstant(c); })
         .Case([&](IotaOp i) { return lowerIota(i); })
         .Case([&](FusedOp f) { return lowerFused(f); })
@@ -947,6 +949,10 @@ private:
     }
     int64_t inCount = product(shapeOf(in)), outCount = product(shapeOf(out));
     SmallVector<Value> args{pointerOf(in), pointerOf(out)};
+    // An asynchronous collective starts here and ends at its dt.wait.
+    std::string name = callee.str();
+    if (op->hasAttr(kAsyncAttr))
+      name += "_start";
     if (callee == "dtrt_all_reduce")
       args.push_back(i64(inCount));
     else if (callee == "dtrt_reduce_scatter" || callee == "dtrt_all_gather")
@@ -956,7 +962,17 @@ private:
     else // dtrt_take_shard
       args.append({i64(inCount), i64(outCount)});
     args.append({i32(*dtype), i32(mask), i32(id.getInt())});
-    call(callee, args);
+    call(name, args);
+    return success();
+  }
+
+  /// The end of an asynchronous collective: the runtime waits for it by id.
+  LogicalResult lowerWait(WaitOp w) {
+    Operation *collective = w.getPending().getDefiningOp();
+    auto id = collective->getAttrOfType<IntegerAttr>("dt.id");
+    if (!id)
+      return w.emitOpError("waits for a collective without a dt.id");
+    call("dtrt_wait", {i32(id.getInt())});
     return success();
   }
 

@@ -8,10 +8,10 @@
 // (biases, norm gains); each collective costs a latency, so the small ones are
 // bucketed, as DDP and DeepSpeed do. The algorithm, per entry point:
 //
-//   0. Collectives (with the reshapes and pads that only feed them) move up
-//      to just after their operands, and stores of their results down to the
+//   0. Sums (with the reshapes and pads that only feed them) move up to just
+//      after their operands, and stores of collectives' results down to the
 //      end (unless the global is read again), so that collectives that can
-//      travel together are neighbours.
+//      travel together are neighbours. All-gathers stay before their use.
 //   1. Over the collectives in program order, a collective joins the open bucket when it has the bucket's kind, axes
 //      and element type, its operand is at most `bucket-bytes`, the bucket
 //      stays within `bucket-bytes`, and no member's result is used before this
@@ -144,9 +144,12 @@ private:
     Block &body = fn.getBody().front();
     // Collectives with the layout ops that only feed them, as early as their
     // inputs allow, in program order (every rank moves them alike).
+    // All-gathers stay where the partitioner put them, before their first
+    // use: moved up, a ZeRO-3 parameter gathered for backward would be whole
+    // from the start of the step, which is what ZeRO-3 saves.
     SmallVector<Operation *> collectives;
     for (Operation &op : body)
-      if (keyOf(&op))
+      if (keyOf(&op) && !isa<mesh::AllGatherOp>(op))
         collectives.push_back(&op);
     // Chains that can go to the very top keep their order there.
     Operation *top = nullptr;

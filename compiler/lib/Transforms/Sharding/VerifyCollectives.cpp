@@ -39,10 +39,7 @@ using namespace dt;
 
 namespace {
 
-bool isCollective(Operation *op) {
-  return isa<mesh::AllReduceOp, mesh::ReduceScatterOp, mesh::AllGatherOp,
-             mesh::AllSliceOp, mesh::AllToAllOp>(op);
-}
+bool isCollective(Operation *op) { return collectiveKind(op) != nullptr; }
 
 /// What members of a group must agree on about one collective.
 std::string signature(Operation *op) {
@@ -107,6 +104,21 @@ struct VerifyCollectivesPass
                           "skip or repeat it, and the others would wait "
                           "forever");
             ok = false;
+          }
+          // An asynchronous collective ends at its dt.wait, later in the
+          // same body, before anything reads its result.
+          if (op->hasAttr(kAsyncAttr)) {
+            Value result = op->getResult(0);
+            auto wait = result.hasOneUse()
+                            ? dyn_cast<WaitOp>(*result.getUsers().begin())
+                            : WaitOp();
+            if (!wait || wait->getBlock() != op->getBlock() ||
+                !op->isBeforeInBlock(wait)) {
+              op->emitError("an asynchronous collective whose result is not "
+                            "waited for by one dt.wait after it, in its "
+                            "block: the rank could read it unfinished");
+              ok = false;
+            }
           }
           issued[size_t(r)].push_back(op);
         });

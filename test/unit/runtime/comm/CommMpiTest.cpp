@@ -98,6 +98,27 @@ TEST(CommMpiTest, AllToAllTransposesBlocksAcrossTheGroup) {
   }
 }
 
+TEST(CommMpiTest, AsynchronousCollectivesRunInIssueOrder) {
+  // Started collectives run on the communication thread; a synchronous one
+  // issued meanwhile queues behind them, so every rank's order holds.
+  std::vector<float> a(5000, float(comm->rank() + 1)), sumA(a.size(), -1);
+  std::vector<int32_t> b{comm->rank()}, sumB{-1};
+  std::vector<int32_t> c{10 * comm->rank()}, all(4, -1);
+  dtrt_all_reduce_start(a.data(), sumA.data(), int64_t(a.size()),
+                        int32_t(DType::F32), kWorld, 1);
+  dtrt_all_reduce(b.data(), sumB.data(), 1, int32_t(DType::I32), kWorld, 2);
+  dtrt_all_gather_start(c.data(), all.data(), 1, 4, int32_t(DType::I32),
+                        kWorld, 3);
+  dtrt_wait(3);
+  dtrt_wait(1);
+  EXPECT_EQ(sumA[0], 10.0f);
+  EXPECT_EQ(sumA[4999], 10.0f);
+  EXPECT_EQ(sumB[0], 6);
+  EXPECT_EQ(all, (std::vector<int32_t>{0, 10, 20, 30}));
+  EXPECT_TRUE(bool(checkCollectivesDone("the test")));
+  dtrt_wait(42); // never started: returns at once
+}
+
 TEST(CommMpiTest, TakeShardThenGatherRestoresAPaddedTensor) {
   // A bias of 3 elements sharded over dp = 2: blocks of 2, the last padded.
   std::vector<float> full{1, 2, 3}, shard(2, -1), back(4, -1);

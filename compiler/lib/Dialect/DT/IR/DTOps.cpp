@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
@@ -495,6 +496,22 @@ LogicalResult CrossEntropyGradOp::verify() {
 
 LogicalResult CountCorrectOp::verify() {
   return verifyLogitsLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult WaitOp::verify() {
+  if (getResult().getType() != getPending().getType())
+    return emitOpError("result must have the pending value's type");
+  Operation *collective = getPending().getDefiningOp();
+  const char *kind = collective ? collectiveKind(collective) : nullptr;
+  if (!kind || StringRef(kind) == "shard" ||
+      !collective->hasAttr(kAsyncAttr))
+    return emitOpError("waits for a value that no asynchronous collective "
+                       "(a mesh collective marked dt.async) made");
+  if (!getPending().hasOneUse())
+    return emitOpError("must be the only user of its collective's result");
+  if (getKeep() != collective->getOperands())
+    return emitOpError("must keep its collective's operands alive");
+  return success();
 }
 
 LogicalResult ShardStartOp::verify() {

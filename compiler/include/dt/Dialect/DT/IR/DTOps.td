@@ -546,6 +546,32 @@ def DT_AttentionGradOp : DT_Op<"attention_grad", [ShardableOp, Pure,
 }
 
 //===----------------------------------------------------------------------------===//
+// Asynchronous collectives (made by dt-overlap-collectives)
+//===----------------------------------------------------------------------------===//
+
+def DT_WaitOp : DT_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the end of a collective issued asynchronously";
+  let description = [{
+    `pending` is the result of a mesh collective marked `dt.async`, which the
+    runtime runs beside the ops that follow it; this op waits for it, and its
+    result is the collective's result (the same buffer). `keep` are the
+    collective's operands: they are read until here, so the memory plan keeps
+    them, and nothing may write them before.
+
+    ```mlir
+    %p = mesh.all_reduce %g on @mesh mesh_axes = [0] {dt.async} : tensor<8xf32> -> tensor<8xf32>
+    ...
+    %s = dt.wait %p, %g : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$pending, Variadic<DT_Tensor>:$keep);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$pending (`,` $keep^)? attr-dict `:` type($pending) (`,` type($keep)^)? "
+                       "`->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------===//
 // Vocabulary parallelism (ops of partitioned programs, made by dt-spmd-partition)
 //===----------------------------------------------------------------------------===//
 

@@ -152,6 +152,10 @@ DimPiece dimPiece(int64_t size, const DimSharding &dim, const MeshInfo &mesh,
 /// other op.
 std::optional<llvm::ArrayRef<int16_t>> collectiveAxes(mlir::Operation *op);
 
+/// On a mesh collective: it runs asynchronously, from its place to the
+/// dt.wait that is its result's only user (dt-overlap-collectives).
+inline constexpr llvm::StringLiteral kAsyncAttr = "dt.async";
+
 /// The name the manifest and reports give a collective ("all-reduce",
 /// "reduce-scatter", "all-gather", "all-to-all", "shard"), or null for any
 /// other op.
