@@ -9,8 +9,8 @@ Fashion-MNIST) with a global batch of 128 split over N data-parallel ranks of on
 each (N = 2: one per core of the development machine):
   - dt: the example with `parallel { mesh = (dp = N)  data = dp  zero = Z }`, Z = 0
     (plain data parallelism, as DDP) and Z = 1, started with `dtrun -n N`; and Z = 0
-    compiled with `--overlap` (0.25 MiB buckets), whose collectives run on a
-    communication thread beside backward;
+    compiled with `--overlap`, whose last layer's gradients are summed on a
+    communication thread while the first layer's are computed;
   - PyTorch: bench/ddp_torch.py, DistributedDataParallel over gloo, N processes.
 For scale, both also run on one process with N threads. Runs are interleaved, R times
 each, and medians reported; samples/s is each program's own figure over its training
@@ -110,9 +110,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="dt-bench-ddp-")
     programs = {"dt, ZeRO-0": compile_dt(work, n, 0), "dt, ZeRO-1": compile_dt(work, n, 1),
-                # Buckets small enough that the last layer's gradients go out while the
-                # first layer's are computed.
-                "dt, ZeRO-0, --overlap": compile_dt(work, n, 0, ("--overlap", "--bucket-mb=0.25"))}
+                "dt, ZeRO-0, --overlap": compile_dt(work, n, 0, ("--overlap",))}
     one, _ = compile_dt(work, 1, 0)
 
     peers = {

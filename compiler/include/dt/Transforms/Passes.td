@@ -111,7 +111,9 @@ def BucketCollectives : Pass<"dt-bucket-collectives", "mlir::ModuleOp"> {
   let summary = "Fuses small collectives into buckets";
   let description = [{
     On the program of one rank: collectives of one kind over the same axes and
-    element type whose operands are below `bucket-bytes` are issued together,
+    element type whose operands are small (at most 256 KiB, and `bucket-bytes`;
+    a larger one travels alone, as copying it into a bucket would cost more
+    than the latency it shares) are issued together,
     as one collective on a concatenated buffer, at the point where the last of
     them has its operand ready (so a bucket of gradients goes out as soon as
     its last gradient is computed), provided none of their results is needed

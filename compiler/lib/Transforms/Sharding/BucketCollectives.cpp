@@ -12,8 +12,9 @@
 //      after their operands, and stores of collectives' results down to the
 //      end (unless the global is read again), so that collectives that can
 //      travel together are neighbours. All-gathers stay before their use.
-//   1. Over the collectives in program order, a collective joins the open bucket when it has the bucket's kind, axes
-//      and element type, its operand is at most `bucket-bytes`, the bucket
+//   1. Over the collectives in program order, a collective joins the open
+//      bucket when it has the bucket's kind, axes and element type, its
+//      operand is small (at most 256 KiB and `bucket-bytes`), the bucket
 //      stays within `bucket-bytes`, and no member's result is used before this
 //      collective's place (the bucket is issued there, once its last operand
 //      is ready). Otherwise the bucket is closed and a new one opened.
@@ -83,6 +84,11 @@ std::optional<Key> keyOf(Operation *op) {
   return std::nullopt;
 }
 
+/// Operands above this size do not join buckets: a collective's latency is
+/// worth a few microseconds, copying 256 KiB in and out of a bucket about as
+/// much.
+constexpr int64_t kLargeBytes = int64_t(256) << 10;
+
 class FunctionBuckets {
 public:
   FunctionBuckets(func::FuncOp fn, int64_t limit, ArrayRef<int64_t> meshShape)
@@ -115,8 +121,10 @@ public:
       std::optional<Key> key = keyOf(&op);
       if (!key)
         continue;
+      // A large collective travels alone: sharing a latency saves less than
+      // copying it into a bucket and out again costs.
       int64_t bytes = bytesOf(op.getOperand(0));
-      if (bytes > limit) {
+      if (bytes > std::min(limit, kLargeBytes)) {
         continue;
       }
       bool fits = openKey && *openKey == *key && openBytes + bytes <= limit &&
