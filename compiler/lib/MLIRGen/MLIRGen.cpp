@@ -404,6 +404,12 @@ void setRecipe(ModuleOp module, Builder &b, const Job &job) {
   if (job.clip)
     module->setAttr("dt.clip", b.getF64FloatAttr(*job.clip));
   module->setAttr("dt.accumulation", b.getI64IntegerAttr(job.accumulation));
+  if (!job.recompute.empty()) {
+    SmallVector<Attribute> paths;
+    for (const std::string &path : job.recompute)
+      paths.push_back(b.getStringAttr(path));
+    module->setAttr(names::kRecomputeAttr, b.getArrayAttr(paths));
+  }
 }
 
 /// Rejects what code generation cannot do yet, at the program's own locations.
@@ -423,11 +429,6 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
            << " is not supported by code generation yet: this version trains "
               "in f32 "
               "(remove the precision key)";
-  if (!job.recompute.empty())
-    return emitError(locs.location(job.recomputeLoc))
-           << "activation recomputation (recompute = ...) is not supported by "
-              "code "
-              "generation yet (remove the recompute key)";
   return success();
 }
 

@@ -22,6 +22,7 @@
 #include "dt/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -73,6 +74,83 @@ bool isFloatTensor(Value v) {
   auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
   return t && llvm::isa<FloatType>(t.getElementType());
 }
+
+/// The layer path in an op's location (MLIRGen names ops after the layer whose
+/// forward emitted them; rewrites keep or fuse locations), or "".
+StringRef layerOf(Location loc) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (StringRef layer = layerOf(inner); !layer.empty())
+        return layer;
+  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc))
+    return layerOf(call.getCallee());
+  return "";
+}
+
+/// Clones the forward of recomputed layers into backward on demand.
+class Recomputer {
+public:
+  Recomputer(ModuleOp module, ArrayRef<Operation *> forward) {
+    auto paths = module->getAttrOfType<ArrayAttr>(names::kRecomputeAttr);
+    if (!paths)
+      return;
+    for (Operation *op : forward) {
+      StringRef layer = layerOf(op->getLoc());
+      // The outermost listed layer that contains the op: a layer and one of
+      // its sublayers are recomputed together.
+      StringRef best;
+      for (auto path : paths.getAsValueRange<StringAttr>())
+        if (!layer.empty() &&
+            (layer == path ||
+             (layer.starts_with(path) && layer[path.size()] == '.')) &&
+            (best.empty() || path.size() < best.size()))
+          best = path;
+      if (!best.empty()) {
+        groupOf[op] = best;
+        groups[best].ops.push_back(op);
+      }
+    }
+  }
+
+  /// The op whose VJP stands for `op`'s: `op` itself, or its copy in the
+  /// recomputed forward of its layer, which is cloned at `b`'s insertion point
+  /// the first time one of the layer's ops asks.
+  Operation *forVJP(Operation *op, OpBuilder &b) {
+    StringRef layer = groupOf.lookup(op);
+    if (layer.empty())
+      return op;
+    Group &group = groups[layer];
+    if (!group.cloned) {
+      group.cloned = true;
+      for (Operation *original : group.ops) {
+        Operation *copy = b.clone(*original, group.mapping);
+        copy->setAttr(names::kRecomputedAttr, b.getStringAttr(layer));
+        group.mapping.map(original, copy);
+        copies.push_back(copy);
+      }
+    }
+    return group.mapping.lookup(op);
+  }
+
+  /// Erases the copies no VJP used.
+  void eraseUnused() {
+    for (Operation *copy : llvm::reverse(copies))
+      if (copy->use_empty())
+        copy->erase();
+  }
+
+private:
+  struct Group {
+    SmallVector<Operation *> ops;
+    IRMapping mapping;
+    bool cloned = false;
+  };
+  llvm::DenseMap<Operation *, StringRef> groupOf;
+  llvm::StringMap<Group> groups;
+  SmallVector<Operation *> copies;
+};
 
 struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
   void runOnOperation() override {
@@ -138,6 +216,7 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Operation *> forward;
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
+    Recomputer recompute(module, forward);
     for (Operation *op : llvm::reverse(forward)) {
       bool active = llvm::any_of(op->getOperands(),
                                  [&](Value v) { return varied.count(v); }) &&
@@ -150,7 +229,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
         resultGrads.push_back(adjoint.lookup(r));
       if (llvm::all_of(resultGrads, [](Value g) { return !g; }))
         continue;
-      auto diff = llvm::dyn_cast<DifferentiableOpInterface>(op);
+      auto diff = llvm::dyn_cast<DifferentiableOpInterface>(
+          recompute.forVJP(op, b));
       if (!diff)
         return op->emitError("cannot differentiate '")
                << op->getName() << "': it has no vector-Jacobian product";
@@ -164,6 +244,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
         if (g)
           accumulate(v, g);
     }
+
+    recompute.eraseUnused();
 
     // 3. One gradient per parameter, summed over its loads.
     llvm::MapVector<GlobalOp, Value> grads;

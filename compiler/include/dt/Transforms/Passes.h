@@ -46,6 +46,14 @@ inline constexpr llvm::StringLiteral kParallelAttr = "dt.parallel";
 inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
 /// On an input global: it holds samples of a batch (dimension 0).
 inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
+/// On the module: the paths of the layers whose activations backward
+/// recomputes (`recompute = ...`). An op belongs to the layer its location's
+/// name says (MLIRGen's NameLoc), or to one below it.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "dt.recompute";
+/// On an op dt-autodiff cloned to recompute an activation for backward: the
+/// layer it recomputes. Being an attribute, it also keeps CSE from merging the
+/// copy back into the forward op it repeats.
+inline constexpr llvm::StringLiteral kRecomputedAttr = "dt.recomputed";
 /// The gradient global of parameter `param`.
 inline std::string gradOf(llvm::StringRef param) {
   return ("grad/" + param).str();

@@ -5,6 +5,9 @@
         each rank of report B holds 1/N of the KIND bytes (params, grads,
         optimizer) a rank of report A holds (within 1 %: a scalar step counter
         is not sharded)
+    check_report.py at-most A B KIND FRACTION
+        each rank of report B holds at most FRACTION of the KIND bytes
+        (activations, arena, ...) the same rank of report A holds
     check_report.py tensor-parallel REPORT N
         the weights of column and row layers (attn.qkv, attn.proj, mlp.up,
         mlp.down), the column layers' biases and the vocabulary-parallel
@@ -12,7 +15,8 @@
         parameters whole
     check_report.py measured REPORT OUT TOLERANCE
         the arena each rank of the run whose output is OUT held ("memory: ...
-        resident ...") is the report's arena within TOLERANCE
+        resident ...", one rank or several) is the report's arena within
+        TOLERANCE
 """
 import json
 import re
@@ -32,6 +36,14 @@ def ratio(a, b, kind, n):
         want = x[kind] / float(n)
         if abs(y[kind] - want) > 0.01 * want:
             sys.exit(f"rank {y['rank']}: {kind} {y[kind]} bytes, expected {want:.0f} (1/{n} of {x[kind]})")
+    print(f"{kind}: {rb[0][kind]} bytes per rank against {ra[0][kind]}")
+
+
+def at_most(a, b, kind, fraction):
+    ra, rb = load(a)["ranks"], load(b)["ranks"]
+    for x, y in zip(ra, rb):
+        if y[kind] > fraction * x[kind]:
+            sys.exit(f"rank {y['rank']}: {kind} {y[kind]} bytes, more than {fraction} of {x[kind]}")
     print(f"{kind}: {rb[0][kind]} bytes per rank against {ra[0][kind]}")
 
 
@@ -58,7 +70,10 @@ def tensor_parallel(report, n):
 def measured(report, out, tolerance):
     arena = load(report)["ranks"][0]["arena"]
     text = open(out).read()
-    m = re.search(r"resident on ranks [0-9.]+: (.*)", text)
+    # "resident on ranks 0..3: A, B, ..." from several ranks, "; A resident"
+    # from one.
+    m = (re.search(r"resident on ranks [0-9.]+: (.*)", text)
+         or re.search(r"planned; ([0-9.]+ \w+) resident", text))
     if not m:
         sys.exit("the run reported no resident arena")
     sizes = []
@@ -76,6 +91,8 @@ if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "ratio":
         ratio(args[0], args[1], args[2], int(args[3]))
+    elif cmd == "at-most":
+        at_most(args[0], args[1], args[2], float(args[3]))
     elif cmd == "tensor-parallel":
         tensor_parallel(args[0], int(args[1]))
     elif cmd == "measured":
