@@ -260,8 +260,14 @@ private:
     case PrimOp::CrossEntropy:
       return {b.create<CrossEntropyOp>(loc, t0, x[0], x[1])};
     case PrimOp::Mse: {
-      // mean((pred - target)^2) over every element.
-      Value d = b.create<SubOp>(loc, x[0], x[1]);
+      // mean((pred - target)^2) over every element, in f32 whatever the
+      // compute precision (dt-autocast keeps a conversion's type).
+      Value pred = x[0], target = x[1];
+      if (module->hasAttr("dt.precision")) {
+        pred = b.create<ConvertOp>(loc, pred.getType(), pred);
+        target = b.create<ConvertOp>(loc, target.getType(), target);
+      }
+      Value d = b.create<SubOp>(loc, pred, target);
       Value s = e.sumAll(e.mul(d, d));
       int64_t n = llvm::cast<RankedTensorType>(x[0].getType()).getNumElements();
       return {b.create<MulOp>(loc, s, e.like(s, 1.0 / n))};
@@ -423,12 +429,11 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
               "explicit layouts over the mesh (check the job with "
               "-fsyntax-only, or remove the pipeline key)";
 
-  if (job.precision != DType::F32)
+  if (job.precision == DType::F16)
     return emitError(locs.location(job.precisionLoc))
-           << "precision " << (job.precision == DType::BF16 ? "bf16" : "f16")
-           << " is not supported by code generation yet: this version trains "
-              "in f32 "
-              "(remove the precision key)";
+           << "precision f16 is not supported by code generation yet: it needs "
+              "dynamic loss scaling, which this version does not have (use "
+              "bf16, which needs none, or remove the precision key)";
   return success();
 }
 
@@ -484,6 +489,11 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
     if (failed(checkSupported(context, job, probe)))
       return nullptr;
   }
+  // Before tracing: the traces read it (see PrimOp::Mse).
+  if (job.precision != DType::F32)
+    (*module)->setAttr("dt.precision",
+                       b.getStringAttr(job.precision == DType::BF16 ? "bf16"
+                                                                    : "f16"));
   llvm::StringMap<Attribute> layouts;
   if (job.parallel.getWorldSize() > 1)
     layouts = setMesh(*module, b, job);

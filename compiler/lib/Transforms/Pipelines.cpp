@@ -17,10 +17,13 @@ void dt::buildTrainStepPipeline(OpPassManager &pm) {
   // Canonicalise first so that e.g. transposes fold into matmuls before they
   // are differentiated (their adjoints would otherwise be transposes too).
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createAutocast());
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // After CSE: each use of a 16-bit value widens it on its own.
+  pm.addPass(createWidenCompute());
 }
 
 void dt::buildShardingPipeline(OpPassManager &pm) {

@@ -46,11 +46,19 @@ MPI_Datatype mpiType(DType type) {
     return MPI_INT64_T;
   case DType::BF16:
   case DType::F16:
-    // MPI has no 16-bit float type to sum; mixed precision (issue 6)
-    // reduces in f32 or through NCCL.
+    // MPI has no 16-bit float type to sum; mixed precision reduces in f32
+    // (dt-widen-compute makes every partial sum an f32 kernel's result).
     return MPI_DATATYPE_NULL;
   }
   return MPI_DATATYPE_NULL;
+}
+
+/// The MPI type that moves elements of `type` unchanged (gathers and
+/// exchanges add nothing up, so 16-bit floats travel as 16-bit integers).
+MPI_Datatype mpiMoveType(DType type) {
+  if (type == DType::BF16 || type == DType::F16)
+    return MPI_UINT16_T;
+  return mpiType(type);
 }
 
 std::string mpiError(int code) {
@@ -195,22 +203,26 @@ public:
 
   Status allGather(const void *src, void *dst, int64_t count, DType type,
                    AxisMask axes, std::string_view what) override {
-    if (Status s = checkBlockCall("all-gather", count, type, axes, what); !s)
+    if (Status s = checkBlockCall("all-gather", count, type, axes, what,
+                                  /*sums=*/false);
+        !s)
       return s;
     watchdog_.begin("all-gather", axes, what);
-    int rc = MPI_Allgather(src, int(count), mpiType(type), dst, int(count),
-                           mpiType(type), groups_[axes]);
+    int rc = MPI_Allgather(src, int(count), mpiMoveType(type), dst, int(count),
+                           mpiMoveType(type), groups_[axes]);
     watchdog_.end();
     return result(rc, "all-gather", what);
   }
 
   Status allToAll(const void *src, void *dst, int64_t count, DType type,
                   AxisMask axes, std::string_view what) override {
-    if (Status s = checkBlockCall("all-to-all", count, type, axes, what); !s)
+    if (Status s = checkBlockCall("all-to-all", count, type, axes, what,
+                                  /*sums=*/false);
+        !s)
       return s;
     watchdog_.begin("all-to-all", axes, what);
-    int rc = MPI_Alltoall(src, int(count), mpiType(type), dst, int(count),
-                          mpiType(type), groups_[axes]);
+    int rc = MPI_Alltoall(src, int(count), mpiMoveType(type), dst, int(count),
+                          mpiMoveType(type), groups_[axes]);
     watchdog_.end();
     return result(rc, "all-to-all", what);
   }
@@ -238,18 +250,19 @@ private:
   Status checkType(const char *kind, DType type, std::string_view what) const {
     if (mpiType(type) != MPI_DATATYPE_NULL)
       return Status::ok();
-    return Error(fmt::format("{} of '{}': the MPI engine does not move {} "
+    return Error(fmt::format("{} of '{}': the MPI engine does not sum {} "
                              "elements",
                              kind, what, dtypeName(type)));
   }
 
-  /// What a reduce-scatter or all-gather needs: a valid call of a type MPI
-  /// sums, and a block that is one MPI count.
+  /// What a reduce-scatter, all-gather or all-to-all needs: a valid call, of
+  /// a type MPI sums where it `sums`, and a block that is one MPI count.
   Status checkBlockCall(const char *kind, int64_t count, DType type,
-                        AxisMask axes, std::string_view what) const {
+                        AxisMask axes, std::string_view what,
+                        bool sums = true) const {
     if (Status s = checkCall(kind, count, type, axes, what); !s)
       return s;
-    if (Status s = checkType(kind, type, what); !s)
+    if (Status s = sums ? checkType(kind, type, what) : Status::ok(); !s)
       return s;
     if (count <= INT_MAX)
       return Status::ok();

@@ -112,6 +112,10 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
 struct Program {
   const char *name;
   const char *source;
+  /// The module's `dt.precision`: bf16 runs the same program with bf16
+  /// activations (dt-autocast, dt-widen-compute), which the interpreter rounds
+  /// per op as the compiled code does, up to a last bf16 bit.
+  const char *precision = "f32";
 };
 void PrintTo(const Program &p, std::ostream *os) { *os << p.name; }
 
@@ -125,6 +129,9 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(GetParam().source, &ctx);
   ASSERT_TRUE(module);
+  bool bf16 = StringRef(GetParam().precision) == "bf16";
+  if (bf16)
+    (*module)->setAttr("dt.precision", StringAttr::get(&ctx, "bf16"));
 
   // The real pipeline up to the planned module.
   ASSERT_TRUE(succeeded(planModule(*module)));
@@ -170,7 +177,12 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
       std::vector<double> got = readGlobal(base, g);
       for (int64_t i = 0; i < expected.numel(); ++i) {
         double want = expected.data[i];
-        ASSERT_NEAR(got[i], want, 1e-5 + 2e-3 * std::abs(want))
+        // A value the two round to neighbouring bf16 numbers (the compiled
+        // code rounds an f32 result, the interpreter a double) differs by
+        // 2^-8 relative.
+        double tolerance = bf16 ? 1e-4 + 5e-3 * std::abs(want)
+                                : 1e-5 + 2e-3 * std::abs(want);
+        ASSERT_NEAR(got[i], want, tolerance)
             << "after " << entry.str() << ": " << g.getSymName().str() << "["
             << i << "]";
       }
@@ -189,8 +201,11 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, CodegenTest,
-                         ::testing::Values(Program{"MLP", kMLP},
-                                           Program{"Attention", kAttention}),
+                         ::testing::Values(
+                             Program{"MLP", kMLP},
+                             Program{"Attention", kAttention},
+                             Program{"MLP_bf16", kMLP, "bf16"},
+                             Program{"Attention_bf16", kAttention, "bf16"}),
                          [](const ::testing::TestParamInfo<Program> &info) {
                            return std::string(info.param.name);
                          });

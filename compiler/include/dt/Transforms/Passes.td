@@ -26,6 +26,39 @@ def Autodiff : Pass<"dt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect"];
 }
 
+def Autocast : Pass<"dt-autocast", "mlir::ModuleOp"> {
+  let summary = "Computes @loss and @eval_step in the job's 16-bit precision";
+  let description = [{
+    With the module attribute `dt.precision = "bf16"` (or `"f16"`), every f32 parameter
+    and float input is converted to that type where it is loaded, and every op computes
+    in the type of its operands, so activations are 16-bit. The loss functions
+    (`dt.cross_entropy`, `dt.mse`) give an f32 loss. An op with an f32 operand that does
+    not come from constants alone computes in f32 (the loss's own arithmetic); values
+    made only from constants (`x * 0.5`) take the other operand's type, as Python
+    scalars do in PyTorch. Stores and the returned loss are converted back to their f32
+    globals. Parameters stay f32 master copies: their gradients come back through the
+    conversion's VJP as f32, and the optimizer never sees 16-bit values. Without the
+    attribute the pass does nothing.
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
+def WidenCompute : Pass<"dt-widen-compute", "mlir::ModuleOp"> {
+  let summary = "16-bit floats are storage: every op computes in f32 between conversions";
+  let description = [{
+    Rewrites each op that computes on bf16 or f16 tensors into the same op on f32,
+    its 16-bit operands converted up just before it and its results converted down
+    just after it, so values keep their 16-bit storage (and memory) while arithmetic,
+    kernels and accumulations run in f32, as PyTorch's CPU kernels do for bf16. Ops
+    that only move data (reshape, transpose, broadcast_to, split, concat) and loads,
+    stores and constants stay 16-bit. A 16-bit operand converted from a value made of
+    constants alone is replaced by that f32 value, so constants are not rounded.
+    Runs after CSE, which would otherwise merge backward's conversions with
+    forward's and keep the f32 copies alive in between.
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
 def Optimizer : Pass<"dt-optimizer", "mlir::ModuleOp"> {
   let summary = "Builds the apply_step entry point: clipping, LR schedule, optimizer update";
   let description = [{

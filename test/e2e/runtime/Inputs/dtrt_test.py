@@ -14,6 +14,9 @@
         the training losses (and evaluations) of two runs of one job agree
         within 1e-5 relative over the first 10 common steps (from FROM), 1e-4
         after: the same job on another layout
+    dtrt_test.py close-losses A B TOL
+        the training losses of two runs agree within TOL relative at every
+        common step: the same job in another precision
     dtrt_test.py signal-rank RANK SIGNAL STEP -- CMD...
         runs an MPI job and, once it has printed a progress line for a step
         >= STEP, sends SIGNAL to the process of rank RANK only
@@ -157,6 +160,19 @@ def compare_losses(args):
             if key in ea[s] and abs(ea[s][key] - eb[s][key]) > 1e-4 * max(abs(ea[s][key]), 1e-12):
                 sys.exit(f"step {s}: {key} {ea[s][key]} against {eb[s][key]}")
     print(f"{len(steps)} steps from {start} agree (worst {worst:.2e} relative)")
+
+
+def close_losses(args):
+    tol = float(args[2])
+    ta, tb = ({r["step"]: r["loss"] for r in records(p) if "loss" in r} for p in args[:2])
+    steps = sorted(set(ta) & set(tb))
+    if not steps:
+        sys.exit("the runs have no training step in common")
+    worst = max(abs(ta[s] - tb[s]) / max(abs(ta[s]), 1e-12) for s in steps)
+    for s in steps:
+        if abs(ta[s] - tb[s]) > tol * max(abs(ta[s]), 1e-12):
+            sys.exit(f"step {s}: loss {ta[s]} against {tb[s]} (over {tol} relative)")
+    print(f"{len(steps)} steps agree within {tol} (worst {worst:.2e} relative)")
 
 
 def rank_pid(root, rank):
@@ -340,6 +356,7 @@ COMMANDS = {
     "make-tokens": make_tokens,
     "compare-metrics": compare_metrics,
     "compare-losses": compare_losses,
+    "close-losses": close_losses,
     "signal-rank": signal_rank,
     "min-accuracy": min_accuracy,
     "loss-drops": loss_drops,

@@ -79,6 +79,20 @@ TEST(CommMpiTest, AllGatherJoinsBlocksInGroupOrder) {
   EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 1, 10, 2, 20, 3, 30}));
 }
 
+TEST(CommMpiTest, SixteenBitFloatsAreGatheredNotSummed) {
+  // bf16 bit patterns travel unchanged; a sum of them is refused (mixed
+  // precision reduces in f32).
+  std::vector<uint16_t> mine{uint16_t(0x3f80 + comm->rank())}, all(4, 0);
+  ASSERT_TRUE(bool(comm->allGather(mine.data(), all.data(), 1, DType::BF16,
+                                   kWorld, "bf16")));
+  EXPECT_EQ(all, (std::vector<uint16_t>{0x3f80, 0x3f81, 0x3f82, 0x3f83}));
+  Status sum = comm->reduceScatterSum(all.data(), mine.data(), 1, DType::F16,
+                                      kWorld, "f16");
+  ASSERT_FALSE(bool(sum));
+  EXPECT_NE(sum.error().message().find("does not sum f16"), std::string::npos)
+      << sum.error().message();
+}
+
 TEST(CommMpiTest, AllToAllTransposesBlocksAcrossTheGroup) {
   // Block j of rank r holds 100 r + j; afterwards block j holds what member j
   // sent to this rank: 100 member(j) + index.
