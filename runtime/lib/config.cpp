@@ -128,6 +128,11 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   c.threadsGiven = o.threads.has_value();
   c.timeoutSeconds = o.timeout.value_or(kDefaultCollectiveTimeout);
   c.backend = o.backend.value_or(Backend::Cpu);
+  if (o.injectOverflow && !m.find("out/loss_scale"))
+    return Error("--inject-overflow tests dynamic loss scaling, which this "
+                 "program does not have (it comes with precision = f16)",
+                 kExitUsage);
+  c.injectOverflowStep = o.injectOverflow.value_or(0);
   return c;
 }
 

@@ -29,6 +29,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fmt/format.h>
+#include <limits>
 
 namespace dtrt {
 
@@ -46,12 +47,18 @@ public:
       : s_(s), m_(s.arena->manifest()), arena_(*s.arena),
         stepBuf_(m_.find("step")), lossBuf_(m_.find("out/loss")),
         lrBuf_(m_.find("out/lr")), gradNormBuf_(m_.find("out/grad_norm")),
-        totalBuf_(m_.find("in/total_steps")), lastCheckpoint_(s.resumedStep) {}
+        totalBuf_(m_.find("in/total_steps")),
+        lossScaleBuf_(m_.find("out/loss_scale")),
+        skippedBuf_(m_.find("out/skipped_steps")),
+        lastCheckpoint_(s.resumedStep) {}
 
   Expected<int> run();
 
 private:
   Status trainStep();
+  /// --inject-overflow: an inf in this rank's first gradient, which the
+  /// gradient norm carries to every rank.
+  void injectOverflow();
   /// The exchange after every step: step times and stop requests.
   Status syncRanks(double seconds);
   Status logStep();
@@ -71,6 +78,8 @@ private:
   const Manifest &m_;
   Arena &arena_;
   const BufferDesc *stepBuf_, *lossBuf_, *lrBuf_, *gradNormBuf_, *totalBuf_;
+  /// Dynamic loss scaling's outputs (f16 programs only).
+  const BufferDesc *lossScaleBuf_, *skippedBuf_;
   std::optional<int64_t> lastCheckpoint_;
 
   Clock::time_point start_ = Clock::now();
@@ -78,7 +87,7 @@ private:
   std::vector<int64_t> order_;
   int64_t orderEpoch_ = -1;
   // The last step's figures.
-  double loss_ = 0, lr_ = 0, gradNorm_ = 0;
+  double loss_ = 0, lr_ = 0, gradNorm_ = 0, lossScale_ = 0, skipped_ = 0;
   // Since the last training record.
   int64_t intervalSteps_ = 0;
   double intervalSeconds_ = 0;
@@ -128,6 +137,15 @@ Status Trainer::syncRanks(double seconds) {
   return Status::ok();
 }
 
+void Trainer::injectOverflow() {
+  for (const BufferDesc &b : m_.buffers)
+    if (b.role == Role::Grad && b.dtype == DType::F32) {
+      float inf = std::numeric_limits<float>::infinity();
+      arena_.writePart(b, 0, sizeof inf, &inf);
+      return;
+    }
+}
+
 Status Trainer::trainStep() {
   const TrainSpec &t = m_.train;
   int64_t epoch = step_ / s_.stepsPerEpoch;
@@ -151,6 +169,8 @@ Status Trainer::trainStep() {
   }
   if (totalBuf_)
     arena_.writeI64(*totalBuf_, s_.totalSteps);
+  if (step_ + 1 == s_.config->injectOverflowStep)
+    injectOverflow();
   s_.program->applyStep(arena_.base());
   if (Status st = checkCollectivesDone("dt_apply_step"); !st)
     return st;
@@ -166,6 +186,10 @@ Status Trainer::trainStep() {
   loss_ = lossSum / double(t.accumulation);
   lr_ = lrBuf_ ? arena_.readScalar(*lrBuf_) : std::nan("");
   gradNorm_ = gradNormBuf_ ? arena_.readScalar(*gradNormBuf_) : std::nan("");
+  if (lossScaleBuf_ && skippedBuf_) {
+    lossScale_ = arena_.readScalar(*lossScaleBuf_);
+    skipped_ = arena_.readScalar(*skippedBuf_);
+  }
   double seconds = secondsSince(begin);
   double comm = programCollectiveSeconds() - commBefore;
   if (Status st = syncRanks(seconds); !st)
@@ -197,6 +221,9 @@ Status Trainer::logStep() {
     line += fmt::format("  lr {:.3e}", lr_);
   if (gradNormBuf_)
     line += fmt::format("  grad norm {:.4f}", gradNorm_);
+  if (lossScaleBuf_ && skippedBuf_)
+    line += fmt::format("  loss scale {:g} ({:g} skipped)", lossScale_,
+                        skipped_);
   fmt::print("{}  {} {}/s  elapsed {}  eta {}\n", line,
              formatCount(tokensPerSample() ? tokensPerS : samplesPerS),
              tokensPerSample() ? "tokens" : "samples",
@@ -212,6 +239,10 @@ Status Trainer::logStep() {
       r["lr"] = lr_;
     if (gradNormBuf_)
       r["grad_norm"] = gradNorm_;
+    if (lossScaleBuf_ && skippedBuf_) {
+      r["loss_scale"] = lossScale_;
+      r["skipped_steps"] = int64_t(skipped_);
+    }
     if (tokensPerSample())
       r["tokens_per_s"] = tokensPerS;
     else

@@ -43,6 +43,7 @@ enum class Opt {
   Threads,
   Timeout,
   BackendOpt,
+  InjectOverflow,
   Help,
   Version,
   PrintManifest,
@@ -69,6 +70,7 @@ const OptionRow kOptions[] = {
     {Opt::Threads, "threads", "N"},
     {Opt::Timeout, "timeout", "SECONDS"},
     {Opt::BackendOpt, "backend", "cpu|cuda"},
+    {Opt::InjectOverflow, "inject-overflow", "STEP"},
     {Opt::Help, "help", nullptr},
     {Opt::Version, "version", nullptr},
     {Opt::PrintManifest, "print-manifest", nullptr},
@@ -215,6 +217,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
       o.backend = *b;
       break;
     }
+    case Opt::InjectOverflow:
+      s = count(1, o.injectOverflow);
+      break;
     case Opt::Help:
       o.help = true;
       break;
@@ -330,6 +335,11 @@ std::string usageText(const std::string &prog, const Manifest &m) {
                          kDefaultCollectiveTimeout));
   }
   line("--backend cpu|cuda", "where to train (default: cpu)");
+  if (m.find("out/loss_scale")) {
+    line("--inject-overflow STEP",
+         "make step STEP's gradients overflow (tests dynamic loss");
+    line("", "scaling: the step is skipped and the loss scale halves)");
+  }
   s += "Information:\n";
   line("--help, -h", "this text");
   line("--version", "the program's and the runtime's versions");

@@ -80,3 +80,26 @@ func.func @loss() -> tensor<f32> {
   // CHECK: dt.store %[[Z]], @"grad/unused"
   return %s : tensor<f32>
 }
+
+// -----
+
+// Dynamic loss scaling: backward starts from the scale 512 * 2^e instead of 1.
+module attributes {dt.loss_scale = {init = 512.0 : f64, growth_interval = 2000 : i64}} {
+  dt.global param @w : tensor<3xf32> {init = {kind = "constant", value = 1.0 : f64}}
+  // CHECK: dt.global state @"amp/scale_exp" : tensor<f32>
+  // CHECK-LABEL: func.func @grad_step
+  func.func @loss() -> tensor<f32> {
+    // CHECK: %[[L:.*]] = dt.reduce_sum
+    // CHECK: %[[E:.*]] = dt.load @"amp/scale_exp"
+    // CHECK: %[[TWO:.*]] = dt.constant dense<2.000000e+00>
+    // CHECK: %[[INIT:.*]] = dt.constant dense<5.120000e+02>
+    // CHECK: %[[POW:.*]] = dt.pow %[[TWO]], %[[E]]
+    // CHECK: %[[SEED:.*]] = dt.mul %[[INIT]], %[[POW]]
+    // CHECK: dt.broadcast_to %[[SEED]] : tensor<f32> -> tensor<3xf32>
+    // The reported loss is not scaled.
+    // CHECK: dt.store %[[L]], @"out/loss"
+    %w = dt.load @w : tensor<3xf32>
+    %s = dt.reduce_sum %w [0] : tensor<3xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

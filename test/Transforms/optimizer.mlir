@@ -66,3 +66,49 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.05 : f64, momentum = 0.9
   // CHECK: dt.store %[[ZERO]], @"grad/w"
 }
 
+
+// -----
+
+// Dynamic loss scaling (f16): gradients are divided by the scale 1024 * 2^e; a step
+// whose squared gradient norm is not finite keeps every parameter and moment (a
+// select, which an inf in the update cannot leak through), lowers e by one and counts
+// the skip; growth_interval clean steps in a row raise e by one.
+module attributes {dt.optimizer = {kind = "adam", lr = 1.0e-3 : f64},
+                   dt.loss_scale = {init = 1024.0 : f64, growth_interval = 100 : i64}} {
+  dt.global param @w : tensor<3xf32> {init = {kind = "constant", value = 1.0 : f64}}
+  dt.global grad @"grad/w" : tensor<3xf32>
+  // CHECK-DAG: dt.global state @"amp/scale_exp" : tensor<f32>
+  // CHECK-DAG: dt.global state @"amp/clean_steps" : tensor<f32>
+  // CHECK-DAG: dt.global state @"amp/skipped_steps" : tensor<f32>
+  // CHECK-DAG: dt.global output @"out/loss_scale" : tensor<f32>
+  // CHECK-DAG: dt.global output @"out/skipped_steps" : tensor<f32>
+  // CHECK-LABEL: func.func @apply_step()
+  // CHECK: %[[E:.*]] = dt.load @"amp/scale_exp"
+  // CHECK: %[[POW:.*]] = dt.pow %{{.*}}, %[[E]]
+  // CHECK: %[[S:.*]] = dt.mul %{{.*}}, %[[POW]]
+  // CHECK: %[[INV:.*]] = dt.div %{{.*}}, %[[S]]
+  // CHECK: %[[G:.*]] = dt.load @"grad/w"
+  // CHECK: %[[INVB:.*]] = dt.broadcast_to %[[INV]]
+  // CHECK: %[[UNSCALED:.*]] = dt.mul %[[G]], %[[INVB]]
+  // CHECK: %[[NORMSQ:.*]] = dt.add
+  // CHECK: dt.store %{{.*}}, @"out/grad_norm"
+  // CHECK: %[[MAX:.*]] = dt.constant dense<3.40282347E+38> : tensor<f32>
+  // CHECK: %[[HEAD:.*]] = dt.sub %[[MAX]], %[[NORMSQ]]
+  // CHECK: %[[FINITE:.*]] = dt.step %[[HEAD]]
+  // CHECK: %[[W0:.*]] = dt.load @w
+  // CHECK: %[[M0:.*]] = dt.load @"adam.m/w"
+  // CHECK: %[[KEEP:.*]] = dt.broadcast_to %[[FINITE]] : tensor<f32> -> tensor<3xf32>
+  // CHECK: %[[W:.*]] = dt.select %[[KEEP]], %{{.*}}, %[[W0]] : tensor<3xf32>
+  // CHECK: dt.store %[[W]], @w
+  // CHECK: dt.select %{{.*}}, %{{.*}}, %[[M0]] : tensor<3xf32>
+  // CHECK: dt.store %{{.*}}, @"adam.m/w"
+  // CHECK: dt.store %{{.*}}, @"adam.v/w"
+  // CHECK: %[[OVER:.*]] = dt.sub %{{.*}}, %[[FINITE]]
+  // CHECK: dt.constant dense<9.950000e+01> : tensor<f32>
+  // CHECK: dt.store %{{.*}}, @"amp/scale_exp"
+  // CHECK: dt.store %{{.*}}, @"amp/clean_steps"
+  // CHECK: dt.store %{{.*}}, @"amp/skipped_steps"
+  // CHECK: dt.store %{{.*}}, @"out/loss_scale"
+  // CHECK: dt.store %{{.*}}, @"out/skipped_steps"
+  // CHECK: dt.store %{{.*}}, @step
+}

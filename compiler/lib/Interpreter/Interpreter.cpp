@@ -56,13 +56,22 @@ double roundTo(Type type, double v) {
   if (type.isF64())
     return v;
   if (type.isF16() || type.isBF16()) {
-    // Round through float to the 16-bit format's precision by clearing mantissa
-    // bits (ties away are close enough for a reference); range is not modelled.
+    // Round to the 16-bit format's precision (to nearest, ties to even). bf16
+    // has f32's range; f16's is modelled too, since loss scaling depends on
+    // it: below 2^-14 values are multiples of 2^-24, beyond 65504 infinite.
+    v = static_cast<double>(static_cast<float>(v));
+    if (!std::isfinite(v) || v == 0)
+      return v;
+    if (type.isF16() && std::abs(v) < std::ldexp(1.0, -14))
+      return std::nearbyint(std::ldexp(v, 24)) * std::ldexp(1.0, -24);
     int mantissa = type.isF16() ? 10 : 7;
     int exp;
     double m = std::frexp(v, &exp);
     double scale = std::ldexp(1.0, mantissa + 1);
-    return std::ldexp(std::nearbyint(m * scale) / scale, exp);
+    double r = std::ldexp(std::nearbyint(m * scale) / scale, exp);
+    if (type.isF16() && std::abs(r) > 65504.0)
+      return std::copysign(std::numeric_limits<double>::infinity(), r);
+    return r;
   }
   if (type.isInteger(32))
     return static_cast<double>(static_cast<int32_t>(static_cast<int64_t>(v)));
@@ -212,6 +221,10 @@ FailureOr<ScalarFn> elementwise(Operation *op) {
       })
       .Case([&](MinimumOp) {
         return ScalarFn([](const double *a) { return std::min(a[0], a[1]); });
+      })
+      .Case([&](SelectOp) {
+        return ScalarFn(
+            [](const double *a) { return a[0] != 0 ? a[1] : a[2]; });
       })
       .Default([&](Operation *) -> FailureOr<ScalarFn> {
         return op->emitOpError("is not elementwise"), failure();

@@ -429,11 +429,6 @@ LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
               "explicit layouts over the mesh (check the job with "
               "-fsyntax-only, or remove the pipeline key)";
 
-  if (job.precision == DType::F16)
-    return emitError(locs.location(job.precisionLoc))
-           << "precision f16 is not supported by code generation yet: it needs "
-              "dynamic loss scaling, which this version does not have (use "
-              "bf16, which needs none, or remove the precision key)";
   return success();
 }
 
@@ -494,6 +489,14 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
     (*module)->setAttr("dt.precision",
                        b.getStringAttr(job.precision == DType::BF16 ? "bf16"
                                                                     : "f16"));
+  // f16's range (up to 65504, normal down to 6e-5) needs dynamic loss
+  // scaling; PyTorch's GradScaler defaults.
+  if (job.precision == DType::F16)
+    (*module)->setAttr(
+        names::kLossScaleAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("init", b.getF64FloatAttr(65536.0)),
+             b.getNamedAttr("growth_interval", b.getI64IntegerAttr(2000))}));
   llvm::StringMap<Attribute> layouts;
   if (job.parallel.getWorldSize() > 1)
     layouts = setMesh(*module, b, job);

@@ -58,6 +58,33 @@ FailureOr<GlobalOp> dt::getOrCreateGlobal(ModuleOp module, StringRef name,
                             /*global_type=*/nullptr);
 }
 
+std::optional<LossScaling> dt::getLossScaling(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>(names::kLossScaleAttr);
+  if (!dict)
+    return std::nullopt;
+  LossScaling s{65536.0, 2000};
+  if (auto init = dict.getAs<FloatAttr>("init"))
+    s.init = init.getValueAsDouble();
+  if (auto interval = dict.getAs<IntegerAttr>("growth_interval"))
+    s.growthInterval = interval.getInt();
+  return s;
+}
+
+FailureOr<Value> dt::buildLossScale(OpBuilder &b, Location loc, ModuleOp module,
+                                    const LossScaling &scaling) {
+  auto f32 = RankedTensorType::get({}, b.getF32Type());
+  FailureOr<GlobalOp> exp =
+      getOrCreateGlobal(module, names::kScaleExp, f32, Role::state);
+  if (failed(exp))
+    return failure();
+  Value e = b.create<LoadOp>(loc, f32, exp->getSymName());
+  Value two = createSplat(b, loc, f32, 2.0);
+  return b
+      .create<MulOp>(loc, createSplat(b, loc, f32, scaling.init),
+                     b.create<PowOp>(loc, two, e))
+      .getResult();
+}
+
 void dt::setOwner(GlobalOp global, GlobalOp param) {
   global->setAttr(names::kOwnerAttr,
                   FlatSymbolRefAttr::get(param.getSymNameAttr()));
@@ -206,8 +233,21 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     OpBuilder b(ret);
     Location loc = fn.getLoc();
     llvm::DenseMap<Value, Value> adjoint;
-    adjoint[lossValue] = createSplat(
-        b, loc, llvm::cast<RankedTensorType>(lossValue.getType()), 1.0);
+    // Under dynamic loss scaling backward starts from the scale, not 1, so
+    // that small 16-bit gradients do not flush to zero; dt-optimizer divides
+    // it out again.
+    auto lossType = llvm::cast<RankedTensorType>(lossValue.getType());
+    if (std::optional<LossScaling> scaling = getLossScaling(module)) {
+      FailureOr<Value> scale = buildLossScale(b, loc, module, *scaling);
+      if (failed(scale))
+        return failure();
+      adjoint[lossValue] =
+          scale->getType() == lossType
+              ? *scale
+              : b.create<ConvertOp>(loc, lossType, *scale).getResult();
+    } else {
+      adjoint[lossValue] = createSplat(b, loc, lossType, 1.0);
+    }
     auto accumulate = [&](Value v, Value g) {
       Value &slot = adjoint[v];
       slot = slot ? b.create<AddOp>(g.getLoc(), slot, g).getResult() : g;

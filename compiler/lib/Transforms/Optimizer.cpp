@@ -18,6 +18,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <limits>
+
 namespace dt {
 #define GEN_PASS_DEF_OPTIMIZER
 #include "dt/Transforms/Passes.h.inc"
@@ -149,6 +151,45 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     return op;
   }
 
+  /// The scale's exponent falls by one after a step that overflowed and
+  /// rises by one after `growthInterval` clean steps in a row (PyTorch's
+  /// GradScaler with its default factors of 2 and 1/2).
+  LogicalResult updateLossScale(ModuleOp module, DTBuilder &e,
+                                const LossScaling &scaling, Value finite) {
+    auto f32 = RankedTensorType::get({}, e.b.getF32Type());
+    FailureOr<GlobalOp> expG = getOrCreateGlobal(module, names::kScaleExp, f32,
+                                                 Role::state),
+                        cleanG = getOrCreateGlobal(module, names::kCleanSteps,
+                                                   f32, Role::state),
+                        skippedG = getOrCreateGlobal(
+                            module, names::kSkippedSteps, f32, Role::state),
+                        scaleOut = getOrCreateGlobal(
+                            module, names::kLossScaleOut, f32, Role::output),
+                        skippedOut = getOrCreateGlobal(
+                            module, names::kSkippedOut, f32, Role::output);
+    if (failed(expG) || failed(cleanG) || failed(skippedG) ||
+        failed(scaleOut) || failed(skippedOut))
+      return failure();
+    Value one = e.splat(f32, 1.0), overflowed = e.sub(one, finite);
+    Value clean = e.add(e.load(*cleanG), one);
+    // 1 when this clean step completes an interval (clean >= N, in halves so
+    // that no rounding decides it).
+    Value grow = e.mul(
+        finite, e.b.create<StepOp>(
+                    e.loc, e.sub(clean, e.splat(f32, scaling.growthInterval -
+                                                         0.5))));
+    Value exp = e.add(e.sub(e.load(*expG), overflowed), grow);
+    e.store(exp, *expG);
+    e.store(e.mul(e.mul(finite, clean), e.sub(one, grow)), *cleanG);
+    Value skipped = e.add(e.load(*skippedG), overflowed);
+    e.store(skipped, *skippedG);
+    e.store(e.mul(e.splat(f32, scaling.init),
+                  e.b.create<PowOp>(e.loc, e.splat(f32, 2.0), exp)),
+            *scaleOut);
+    e.store(skipped, *skippedOut);
+    return success();
+  }
+
   LogicalResult build(ModuleOp module) {
     FailureOr<Recipe> recipe = readRecipe(module);
     if (failed(recipe))
@@ -203,12 +244,22 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     e.store(*lr, *lrG);
     Value tf = b.create<ConvertOp>(loc, f32, t);
 
-    // Gradients, averaged over accumulated micro-batches; their global norm;
-    // clipping.
+    // Gradients, averaged over accumulated micro-batches (and divided by the
+    // loss scale); their global norm; clipping.
+    std::optional<LossScaling> scaling = getLossScaling(module);
+    Value unscale;
+    if (scaling) {
+      FailureOr<Value> scale = buildLossScale(b, loc, module, *scaling);
+      if (failed(scale))
+        return failure();
+      unscale = e.div(e.splat(f32, 1.0 / accumulation), *scale);
+    }
     SmallVector<Value> grads;
     for (auto [param, grad] : params) {
       Value g = e.load(grad);
-      if (accumulation > 1)
+      if (unscale)
+        g = e.mul(g, e.broadcast(unscale, grad.getTensorType()));
+      else if (accumulation > 1)
         g = e.mul(g, e.like(g, 1.0 / accumulation));
       grads.push_back(g);
     }
@@ -217,6 +268,22 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       normSq = e.add(normSq, e.sumAll(e.mul(g, g)));
     Value norm = e.sqrt(normSq);
     e.store(norm, *normG);
+
+    // Under loss scaling a step whose gradients overflowed (an inf or NaN
+    // makes the squared norm inf or NaN) changes no parameter and no
+    // optimizer state: `keep` selects the old values, whatever the new ones
+    // hold. The step counter, and with it the schedule and the data, moves
+    // on.
+    Value finite;
+    if (scaling)
+      finite = b.create<StepOp>(
+          loc, e.sub(e.splat(f32, std::numeric_limits<float>::max()), normSq));
+    auto keep = [&](Value updated, Value old) -> Value {
+      if (!finite)
+        return updated;
+      return b.create<SelectOp>(loc, e.broadcast(finite, updated.getType()),
+                                updated, old);
+    };
     if (clip) {
       // PyTorch's clip_grad_norm_: scale by min(1, clip / (norm + 1e-6)).
       Value coef = e.div(e.splat(f32, *clip), e.add(norm, e.splat(f32, 1e-6)));
@@ -240,7 +307,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     for (auto [k, pair] : llvm::enumerate(params)) {
       GlobalOp param = pair.first;
       RankedTensorType type = param.getTensorType();
-      Value p = e.load(param), g = grads[k];
+      Value p = e.load(param), g = grads[k], p0 = p;
       bool decays = r.weightDecay != 0 && type.getRank() >= 2;
       auto state = [&](StringRef slot) {
         FailureOr<GlobalOp> g =
@@ -257,12 +324,13 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
           FailureOr<GlobalOp> bufG = state("momentum");
           if (failed(bufG))
             return failure();
-          Value buf = e.add(e.mul(e.load(*bufG), e.splat(type, r.momentum)), d);
-          e.store(buf, *bufG);
+          Value buf0 = e.load(*bufG);
+          Value buf = e.add(e.mul(buf0, e.splat(type, r.momentum)), d);
+          e.store(keep(buf, buf0), *bufG);
           d = r.nesterov ? e.add(d, e.mul(buf, e.splat(type, r.momentum)))
                          : buf;
         }
-        e.store(e.sub(p, e.mul(e.broadcast(*lr, type), d)), param);
+        e.store(keep(e.sub(p, e.mul(e.broadcast(*lr, type), d)), p0), param);
         continue;
       }
 
@@ -279,18 +347,24 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
             e.sub(e.splat(f32, 1), e.mul(*lr, e.splat(f32, r.weightDecay)));
         p = e.mul(p, e.broadcast(shrink, type));
       }
-      Value m = e.add(e.mul(e.load(*mG), e.splat(type, r.beta1)),
+      Value m0 = e.load(*mG), v0 = e.load(*vG);
+      Value m = e.add(e.mul(m0, e.splat(type, r.beta1)),
                       e.mul(g, e.splat(type, 1 - r.beta1)));
-      Value v = e.add(e.mul(e.load(*vG), e.splat(type, r.beta2)),
+      Value v = e.add(e.mul(v0, e.splat(type, r.beta2)),
                       e.mul(e.mul(g, g), e.splat(type, 1 - r.beta2)));
       Value denom = e.add(e.div(e.sqrt(v), e.broadcast(bc2Sqrt, type)),
                           e.splat(type, r.eps));
       Value stepSize = e.div(*lr, bc1);
-      e.store(e.sub(p, e.div(e.mul(e.broadcast(stepSize, type), m), denom)),
+      e.store(keep(e.sub(p, e.div(e.mul(e.broadcast(stepSize, type), m),
+                                  denom)),
+                   p0),
               param);
-      e.store(m, *mG);
-      e.store(v, *vG);
+      e.store(keep(m, m0), *mG);
+      e.store(keep(v, v0), *vG);
     }
+
+    if (scaling && failed(updateLossScale(module, e, *scaling, finite)))
+      return failure();
 
     if (accumulation > 1)
       for (auto [param, grad] : params)

@@ -54,6 +54,8 @@ struct RunConfig {
   bool threadsGiven = false;
   int64_t timeoutSeconds = kDefaultCollectiveTimeout;
   Backend backend = Backend::Cpu;
+  /// 0: none; else the step whose gradients get an inf (--inject-overflow).
+  int64_t injectOverflowStep = 0;
 };
 
 /// Applies the --data overrides of `role` ("train", "eval") to its source.

@@ -52,6 +52,9 @@ struct Options {
   std::optional<int64_t> timeout;
   std::optional<Backend> backend;
   std::optional<int64_t> evalEvery;
+  /// Fault injection for f16 programs: the step whose gradients are made to
+  /// overflow.
+  std::optional<int64_t> injectOverflow;
 };
 
 /// How long a collective waits for the other ranks by default: long enough

@@ -112,9 +112,10 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
 struct Program {
   const char *name;
   const char *source;
-  /// The module's `dt.precision`: bf16 runs the same program with bf16
-  /// activations (dt-autocast, dt-widen-compute), which the interpreter rounds
-  /// per op as the compiled code does, up to a last bf16 bit.
+  /// The module's `dt.precision`: bf16 or f16 runs the same program with
+  /// 16-bit activations (dt-autocast, dt-widen-compute), which the
+  /// interpreter rounds per op as the compiled code does, up to a last bit;
+  /// f16 with dynamic loss scaling, its scale growing after every step.
   const char *precision = "f32";
 };
 void PrintTo(const Program &p, std::ostream *os) { *os << p.name; }
@@ -129,9 +130,18 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(GetParam().source, &ctx);
   ASSERT_TRUE(module);
-  bool bf16 = StringRef(GetParam().precision) == "bf16";
-  if (bf16)
-    (*module)->setAttr("dt.precision", StringAttr::get(&ctx, "bf16"));
+  StringRef precision = GetParam().precision;
+  bool bf16 = precision == "bf16", f16 = precision == "f16";
+  if (bf16 || f16)
+    (*module)->setAttr("dt.precision", StringAttr::get(&ctx, precision));
+  if (f16) {
+    Builder b(&ctx);
+    (*module)->setAttr(
+        dt::names::kLossScaleAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("init", b.getF64FloatAttr(65536.0)),
+             b.getNamedAttr("growth_interval", b.getI64IntegerAttr(1))}));
+  }
 
   // The real pipeline up to the planned module.
   ASSERT_TRUE(succeeded(planModule(*module)));
@@ -177,11 +187,18 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
       std::vector<double> got = readGlobal(base, g);
       for (int64_t i = 0; i < expected.numel(); ++i) {
         double want = expected.data[i];
+        if (!std::isfinite(want)) {
+          // An overflow both saw (f16), which loss scaling then skips.
+          ASSERT_TRUE(std::isnan(want) ? std::isnan(got[i]) : got[i] == want)
+              << "after " << entry.str() << ": " << g.getSymName().str()
+              << "[" << i << "] is " << got[i] << ", expected " << want;
+          continue;
+        }
         // A value the two round to neighbouring bf16 numbers (the compiled
         // code rounds an f32 result, the interpreter a double) differs by
         // 2^-8 relative.
-        double tolerance = bf16 ? 1e-4 + 5e-3 * std::abs(want)
-                                : 1e-5 + 2e-3 * std::abs(want);
+        double tolerance = bf16 || f16 ? 1e-4 + 5e-3 * std::abs(want)
+                                       : 1e-5 + 2e-3 * std::abs(want);
         ASSERT_NEAR(got[i], want, tolerance)
             << "after " << entry.str() << ": " << g.getSymName().str() << "["
             << i << "]";
@@ -205,7 +222,9 @@ INSTANTIATE_TEST_SUITE_P(Programs, CodegenTest,
                              Program{"MLP", kMLP},
                              Program{"Attention", kAttention},
                              Program{"MLP_bf16", kMLP, "bf16"},
-                             Program{"Attention_bf16", kAttention, "bf16"}),
+                             Program{"Attention_bf16", kAttention, "bf16"},
+                             Program{"MLP_f16", kMLP, "f16"},
+                             Program{"Attention_f16", kAttention, "f16"}),
                          [](const ::testing::TestParamInfo<Program> &info) {
                            return std::string(info.param.name);
                          });

@@ -54,11 +54,34 @@ inline constexpr llvm::StringLiteral kRecomputeAttr = "dt.recompute";
 /// layer it recomputes. Being an attribute, it also keeps CSE from merging the
 /// copy back into the forward op it repeats.
 inline constexpr llvm::StringLiteral kRecomputedAttr = "dt.recomputed";
+/// Dynamic loss scaling (`precision = f16`): the module attribute
+/// `{init = S0, growth_interval = N}` turns it on. The scale is S0 * 2^e with e
+/// the state `amp/scale_exp` (0 at the start: state starts at zero), which a
+/// step that overflows lowers by one and N clean steps in a row raise by one.
+inline constexpr llvm::StringLiteral kLossScaleAttr = "dt.loss_scale";
+inline constexpr llvm::StringLiteral kScaleExp = "amp/scale_exp";
+inline constexpr llvm::StringLiteral kCleanSteps = "amp/clean_steps";
+inline constexpr llvm::StringLiteral kSkippedSteps = "amp/skipped_steps";
+inline constexpr llvm::StringLiteral kLossScaleOut = "out/loss_scale";
+inline constexpr llvm::StringLiteral kSkippedOut = "out/skipped_steps";
 /// The gradient global of parameter `param`.
 inline std::string gradOf(llvm::StringRef param) {
   return ("grad/" + param).str();
 }
 } // namespace names
+
+/// The module's dynamic loss scaling recipe, if it has one.
+struct LossScaling {
+  double init;
+  int64_t growthInterval;
+};
+std::optional<LossScaling> getLossScaling(mlir::ModuleOp module);
+/// Builds the current loss scale, S0 * 2^e, as an f32 scalar at `b`'s
+/// insertion point (creating the `amp/scale_exp` state).
+mlir::FailureOr<mlir::Value> buildLossScale(mlir::OpBuilder &b,
+                                            mlir::Location loc,
+                                            mlir::ModuleOp module,
+                                            const LossScaling &scaling);
 
 /// The passes that turn MLIRGen's @loss into the train step: canonicalisation,
 /// dt-autodiff, dt-optimizer, canonicalisation and CSE (`dtc --emit=train-step`

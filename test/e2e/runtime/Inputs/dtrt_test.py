@@ -10,10 +10,10 @@
     dtrt_test.py compare-metrics A B
         the two metrics.jsonl files hold the same records (step, loss, lr,
         grad_norm, eval_loss, ...: every field but timings), exactly
-    dtrt_test.py compare-losses A B [FROM]
+    dtrt_test.py compare-losses A B [FROM [TO]]
         the training losses (and evaluations) of two runs of one job agree
-        within 1e-5 relative over the first 10 common steps (from FROM), 1e-4
-        after: the same job on another layout
+        within 1e-5 relative over the first 10 common steps (from FROM, to
+        TO), 1e-4 after: the same job on another layout
     dtrt_test.py close-losses A B TOL
         the training losses of two runs agree within TOL relative at every
         common step: the same job in another precision
@@ -131,10 +131,12 @@ def compare_metrics(args):
 
 
 def compare_losses(args):
-    """compare-losses A B [FROM]: the training losses and evaluations of two runs of
-    one job on different layouts agree: within 1e-5 relative over the first 10 steps
-    (from step FROM, default the first), within 1e-4 after."""
+    """compare-losses A B [FROM [TO]]: the training losses and evaluations of two
+    runs of one job on different layouts agree: within 1e-5 relative over the first
+    10 steps (from step FROM, default the first; to step TO, default the last),
+    within 1e-4 after."""
     first = int(args[2]) if len(args) > 2 else None
+    last = int(args[3]) if len(args) > 3 else None
     runs = []
     for path in args[:2]:
         rs = records(path)
@@ -145,6 +147,8 @@ def compare_losses(args):
     steps = sorted(set(ta) & set(tb))
     if first is not None:
         steps = [s for s in steps if s >= first]
+    if last is not None:
+        steps = [s for s in steps if s <= last]
     if not steps:
         sys.exit("the runs have no training step in common")
     start = steps[0]

@@ -215,6 +215,20 @@ Value MaximumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
   return b.create<arith::MaxSIOp>(loc, ops[0], ops[1]);
 }
 
+Value SelectOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                            unsigned) {
+  ScalarBuilder s = scalars(b, loc, ops[0]);
+  Value zero = s.constant(0);
+  Value taken =
+      s.isFloat()
+          ? b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNE, ops[0],
+                                    zero)
+                .getResult()
+          : b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ops[0], zero)
+                .getResult();
+  return b.create<arith::SelectOp>(loc, taken, ops[1], ops[2]);
+}
+
 Value MinimumOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
                              unsigned) {
   if (llvm::isa<FloatType>(getElementTypeOrSelf(ops[0].getType())))

@@ -238,6 +238,24 @@ def DT_PowOp : DT_BinaryOp<"pow", "x ^ y (floats)"> {
 def DT_MaximumOp : DT_BinaryOp<"maximum", "max(x, y)", [Commutative]>;
 def DT_MinimumOp : DT_BinaryOp<"minimum", "min(x, y)", [Commutative]>;
 
+def DT_SelectOp : DT_Op<"select", [Pure, Elementwise, SameOperandsAndResultType,
+                                   ScalarizableOp, ShardableOp]> {
+  let summary = "elementwise cond != 0 ? x : y";
+  let description = [{
+    Where `cond` is non-zero, `x`; elsewhere `y`, whatever `x` holds (an inf or a NaN
+    in the branch not taken does not reach the result, which is why an f16
+    optimizer step that overflowed can keep the old parameters). The condition has
+    the type of the values; it is not differentiated.
+
+    ```mlir
+    %p = dt.select %finite, %updated, %old : tensor<256x784xf32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$cond, DT_Tensor:$x, DT_Tensor:$y);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$cond `,` $x `,` $y attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------------===//
 // Shapes
 //===----------------------------------------------------------------------------===//
