@@ -127,7 +127,7 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   c.threads = int(o.threads.value_or(availableCpus()));
   c.threadsGiven = o.threads.has_value();
   c.timeoutSeconds = o.timeout.value_or(kDefaultCollectiveTimeout);
-  c.backend = o.backend.value_or(Backend::Cpu);
+  c.backend = o.backend.value_or(Backend::Auto);
   if (o.injectOverflow && !m.find("out/loss_scale"))
     return Error("--inject-overflow tests dynamic loss scaling, which this "
                  "program does not have (it comes with precision = f16)",

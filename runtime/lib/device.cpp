@@ -31,7 +31,9 @@ Expected<Backend> parseBackend(std::string_view name) {
     return Backend::Cpu;
   if (name == "cuda")
     return Backend::Cuda;
-  return Error(fmt::format("--backend {} is not cpu or cuda", name),
+  if (name == "auto")
+    return Backend::Auto;
+  return Error(fmt::format("--backend {} is not cpu, cuda or auto", name),
                kExitUsage);
 }
 
@@ -40,6 +42,7 @@ namespace {
 class HostDevice final : public Device {
 public:
   std::string describe() const override { return "cpu (host memory)"; }
+  Backend backend() const override { return Backend::Cpu; }
 
   Expected<char *> allocate(size_t bytes, size_t align) override {
     // Anonymous pages come zero-filled from the kernel as they are first
@@ -108,6 +111,7 @@ Expected<std::unique_ptr<Device>> openDevice(Backend backend,
     return Error("--backend cuda: this build of libdtrt has no CUDA backend "
                  "yet; run with --backend cpu",
                  kExitUsage);
+  // Auto: with no GPU backend in this build, the host (the banner says cpu).
   return std::unique_ptr<Device>(std::make_unique<HostDevice>());
 }
 

@@ -69,7 +69,7 @@ const OptionRow kOptions[] = {
     {Opt::Resume, "resume", "auto|DIR"},
     {Opt::Threads, "threads", "N"},
     {Opt::Timeout, "timeout", "SECONDS"},
-    {Opt::BackendOpt, "backend", "cpu|cuda"},
+    {Opt::BackendOpt, "backend", "cpu|cuda|auto"},
     {Opt::InjectOverflow, "inject-overflow", "STEP"},
     {Opt::Help, "help", nullptr},
     {Opt::Version, "version", nullptr},
@@ -334,7 +334,9 @@ std::string usageText(const std::string &prog, const Manifest &m) {
     line("", fmt::format("stops the job (default: {})",
                          kDefaultCollectiveTimeout));
   }
-  line("--backend cpu|cuda", "where to train (default: cpu)");
+  line("--backend cpu|cuda|auto",
+       "where to train; auto: a GPU if this build and machine have one,");
+  line("", "else the CPU (default: auto; the first line says which)");
   if (m.find("out/loss_scale")) {
     line("--inject-overflow STEP",
          "make step STEP's gradients overflow (tests dynamic loss");

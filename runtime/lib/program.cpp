@@ -161,6 +161,7 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!device)
     return device.error();
   device_ = std::move(*device);
+  config_.backend = device_->backend(); // what auto became
   // Ranks on one machine share its CPUs unless told otherwise.
   if (!config_.threadsGiven && launch_.localWorldSize > 1)
     config_.threads = std::max(1, config_.threads / launch_.localWorldSize);

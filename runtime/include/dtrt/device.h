@@ -27,10 +27,11 @@
 
 namespace dtrt {
 
-/// The `--backend` choices.
-enum class Backend { Cpu, Cuda };
+/// The `--backend` choices. Auto is the GPU when the runtime has a GPU
+/// backend and the machine a GPU, else the CPU; openDevice resolves it.
+enum class Backend { Cpu, Cuda, Auto };
 
-/// Parses "cpu" / "cuda".
+/// Parses "cpu" / "cuda" / "auto".
 Expected<Backend> parseBackend(std::string_view name);
 
 /// Memory and execution for one rank.
@@ -40,6 +41,8 @@ public:
 
   /// "cpu (host memory)", "cuda:0 (NVIDIA ...)".
   virtual std::string describe() const = 0;
+  /// Which backend this is (never Auto).
+  virtual Backend backend() const = 0;
   /// `bytes` of zero-filled memory aligned to `align`.
   virtual Expected<char *> allocate(size_t bytes, size_t align) = 0;
   /// Releases what allocate returned.

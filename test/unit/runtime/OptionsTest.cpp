@@ -128,7 +128,7 @@ TEST(Options, RejectsBadUsage) {
             std::string::npos);
   EXPECT_NE(usageError({"--data", "train"}).find("expected NAME=PATH"),
             std::string::npos);
-  EXPECT_NE(usageError({"--backend", "tpu"}).find("not cpu or cuda"),
+  EXPECT_NE(usageError({"--backend", "tpu"}).find("not cpu, cuda or auto"),
             std::string::npos);
   EXPECT_NE(usageError({"--help=1"}).find("takes no value"), std::string::npos);
   EXPECT_NE(usageError({"extra"}).find("unexpected argument 'extra'"),
