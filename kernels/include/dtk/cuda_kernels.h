@@ -1,0 +1,58 @@
+/*===- cuda_kernels.h - hand-written GPU kernels, C ABI ---------*- C -*-===*
+ *
+ * Part of dt, a compiler for declarative distributed training.
+ *
+ *===----------------------------------------------------------------------===*
+ *
+ * The GPU counterparts of kernels.h for what a library does not do well.
+ * Same shapes and semantics as the CPU kernels (test/unit/kernels/
+ * CudaKernelTest.cpp checks each against its CPU twin); every pointer is
+ * device memory, every call is asynchronous on `stream`. Results are
+ * deterministic: no kernel sums with atomics, so a run repeats bit for bit.
+ * Scratch a kernel needs beyond its operands is an argument, so that the
+ * static memory plan owns it like every other buffer.
+ *
+ * An id out of range traps the kernel, which the next synchronisation
+ * reports as a launch failure (the CPU kernels stop the program instead).
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef DTK_CUDA_KERNELS_H
+#define DTK_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t, without the CUDA headers. */
+typedef struct CUstream_st *dtk_stream;
+
+/* The error of the last launch, as cudaGetErrorString gives it, or null. */
+const char *dtk_cuda_last_error(void);
+
+void dtk_cuda_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, dtk_stream stream);
+
+void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
+                             float *y, int64_t rows, int64_t cols, float eps,
+                             dtk_stream stream);
+/* `stats`: scratch of 2 * rows floats (each row's mean and 1/std). */
+void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
+                                  const float *dy, float *dx, float *dw,
+                                  float *db, float *stats, int64_t rows,
+                                  int64_t cols, float eps, dtk_stream stream);
+
+void dtk_cuda_embedding_f32(const float *table, const int32_t *ids, float *out,
+                            int64_t n, int64_t count, int64_t width,
+                            dtk_stream stream);
+void dtk_cuda_embedding_grad_f32(const int32_t *ids, const float *dout,
+                                 float *dtable, int64_t n, int64_t count,
+                                 int64_t width, dtk_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTK_CUDA_KERNELS_H */
