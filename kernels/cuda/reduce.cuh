@@ -15,16 +15,16 @@
 
 namespace dtk {
 
-template <typename Op> __device__ float warpReduce(float v, Op op) {
+template <typename T, typename Op> __device__ T warpReduce(T v, Op op) {
   for (int offset = 16; offset > 0; offset /= 2)
     v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
 /// Every thread of the block gets op over the block's values. `shared` holds
-/// 32 floats; blockDim.x is a multiple of 32. Synchronises the block.
-template <typename Op>
-__device__ float blockReduce(float v, Op op, float identity, float *shared) {
+/// 32 values; blockDim.x is a multiple of 32. Synchronises the block.
+template <typename T, typename Op>
+__device__ T blockReduce(T v, Op op, T identity, T *shared) {
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   v = warpReduce(v, op);
   __syncthreads(); // `shared` may still be read by a previous reduction
@@ -37,7 +37,9 @@ __device__ float blockReduce(float v, Op op, float identity, float *shared) {
 }
 
 struct Sum {
-  __device__ float operator()(float a, float b) const { return a + b; }
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
@@ -45,6 +47,9 @@ struct Max {
 
 __device__ inline float blockSum(float v, float *shared) {
   return blockReduce(v, Sum{}, 0.0f, shared);
+}
+__device__ inline double blockSum(double v, double *shared) {
+  return blockReduce(v, Sum{}, 0.0, shared);
 }
 __device__ inline float blockMax(float v, float *shared) {
   return blockReduce(v, Max{}, -INFINITY, shared);

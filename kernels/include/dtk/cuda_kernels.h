@@ -51,6 +51,33 @@ void dtk_cuda_embedding_grad_f32(const int32_t *ids, const float *dout,
                                  float *dtable, int64_t n, int64_t count,
                                  int64_t width, dtk_stream stream);
 
+/* `scratch`: `rows` floats. */
+void dtk_cuda_cross_entropy_f32(const float *logits, const int32_t *labels,
+                                float *loss, float *scratch, int64_t rows,
+                                int64_t classes, dtk_stream stream);
+/* `scratch`: one float. */
+void dtk_cuda_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
+                                     const float *dloss, float *dlogits,
+                                     float *scratch, int64_t rows,
+                                     int64_t classes, dtk_stream stream);
+/* `scratch`: `rows` floats. */
+void dtk_cuda_count_correct_f32(const float *logits, const int32_t *labels,
+                                float *correct, float *scratch, int64_t rows,
+                                int64_t classes, dtk_stream stream);
+
+/* FlashAttention's algorithm: the t x t scores are never in global memory;
+ * each query row runs an online softmax over tiles of keys. d <= 256.
+ * `scratch` of the gradient: 2 * slices * t floats (each query row's
+ * log-sum-exp and rowsum(dO * O)). */
+void dtk_cuda_attention_f32(const float *q, const float *k, const float *v,
+                            float *o, int64_t slices, int64_t t, int64_t d,
+                            int32_t causal, dtk_stream stream);
+void dtk_cuda_attention_grad_f32(const float *q, const float *k,
+                                 const float *v, const float *dout, float *dq,
+                                 float *dk, float *dv, float *scratch,
+                                 int64_t slices, int64_t t, int64_t d,
+                                 int32_t causal, dtk_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

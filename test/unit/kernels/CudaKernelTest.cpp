@@ -160,4 +160,71 @@ TEST(CudaKernelTest, EmbeddingLookupsAndDeterministicGradients) {
   EXPECT_EQ(gdtable.read(), dtable); // the same additions in the same order
 }
 
+TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
+  REQUIRE_GPU();
+  for (auto [rows, classes] : {std::pair<int64_t, int64_t>{70, 50257},
+                               {1000, 10},
+                               {3, 1}}) {
+    std::vector<float> logits = randomFloats(size_t(rows * classes), 9, 2.0f);
+    std::mt19937 rng(10);
+    std::vector<int32_t> labels(static_cast<size_t>(rows));
+    for (int32_t &y : labels) // some rows unlabelled (padding)
+      y = rng() % 5 == 0 ? -1 : int32_t(rng() % uint64_t(classes));
+    // A tie, which the arg-max breaks towards the first maximum.
+    logits[1] = logits[0] = 100.0f;
+    float loss = 0, correct = 0, dloss = 0.75f;
+    std::vector<float> dlogits(logits.size());
+    dtk_cross_entropy_f32(logits.data(), labels.data(), &loss, rows, classes);
+    dtk_cross_entropy_grad_f32(logits.data(), labels.data(), &dloss,
+                               dlogits.data(), rows, classes);
+    dtk_count_correct_f32(logits.data(), labels.data(), &correct, rows,
+                          classes);
+    DeviceBuffer<float> gl(logits), gdl(logits.size()), gloss(1), gcorrect(1),
+        gdloss(std::vector<float>{dloss}),
+        scratch(static_cast<size_t>(rows));
+    DeviceBuffer<int32_t> gy(labels);
+    dtk_cuda_cross_entropy_f32(gl.get(), gy.get(), gloss.get(), scratch.get(),
+                               rows, classes, nullptr);
+    dtk_cuda_cross_entropy_grad_f32(gl.get(), gy.get(), gdloss.get(),
+                                    gdl.get(), scratch.get(), rows, classes,
+                                    nullptr);
+    dtk_cuda_count_correct_f32(gl.get(), gy.get(), gcorrect.get(),
+                               scratch.get(), rows, classes, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(gloss.read(), {loss}, 1e-5, "loss");
+    expectClose(gdl.read(), dlogits, 1e-5, "dlogits");
+    EXPECT_EQ(gcorrect.read(), std::vector<float>{correct});
+  }
+}
+
+TEST(CudaKernelTest, AttentionForwardAndBackward) {
+  REQUIRE_GPU();
+  for (auto [slices, t, d, causal] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{3, 200, 64, 1},
+        {2, 129, 33, 0},
+        {1, 300, 256, 1}}) {
+    size_t n = size_t(slices * t * d);
+    std::vector<float> q = randomFloats(n, 11), k = randomFloats(n, 12),
+                       v = randomFloats(n, 13), dout = randomFloats(n, 14);
+    std::vector<float> o(n), dq(n), dk(n), dv(n);
+    dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
+                      causal);
+    dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(),
+                           dq.data(), dk.data(), dv.data(), slices, t, d,
+                           causal);
+    DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n),
+        gdk(n), gdv(n), scratch(static_cast<size_t>(2 * slices * t));
+    dtk_cuda_attention_f32(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
+                           d, causal, nullptr);
+    dtk_cuda_attention_grad_f32(gq.get(), gk.get(), gv.get(), gdout.get(),
+                                gdq.get(), gdk.get(), gdv.get(), scratch.get(),
+                                slices, t, d, causal, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(go.read(), o, 1e-5, "o");
+    expectClose(gdq.read(), dq, 1e-4, "dq");
+    expectClose(gdk.read(), dk, 1e-4, "dk");
+    expectClose(gdv.read(), dv, 1e-4, "dv");
+  }
+}
+
 } // namespace
