@@ -54,3 +54,9 @@ def _has_gpu():
         return False
 if _has_gpu():
     config.available_features.add("cuda")
+# The CUDA toolkit's assembler checks the PTX dtc generates; no GPU needed.
+_ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if _ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))

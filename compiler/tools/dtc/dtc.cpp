@@ -24,6 +24,7 @@
 #include "dt/Target/Linker.h"
 #include "dt/Target/Manifest.h"
 #include "dt/Target/ObjectEmitter.h"
+#include "dt/Target/PTXEmitter.h"
 #include "dt/Target/Report.h"
 #include "dt/Transforms/Passes.h"
 
@@ -63,6 +64,7 @@ enum class EmitAction {
   Sharded,
   Partitioned,
   Planned,
+  PTX,
   Manifest,
   Lowered,
   LLVM,
@@ -101,6 +103,8 @@ cl::opt<EmitAction> emitAction(
                    "the program of one rank, with its collectives"),
         clEnumValN(EmitAction::Planned, "planned",
                    "after fusion and memory planning"),
+        clEnumValN(EmitAction::PTX, "ptx",
+                   "the GPU kernels of the fused regions, as PTX for sm_90"),
         clEnumValN(EmitAction::Manifest, "manifest",
                    "the JSON manifest embedded in the program"),
         clEnumValN(EmitAction::Lowered, "lowered",
@@ -284,6 +288,12 @@ int compile(const char *argv0) {
     return 1;
   if (emitAction == EmitAction::Planned)
     return emitStage(*module);
+  if (emitAction == EmitAction::PTX) {
+    FailureOr<std::string> ptx = emitKernelsPTX(*module);
+    if (failed(ptx))
+      return 1;
+    return emitStage(nullptr, *ptx);
+  }
   if (report != ReportFormat::None) {
     if (failed(printReport(*module, report == ReportFormat::Json, outs())))
       return 1;

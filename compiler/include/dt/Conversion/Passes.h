@@ -19,6 +19,9 @@ class ArithDialect;
 namespace mlir::func {
 class FuncDialect;
 }
+namespace mlir::gpu {
+class GPUDialect;
+}
 namespace mlir::linalg {
 class LinalgDialect;
 }

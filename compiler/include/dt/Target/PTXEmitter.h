@@ -1,0 +1,26 @@
+//===- PTXEmitter.h - GPU kernels of a planned module as PTX ----*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DT_TARGET_PTXEMITTER_H
+#define DT_TARGET_PTXEMITTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace dt {
+
+/// The PTX (for `chip`, sm_90 by default) of the GPU kernels of a planned
+/// module: one kernel per dt.fused region (convert-dt-fused-to-gpu), taken
+/// through NVVM by MLIR's gpu pipeline. `planned` is not changed. Needs
+/// nothing from CUDA: the NVPTX back end is LLVM's; ptxas can check the
+/// result.
+mlir::FailureOr<std::string> emitKernelsPTX(mlir::ModuleOp planned,
+                                            llvm::StringRef chip = "sm_90");
+
+} // namespace dt
+
+#endif // DT_TARGET_PTXEMITTER_H

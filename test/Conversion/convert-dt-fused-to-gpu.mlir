@@ -1,0 +1,57 @@
+// RUN: dt-opt %s -convert-dt-fused-to-gpu | FileCheck %s
+
+// Each planned dt.fused becomes a kernel taking the arena's base: a grid-stride loop
+// over the iteration space whose body loads each operand at its planned offset
+// (broadcast dimensions not indexed), applies the ops' scalar bodies, and stores at
+// the result's offset. A region with reduce_axes loops over its outputs, each thread
+// summing its reduced axes in order. The host function is left as it is.
+
+module {
+  dt.global input @x : tensor<4x3xf32> {offset = 0 : i64}
+  dt.global param @b : tensor<3xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 64 : i64}
+  // CHECK: func.func @grad_step()
+  // CHECK: dt.fused
+  func.func @grad_step() {
+    %x = dt.load @x {dt.offsets = [0]} : tensor<4x3xf32>
+    %b = dt.load @b {dt.offsets = [64]} : tensor<3xf32>
+    %y = dt.fused(%x, %b) {dt.offsets = [128]} : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32> {
+    ^bb0(%a: tensor<4x3xf32>, %c: tensor<4x3xf32>):
+      %s = dt.add %a, %c : tensor<4x3xf32>
+      %r = dt.tanh %s : tensor<4x3xf32>
+      dt.yield %r : tensor<4x3xf32>
+    }
+    %n = dt.fused(%x) {dt.offsets = [192], reduce_axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<3xf32> {
+    ^bb0(%a: tensor<4x3xf32>):
+      %sq = dt.mul %a, %a : tensor<4x3xf32>
+      dt.yield %sq : tensor<4x3xf32>
+    }
+    return
+  }
+}
+
+// CHECK-LABEL: gpu.module @dt_kernels
+// CHECK: gpu.func @grad_step_fused_0(%[[ARENA:.*]]: !llvm.ptr) kernel
+// CHECK-DAG: %[[TID:.*]] = gpu.thread_id x
+// CHECK-DAG: %[[BID:.*]] = gpu.block_id x
+// CHECK-DAG: %[[BDIM:.*]] = gpu.block_dim x
+// CHECK-DAG: %[[GDIM:.*]] = gpu.grid_dim x
+// CHECK: %[[N:.*]] = arith.constant 12 : index
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[N]] step %{{.*}} {
+// The column index j = i mod 3 is all the bias needs.
+// CHECK: %[[J:.*]] = arith.remui %[[I]], %{{.*}} : index
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: arith.addi %{{.*}}, %[[J]] : index
+// CHECK: %[[B:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: %[[S:.*]] = arith.addf %{{.*}}, %[[B]] : f32
+// CHECK: %[[R:.*]] = math.tanh %[[S]] : f32
+// CHECK: arith.constant 128 : index
+// CHECK: llvm.store %[[R]], %{{.*}} : f32, !llvm.ptr
+// CHECK: gpu.return
+// CHECK: gpu.func @grad_step_fused_1(%{{.*}}: !llvm.ptr) kernel
+// CHECK: scf.for %[[O:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK: %[[SUM:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
+// CHECK: %[[SQ:.*]] = arith.mulf
+// CHECK: %[[NEXT:.*]] = arith.addf %[[ACC]], %[[SQ]] : f32
+// CHECK: scf.yield %[[NEXT]] : f32
+// CHECK: arith.constant 192 : index
+// CHECK: llvm.store %[[SUM]], %{{.*}} : f32, !llvm.ptr
