@@ -215,6 +215,15 @@ LogicalResult ParallelChecker::checkPipeline(const ast::Expr &expr) {
                                : ""));
     return failure();
   }
+  // Interleaving walks the micro-batches in groups of one per pipeline rank.
+  if (interleaved && config.microbatches % ranks != 0) {
+    ctx.error((*fields)[3]->value->getLoc(),
+              "the interleaved schedule needs a number of micro-batches that "
+              "the " +
+                  std::to_string(ranks) + " ranks of axis '" + *axis +
+                  "' divide, not " + std::to_string(config.microbatches));
+    return failure();
+  }
   if (!root) {
     p.pipeline = config;
     return success();

@@ -21,6 +21,7 @@
 #include "dt/Parse/Parser.h"
 #include "dt/Sema/Sema.h"
 #include "dt/Sema/TraceRecorder.h"
+#include "dt/Pipeline/Schedule.h"
 #include "dt/Target/Linker.h"
 #include "dt/Target/Manifest.h"
 #include "dt/Target/ObjectEmitter.h"
@@ -59,6 +60,7 @@ enum class EmitAction {
   None,
   AST,
   Trace,
+  Schedule,
   DT,
   TrainStep,
   Sharded,
@@ -93,6 +95,9 @@ cl::opt<EmitAction> emitAction(
         clEnumValN(EmitAction::Trace, "trace",
                    "the train loss as primitive ops (the tracer's output, one "
                    "global micro-batch)"),
+        clEnumValN(EmitAction::Schedule, "schedule",
+                   "the pipeline schedule: each pipeline rank's passes per "
+                   "time slot, its bubble and in-flight micro-batches"),
         clEnumValN(EmitAction::DT, "dt", "the dt dialect from MLIRGen"),
         clEnumValN(EmitAction::TrainStep, "train-step",
                    "after autodiff and the optimizer: the entry points"),
@@ -176,6 +181,39 @@ int printTrace(const Job &job) {
   return recorder.getViolations().empty() ? 0 : 1;
 }
 
+std::unique_ptr<ToolOutputFile> openStageOutput();
+
+/// --emit=schedule: the pipeline's static schedule as a table.
+int printSchedule(const Job &job) {
+  const std::optional<PipelineConfig> &p = job.parallel.pipeline;
+  if (!p) {
+    WithColor::error(errs(), "dtc")
+        << inputFilename << ": the job has no pipeline to schedule (its "
+        << "parallel block sets no pipeline = {axis, stages, ...})\n";
+    return 1;
+  }
+  int64_t ranks = job.parallel.getAxisSize(p->axis);
+  int64_t chunks = int64_t(p->stages.size()) / ranks;
+  pipeline::Kind kind =
+      p->schedule == PipelineConfig::Schedule::GPipe ? pipeline::Kind::GPipe
+      : p->schedule == PipelineConfig::Schedule::Interleaved
+          ? pipeline::Kind::Interleaved
+          : pipeline::Kind::OneFOneB;
+  Expected<pipeline::Schedule> schedule =
+      pipeline::buildSchedule(kind, ranks, p->microbatches, chunks);
+  if (!schedule) {
+    // Sema checked the recipe, so this is the compiler's fault.
+    WithColor::error(errs(), "dtc") << toString(schedule.takeError()) << "\n";
+    return 1;
+  }
+  std::unique_ptr<ToolOutputFile> out = openStageOutput();
+  if (!out)
+    return 1;
+  out->os() << pipeline::formatSchedule(*schedule, p->axis);
+  out->keep();
+  return 0;
+}
+
 /// Where an --emit stage goes: -o, or stdout.
 std::unique_ptr<ToolOutputFile> openStageOutput() {
   std::string path = outputFilename.empty() ? "-" : outputFilename.getValue();
@@ -245,6 +283,8 @@ int compile(const char *argv0) {
   }
   if (emitAction == EmitAction::Trace)
     return printTrace(*job);
+  if (emitAction == EmitAction::Schedule)
+    return printSchedule(*job);
 
   // From here on, errors are MLIR diagnostics printed against the same sources.
   mlir::MLIRContext context;
