@@ -107,11 +107,21 @@ private:
 Expected<std::unique_ptr<Device>> openDevice(Backend backend,
                                              const Launch &launch) {
   (void)launch; // the host device is the same for every local rank
-  if (backend == Backend::Cuda)
-    return Error("--backend cuda: this build of libdtrt has no CUDA backend "
-                 "yet; run with --backend cpu",
+  if (backend == Backend::Cuda) {
+    GpuProbe gpus = probeGpus();
+    if (gpus.count == 0)
+      return Error(fmt::format("--backend cuda: no GPU is present ({}); run "
+                               "with --backend cpu",
+                               gpus.why),
+                   kExitUsage);
+    return Error(fmt::format("--backend cuda: {} GPU{} present ({}), but this "
+                             "program has no GPU code: dt does not generate "
+                             "it yet; run with --backend cpu",
+                             gpus.count, gpus.count == 1 ? " is" : "s are",
+                             gpus.name),
                  kExitUsage);
-  // Auto: with no GPU backend in this build, the host (the banner says cpu).
+  }
+  // Auto: programs have no GPU code yet, so the host (the banner says cpu).
   return std::unique_ptr<Device>(std::make_unique<HostDevice>());
 }
 

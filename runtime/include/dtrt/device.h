@@ -31,6 +31,16 @@ namespace dtrt {
 /// backend and the machine a GPU, else the CPU; openDevice resolves it.
 enum class Backend { Cpu, Cuda, Auto };
 
+/// What the machine offers for --backend cuda.
+struct GpuProbe {
+  int count = 0;
+  /// The first device's name, when there is one.
+  std::string name;
+  /// Why there is none (the CUDA runtime's words), when there is none.
+  std::string why;
+};
+GpuProbe probeGpus();
+
 /// Parses "cpu" / "cuda" / "auto".
 Expected<Backend> parseBackend(std::string_view name);
 

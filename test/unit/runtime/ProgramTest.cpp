@@ -82,7 +82,10 @@ TEST(Program, UsageErrorsExitTwo) {
 
   r = run({"--backend", "cuda"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "no CUDA backend yet")) << r.err;
+  // Whether or not this machine has a GPU, the program has no GPU code.
+  EXPECT_TRUE(contains(r.err, "no GPU is present") ||
+              contains(r.err, "this program has no GPU code"))
+      << r.err;
 
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "0", 1);
