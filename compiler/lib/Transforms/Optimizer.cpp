@@ -297,6 +297,15 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     const Recipe &r = *recipe;
     Value bc1, bc2Sqrt;
     if (r.kind != "sgd") {
+      // Adam counts the updates it made, as PyTorch's does: the steps loss
+      // scaling skipped are not among them (the schedule counts every step).
+      if (scaling) {
+        FailureOr<GlobalOp> skippedG = getOrCreateGlobal(
+            module, names::kSkippedSteps, f32, Role::state);
+        if (failed(skippedG))
+          return failure();
+        tf = e.sub(tf, e.load(*skippedG));
+      }
       bc1 = e.sub(e.splat(f32, 1),
                   b.create<PowOp>(loc, e.splat(f32, r.beta1), tf));
       Value bc2 = e.sub(e.splat(f32, 1),
