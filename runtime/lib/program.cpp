@@ -243,8 +243,39 @@ Status Run::openCommunicator() {
   Expected<Mesh> m = Mesh::create(mesh.names, mesh.sizes);
   if (!m)
     return m.error();
+  std::optional<Rendezvous> meet;
+  if (!launch_.mpiWorld && launch_.masterAddr.empty())
+    return Error(fmt::format("this program was started as {}, but nothing "
+                             "says where rank 0 listens for the others: set "
+                             "MASTER_ADDR (and MASTER_PORT, default {}) on "
+                             "every rank",
+                             launch_.describe(), kDefaultMasterPort),
+                 kExitUsage);
+  if (!launch_.mpiWorld) {
+    meet.emplace();
+    meet->host = launch_.masterAddr;
+    meet->port = launch_.masterPort;
+    meet->rank = launch_.rank;
+    meet->worldSize = launch_.worldSize;
+    meet->localWorldSize = launch_.localWorldSize;
+    meet->program = manifest_.name;
+    meet->timeout = std::chrono::seconds(config_.timeoutSeconds);
+  }
+  // Consecutive ranks share a node, so the innermost axis, whose groups are
+  // consecutive ranks, keeps its (most frequent) collectives inside a node
+  // when a node's ranks are a whole number of its groups. A mesh of one axis
+  // spans the nodes whatever the order.
+  int inner = mesh.sizes.back();
+  if (launch_.nodes > 1 && launch_.isLeader() && mesh.sizes.size() > 1 &&
+      inner > 1 && launch_.localWorldSize % inner != 0)
+    fmt::print(stderr,
+               "{}: warning: the mesh's innermost axis '{}' ({} ranks) spans "
+               "nodes of {} rank{} each: its collectives cross the network; "
+               "start a multiple of {} ranks per node\n",
+               name_, mesh.names.back(), inner, launch_.localWorldSize,
+               launch_.localWorldSize == 1 ? "" : "s", inner);
   Expected<std::unique_ptr<Communicator>> comm = makeMpiCommunicator(
-      *m, std::chrono::seconds(config_.timeoutSeconds));
+      *m, std::chrono::seconds(config_.timeoutSeconds), meet);
   if (!comm)
     return comm.error();
   comm_ = std::move(*comm);
@@ -417,9 +448,11 @@ void Run::printBanner() {
                           formatBytes(double(manifest_.arenaBytes)))
             : fmt::format("{}), arena {}", formatBytes(double(paramBytes)),
                           formatBytes(double(manifest_.arenaBytes)));
-  fmt::print("{}: {} parameters ({}; {}, {} thread{}, {}\n", manifest_.name,
-             params, sizes, device_->describe(), config_.threads,
-             config_.threads == 1 ? "" : "s", launch_.describe());
+  std::string meeting = launch_.describeMeeting();
+  fmt::print("{}: {} parameters ({}; {}, {} thread{}, {}{}{}\n",
+             manifest_.name, params, sizes, device_->describe(),
+             config_.threads, config_.threads == 1 ? "" : "s",
+             launch_.describe(), meeting.empty() ? "" : "; ", meeting);
   if (comm_)
     fmt::print("  mesh: {}, collectives by {}, timeout {} s\n",
                comm_->mesh().describe(), comm_->engine(),

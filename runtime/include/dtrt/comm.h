@@ -29,10 +29,12 @@
 
 #include "dtrt/error.h"
 #include "dtrt/manifest.h" // DType: a collective moves elements of arena buffers
+#include "dtrt/rendezvous.h"
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,13 +142,15 @@ private:
 /// is the same as a sharded program's.
 Expected<std::unique_ptr<Communicator>> makeLocalCommunicator(Mesh mesh = {});
 
-/// The OpenMPI engine: initialises MPI if needed, checks that the world has
+/// The OpenMPI engine: initialises MPI if needed (joining the ranks at `meet`
+/// when no MPI launcher started them), checks that the world has
 /// mesh.worldSize() ranks (otherwise says how to launch), and builds one
 /// sub-communicator per set of axes. A collective waits at most `timeout` for
 /// the other ranks of its group; then a watchdog thread prints what it waited
 /// for and ends the process with exit 1. Destroying the communicator finalizes MPI.
 Expected<std::unique_ptr<Communicator>>
-makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout);
+makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout,
+                    const std::optional<Rendezvous> &meet = std::nullopt);
 
 } // namespace dtrt
 

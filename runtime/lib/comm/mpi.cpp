@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/comm.h"
+#include "mpi_world.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -137,8 +138,8 @@ private:
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(Mesh mesh, int rank, std::chrono::milliseconds timeout,
-                  std::vector<MPI_Comm> groups)
-      : Communicator(std::move(mesh), rank), timeout_(timeout),
+                  MPI_Comm world, std::vector<MPI_Comm> groups)
+      : Communicator(std::move(mesh), rank), timeout_(timeout), world_(world),
         groups_(std::move(groups)),
         watchdog_(timeout, [this](const char *kind, AxisMask axes,
                                   const std::string &what) {
@@ -153,6 +154,8 @@ public:
     for (MPI_Comm &comm : groups_)
       if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);
+    if (world_ != MPI_COMM_WORLD)
+      MPI_Comm_free(&world_);
     MPI_Finalize();
   }
 
@@ -241,7 +244,7 @@ public:
   }
 
   [[noreturn]] void abort(int exitCode) override {
-    MPI_Abort(MPI_COMM_WORLD, exitCode);
+    MPI_Abort(groups_[mesh().allAxes()], exitCode);
     std::_Exit(exitCode); // MPI_Abort does not return; this is for safety.
   }
 
@@ -295,6 +298,7 @@ private:
   }
 
   std::chrono::milliseconds timeout_;
+  MPI_Comm world_;
   /// Indexed by axis mask.
   std::vector<MPI_Comm> groups_;
   Watchdog watchdog_;
@@ -307,7 +311,8 @@ extern "C" void __lsan_do_leak_check();
 #endif
 
 Expected<std::unique_ptr<Communicator>>
-makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout) {
+makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout,
+                    const std::optional<Rendezvous> &meet) {
 #if DTRT_CHECKED
   // Open MPI allocates state it never frees, from threads and libraries whose
   // frames LeakSanitizer cannot name, so no suppression separates its leaks
@@ -315,32 +320,24 @@ makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout) {
   // checking. A checked program of several ranks still checks every access.
   __lsan_do_leak_check();
 #endif
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    // One thread calls MPI at a time: the rank's, or the communication
-    // thread of asynchronous collectives (comm/queue.h).
-    int provided = 0;
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
-        MPI_SUCCESS)
-      return Error("MPI_Init failed: was this program started by mpirun or "
-                   "dtrun on a working OpenMPI installation?");
-  }
+  Expected<MPI_Comm> world = openMpiWorld(meet);
+  if (!world)
+    return world.error();
   // Errors come back as codes, so that messages name the collective.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  int rank = 0, world = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (world != mesh.worldSize())
+  MPI_Comm_set_errhandler(*world, MPI_ERRORS_RETURN);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(*world, &rank);
+  MPI_Comm_size(*world, &size);
+  if (size != mesh.worldSize())
     return Error(fmt::format(
         "this program's mesh ({}) has {} ranks, but it was started with {}: "
         "start it as `dtrun -n {} ./program` or `mpirun -n {} ./program`",
-        mesh.describe(), mesh.worldSize(), world, mesh.worldSize(),
+        mesh.describe(), mesh.worldSize(), size, mesh.worldSize(),
         mesh.worldSize()));
 
   std::vector<MPI_Comm> groups(size_t(mesh.allAxes()) + 1, MPI_COMM_NULL);
   for (AxisMask axes = 0; axes <= mesh.allAxes(); ++axes) {
-    int rc = MPI_Comm_split(MPI_COMM_WORLD, mesh.groupColor(rank, axes),
+    int rc = MPI_Comm_split(*world, mesh.groupColor(rank, axes),
                             mesh.indexInGroup(rank, axes), &groups[axes]);
     if (rc != MPI_SUCCESS)
       return Error(fmt::format("rank {}: cannot make the communicator of "
@@ -349,7 +346,8 @@ makeMpiCommunicator(Mesh mesh, std::chrono::milliseconds timeout) {
     MPI_Comm_set_errhandler(groups[axes], MPI_ERRORS_RETURN);
   }
   return std::unique_ptr<Communicator>(
-      new MpiCommunicator(std::move(mesh), rank, timeout, std::move(groups)));
+      new MpiCommunicator(std::move(mesh), rank, timeout, *world,
+                          std::move(groups)));
 }
 
 } // namespace dtrt
