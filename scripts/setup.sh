@@ -27,6 +27,9 @@ packages=(
   libopenblas-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
   # data
   dataset-fashion-mnist fortunes python3
+  # tests: the AWS CLI checks packaged SageMaker requests offline; jq runs in their
+  # entry points
+  awscli jq
 )
 if [ "$want_bench" = 1 ]; then packages+=(python3-torch hyperfine); fi
 

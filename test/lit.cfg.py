@@ -55,6 +55,10 @@ def _has_gpu():
 if _has_gpu():
     config.available_features.add("cuda")
 # The CUDA toolkit's assembler checks the PTX dtc generates; no GPU needed.
+# The AWS CLI validates a CreateTrainingJob request offline (against its service
+# model) before it tries to connect.
+if shutil.which("aws"):
+    config.available_features.add("awscli")
 _ptxas = shutil.which("ptxas") or (
     "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
 if _ptxas:

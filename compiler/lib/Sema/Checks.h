@@ -102,6 +102,10 @@ LogicalResult checkTrain(SemaContext &ctx, const ModuleScope &main,
 
 /// Checks one deploy block against its target's keys and, when `parallel`
 /// is known (not null), its rank count against the mesh.
+/// GPUs of a SageMaker instance type: 0 for a CPU instance, nullopt for a
+/// GPU instance whose count dt does not know.
+std::optional<int> sageMakerGpus(llvm::StringRef instance);
+
 LogicalResult checkDeploy(SemaContext &ctx, const ModuleScope &main,
                           const ast::DeployDecl &decl,
                           const ParallelConfig *parallel, DeployConfig &config);

@@ -106,21 +106,37 @@ const KeySpec kKubernetes[] = {
     {"environment", KeyType::Strings, false, nullptr},
 };
 
-/// Seconds of "24h", "90m", "3600s", "2d"; nullopt if malformed.
-std::optional<int64_t> parseDuration(llvm::StringRef text) {
-  if (text.size() < 2)
+/// GPUs of SageMaker's GPU training instances (AWS's instance type pages).
+/// One rank runs per GPU; other instances run world / count CPU ranks each.
+const std::pair<const char *, int> kSageMakerGpus[] = {
+    {"ml.p3.2xlarge", 1},     {"ml.p3.8xlarge", 4},    {"ml.p3.16xlarge", 8},
+    {"ml.p3dn.24xlarge", 8},  {"ml.p4d.24xlarge", 8},  {"ml.p4de.24xlarge", 8},
+    {"ml.p5.48xlarge", 8},    {"ml.p5e.48xlarge", 8},  {"ml.p5en.48xlarge", 8},
+    {"ml.g4dn.xlarge", 1},    {"ml.g4dn.2xlarge", 1},  {"ml.g4dn.4xlarge", 1},
+    {"ml.g4dn.8xlarge", 1},   {"ml.g4dn.16xlarge", 1}, {"ml.g4dn.12xlarge", 4},
+    {"ml.g5.xlarge", 1},      {"ml.g5.2xlarge", 1},    {"ml.g5.4xlarge", 1},
+    {"ml.g5.8xlarge", 1},     {"ml.g5.16xlarge", 1},   {"ml.g5.12xlarge", 4},
+    {"ml.g5.24xlarge", 4},    {"ml.g5.48xlarge", 8},   {"ml.g6.xlarge", 1},
+    {"ml.g6.2xlarge", 1},     {"ml.g6.4xlarge", 1},    {"ml.g6.8xlarge", 1},
+    {"ml.g6.16xlarge", 1},    {"ml.g6.12xlarge", 4},   {"ml.g6.24xlarge", 4},
+    {"ml.g6.48xlarge", 8},    {"ml.g6e.xlarge", 1},    {"ml.g6e.2xlarge", 1},
+    {"ml.g6e.4xlarge", 1},    {"ml.g6e.8xlarge", 1},   {"ml.g6e.16xlarge", 1},
+    {"ml.g6e.12xlarge", 4},   {"ml.g6e.24xlarge", 4},  {"ml.g6e.48xlarge", 8},
+};
+
+} // namespace
+
+std::optional<int> sema::sageMakerGpus(llvm::StringRef instance) {
+  for (auto [name, gpus] : kSageMakerGpus)
+    if (instance == name)
+      return gpus;
+  // A GPU family (p, g) this table does not list: its GPU count is unknown.
+  if (instance.starts_with("ml.p") || instance.starts_with("ml.g"))
     return std::nullopt;
-  int64_t unit = llvm::StringSwitch<int64_t>(text.substr(text.size() - 1))
-                     .Case("s", 1)
-                     .Case("m", 60)
-                     .Case("h", 3600)
-                     .Case("d", 86400)
-                     .Default(0);
-  uint64_t n;
-  if (!unit || text.drop_back().getAsInteger(10, n) || n == 0 || n > (1u << 30))
-    return std::nullopt;
-  return static_cast<int64_t>(n) * unit;
+  return 0;
 }
+
+namespace {
 
 /// Whether `text` is a Slurm time limit.
 bool isSlurmTime(llvm::StringRef text) {
@@ -142,6 +158,21 @@ bool isSlurmTime(llvm::StringRef text) {
   return true;
 }
 } // namespace
+
+std::optional<int64_t> dt::parseDuration(llvm::StringRef text) {
+  if (text.size() < 2)
+    return std::nullopt;
+  int64_t unit = llvm::StringSwitch<int64_t>(text.substr(text.size() - 1))
+                     .Case("s", 1)
+                     .Case("m", 60)
+                     .Case("h", 3600)
+                     .Case("d", 86400)
+                     .Default(0);
+  uint64_t n;
+  if (!unit || text.drop_back().getAsInteger(10, n) || n == 0 || n > (1u << 30))
+    return std::nullopt;
+  return static_cast<int64_t>(n) * unit;
+}
 
 LogicalResult sema::checkDeploy(SemaContext &ctx, const ModuleScope &main,
                                 const ast::DeployDecl &decl,
@@ -283,9 +314,7 @@ LogicalResult sema::checkDeploy(SemaContext &ctx, const ModuleScope &main,
     return failure();
   }
   // Launches whose rank count is known must match the mesh.
-  if (!parallel)
-    return success();
-  int64_t world = parallel->getWorldSize();
+  int64_t world = parallel ? parallel->getWorldSize() : 1;
   std::optional<std::pair<int64_t, int64_t>> layout;
   const char *countKey = nullptr;
   if (target == "slurm" && intKey("gpus_per_node", 0) > 0) {
@@ -297,6 +326,33 @@ LogicalResult sema::checkDeploy(SemaContext &ctx, const ModuleScope &main,
   } else if (target == "kubernetes" && intKey("gpus_per_replica", 0) > 0) {
     layout = {intKey("replicas", 1), intKey("gpus_per_replica", 0)};
     countKey = "gpus_per_replica";
+  }
+  if (target == "sagemaker") {
+    llvm::StringRef instance = config.get("instance")->getString();
+    int64_t count = intKey("count", 1);
+    std::optional<int> gpus = sageMakerGpus(instance);
+    if (!gpus) {
+      ctx.error(seen["instance"]->value->getLoc(),
+                "dt does not know how many GPUs a SageMaker " + instance +
+                    " has, so it cannot place the mesh's " +
+                    std::to_string(world) +
+                    " ranks on it; use a listed instance type (docs/"
+                    "language.md, deploy)");
+      return failure();
+    }
+    if (*gpus > 0) {
+      layout = {count, *gpus};
+      countKey = "count";
+    } else if (world % count != 0) {
+      auto it = seen.find("count");
+      ctx.error(it != seen.end() ? it->second->value->getLoc()
+                                 : decl.getTargetLoc(),
+                "deploy sagemaker launches " + std::to_string(count) +
+                    " instances, which cannot share the mesh's " +
+                    std::to_string(world) +
+                    " ranks evenly; choose a count that divides it");
+      return failure();
+    }
   }
   int64_t ranks = 0;
   if (layout && (llvm::MulOverflow(layout->first, layout->second, ranks) ||
@@ -311,7 +367,8 @@ LogicalResult sema::checkDeploy(SemaContext &ctx, const ModuleScope &main,
                      ? " = " + std::to_string(ranks)
                      : std::string()) +
                 " ranks, but the " +
-                (parallel->mesh.empty() ? std::string("job runs on one rank")
+                (!parallel || parallel->mesh.empty()
+                     ? std::string("job runs on one rank")
                                         : "mesh has " + std::to_string(world)));
     return failure();
   }

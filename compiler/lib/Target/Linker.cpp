@@ -36,8 +36,9 @@ std::string findDriver() {
 } // namespace
 
 LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
-                                 const char *argv0, bool checked,
+                                 const char *argv0, RuntimeFlavor flavor,
                                  std::string &error) {
+  bool checked = flavor == RuntimeFlavor::Checked;
   std::string self =
       llvm::sys::fs::getMainExecutable(argv0, (void *)&linkExecutable);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
@@ -45,8 +46,10 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
   llvm::SmallString<256> runtime(libDir), kernels(libDir);
   llvm::sys::path::append(runtime,
                           checked ? "libdtrt-checked.a" : "libdtrt.a");
-  llvm::sys::path::append(kernels,
-                          checked ? "libdtkernels-checked.a" : "libdtkernels.a");
+  llvm::sys::path::append(kernels, checked ? "libdtkernels-checked.a"
+                                   : flavor == RuntimeFlavor::Portable
+                                       ? "libdtkernels-portable.a"
+                                       : "libdtkernels.a");
   for (const auto &lib : {runtime, kernels})
     if (!llvm::sys::fs::exists(lib)) {
       error = ("the runtime library '" + lib +

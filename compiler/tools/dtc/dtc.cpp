@@ -18,6 +18,7 @@
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/MLIRGen/MLIRGen.h"
+#include "dt/Package/Package.h"
 #include "dt/Parse/Parser.h"
 #include "dt/Sema/Sema.h"
 #include "dt/Sema/TraceRecorder.h"
@@ -129,6 +130,12 @@ cl::opt<ReportFormat> report(
                clEnumValN(ReportFormat::Text, "text", "as text"),
                clEnumValN(ReportFormat::Json, "json", "as JSON")),
     cl::cat(dtcCategory));
+cl::opt<std::string> packageTarget(
+    "package",
+    cl::desc("Write a directory (-o DIR) to submit as a managed training job: "
+             "the program for a portable CPU, a Dockerfile, an entry point, "
+             "the job request from the deploy block, and a README"),
+    cl::value_desc("sagemaker|vertex"), cl::init(""), cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
     cl::desc("Emit a checked program: every arena access the entry points "
@@ -285,6 +292,23 @@ int compile(const char *argv0) {
     return printTrace(*job);
   if (emitAction == EmitAction::Schedule)
     return printSchedule(*job);
+  std::optional<package::Platform> platform;
+  if (!packageTarget.empty()) {
+    platform = package::parsePlatform(packageTarget);
+    if (!platform || emitAction != EmitAction::None || checked ||
+        outputFilename.empty()) {
+      WithColor::error(errs(), "dtc")
+          << (!platform ? "--package takes sagemaker or vertex, not '" +
+                              packageTarget + "'"
+              : outputFilename.empty()
+                  ? std::string("--package writes a directory: name it with "
+                                "-o DIR")
+                  : std::string("--package builds the whole program; it does "
+                                "not combine with --emit or --checked"))
+          << "\n";
+      return 1;
+    }
+  }
 
   // From here on, errors are MLIR diagnostics printed against the same sources.
   mlir::MLIRContext context;
@@ -296,6 +320,9 @@ int compile(const char *argv0) {
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errs());
   // Errors point at the .dt source; IR dumps are for dt-opt.
   context.printOpOnDiagnostic(false);
+
+  if (platform && failed(package::checkPackage(*job, *platform, context)))
+    return 1;
 
   // 3. MLIRGen: the dt dialect, the loss and eval over one micro-batch.
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -359,7 +386,8 @@ int compile(const char *argv0) {
 
   // 9. LLVM: optimised IR, an object file.
   CodegenOptions codegen;
-  codegen.cpu = targetCPU;
+  // A packaged program runs on the platform's machines, not this one.
+  codegen.cpu = platform ? std::string(package::kPortableCPU) : targetCPU.getValue();
   if (emitAction == EmitAction::LLVM) {
     std::unique_ptr<ToolOutputFile> out = openStageOutput();
     if (!out || failed(emitLLVMIR(*module, *manifest, codegen, out->os())))
@@ -368,6 +396,18 @@ int compile(const char *argv0) {
     return 0;
   }
   std::string output = outputFilename;
+  SmallString<256> packageDir;
+  if (platform) {
+    packageDir = outputFilename;
+    if (std::error_code ec = sys::fs::create_directories(packageDir)) {
+      WithColor::error(errs(), "dtc") << "cannot create '" << packageDir
+                                      << "': " << ec.message() << "\n";
+      return 1;
+    }
+    SmallString<256> program(packageDir);
+    sys::path::append(program, job->name);
+    output = std::string(program);
+  }
   if (output.empty())
     output = sys::path::stem(inputFilename).str() +
              (emitAction == EmitAction::Obj ? ".o" : "");
@@ -386,7 +426,16 @@ int compile(const char *argv0) {
 
   // 10. Link with the runtime.
   std::string error;
-  if (failed(linkExecutable(object, output, argv0, checked, error))) {
+  RuntimeFlavor flavor = checked    ? RuntimeFlavor::Checked
+                         : platform ? RuntimeFlavor::Portable
+                                    : RuntimeFlavor::Native;
+  if (failed(linkExecutable(object, output, argv0, flavor, error))) {
+    WithColor::error(errs(), "dtc") << error << "\n";
+    return 1;
+  }
+  // 11. The package around it.
+  if (platform && failed(package::writePackage(*job, *platform, packageDir,
+                                               job->name, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }

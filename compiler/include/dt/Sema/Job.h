@@ -229,6 +229,10 @@ struct ParallelConfig {
   int64_t getDataParallelSize() const;
 };
 
+/// Seconds of a deploy duration ("24h", "90m", "3600s", "2d"); nullopt if
+/// malformed.
+std::optional<int64_t> parseDuration(llvm::StringRef text);
+
 /// One deploy block: its target and keys as evaluated constants.
 struct DeployConfig {
   /// `sagemaker`, `vertex`, `slurm` or `kubernetes`.
