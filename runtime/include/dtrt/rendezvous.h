@@ -42,7 +42,8 @@ struct Rendezvous {
   int localWorldSize = 1;
   /// The program's name: ranks of different programs must not meet.
   std::string program;
-  /// How long a rank waits for the others to arrive and to be let in.
+  /// How long rank 0 waits for the others to arrive (and a rank for rank
+  /// 0 to listen); a rank that arrived waits twice this for its turn.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 

@@ -251,8 +251,13 @@ Expected<std::string> arriveAt(const Rendezvous &meet) {
         bool said = sendAll(fd, fmt::format("{} {} {} {}\n", kGreeting,
                                             meet.rank, meet.worldSize,
                                             meet.program));
+        // Rank 0 waits up to the timeout for the last rank and then lets
+        // the ranks in one by one: a rank that arrived waits twice as long
+        // for its turn, so that it hears rank 0's verdict rather than
+        // giving up first.
+        Deadline turn = std::chrono::steady_clock::now() + 2 * meet.timeout;
         std::optional<std::string> answer =
-            said ? receive(fd, 0, 1 << 20, deadline) : std::nullopt;
+            said ? receive(fd, 0, 1 << 20, turn) : std::nullopt;
         ::close(fd);
         if (!answer)
           return Error(fmt::format(
@@ -260,7 +265,8 @@ Expected<std::string> arriveAt(const Rendezvous &meet) {
               "rank 0 failed or waits for another rank (their messages say "
               "which)",
               meet.rank, where,
-              std::chrono::duration_cast<std::chrono::seconds>(meet.timeout)
+              std::chrono::duration_cast<std::chrono::seconds>(2 *
+                                                               meet.timeout)
                   .count()));
         if (answer->rfind("ok\n", 0) == 0)
           return answer->substr(3);
