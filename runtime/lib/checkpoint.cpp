@@ -690,6 +690,7 @@ Expected<TrainPosition> load(const std::string &dir, Arena &arena,
   pos.seed = j.value("seed", uint64_t(0));
   pos.trainSamples = j.value("train_samples", int64_t(0));
   pos.elapsedSeconds = j.value("elapsed_s", 0.0);
+  pos.mesh = saved;
   if (const BufferDesc *step = m.find("step");
       step && arena.readI64(*step) != pos.step)
     return Error(fmt::format("cannot resume from '{}': its step counter "

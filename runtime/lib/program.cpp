@@ -490,11 +490,28 @@ void Run::printBanner() {
                config_.checkpointKeep > 0
                    ? fmt::format(", keeping {}", config_.checkpointKeep)
                    : "");
-  if (resumed_)
+  if (resumed_) {
     fmt::print("  resumed from {} at step {} (epoch {}, step {} of it), seed "
                "{}\n",
                resumedFrom_, resumed_->step, resumed_->epoch,
                resumed_->epochStep, config_.seed);
+    // A job restarted on other hosts continues on another mesh: say what
+    // changed and what did not.
+    auto describeMesh = [](const MeshSpec &m) {
+      std::string text;
+      for (size_t i = 0; i < m.names.size(); ++i)
+        text += fmt::format("{}{}={}", i ? ", " : "", m.names[i], m.sizes[i]);
+      return text.empty() ? std::string("one rank") : text;
+    };
+    std::string was = describeMesh(resumed_->mesh);
+    std::string now = describeMesh(manifest_.mesh);
+    if (was != now)
+      fmt::print("  resharded from the checkpoint's mesh ({}) to this "
+                 "program's ({}): the global batch stays {} ({} per rank x {} "
+                 "data-parallel x {} accumulated)\n",
+                 was, now, t.batch, t.microBatch, t.dataParallel,
+                 t.accumulation);
+  }
   else
     fmt::print("  fresh start, seed {}\n", config_.seed);
   std::fflush(stdout);

@@ -26,6 +26,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
@@ -97,6 +98,30 @@ record(const DeployConfig &d, llvm::StringRef key) {
 int64_t hostCount(const DeployConfig &d, Platform platform) {
   return platform == Platform::SageMaker ? num(d, "count", 1)
                                          : num(d, "replicas", 1);
+}
+
+/// The smaller host counts a restarted job can run on: the data-parallel
+/// axis shrinks with the hosts, each rank keeps its micro-batch, and the
+/// global batch stays (more micro-batches accumulate).
+std::vector<int64_t> smallerHostCounts(const Job &job, int64_t hosts) {
+  std::vector<int64_t> counts;
+  const ParallelConfig &p = job.parallel;
+  if (p.dataAxes.size() != 1 || p.pipeline)
+    return counts;
+  int64_t world = p.getWorldSize();
+  int64_t dp = p.getDataParallelSize();
+  int64_t others = world / dp;
+  int64_t perHost = world / hosts;
+  int64_t perRank = job.microBatch;
+  for (int64_t h = hosts - 1; h >= 1; --h) {
+    int64_t ranks = h * perHost;
+    if (ranks % others != 0)
+      continue;
+    int64_t newDp = ranks / others;
+    if (job.batch % (perRank * newDp) == 0)
+      counts.push_back(h);
+  }
+  return counts;
 }
 
 /// One file a data source reads: its role (train, eval), the option key
@@ -201,6 +226,8 @@ std::string entryPoint(const Job &job, Platform platform,
           "S3 URI\n"
        << "model=\"$ml/model\"              # uploaded as model.tar.gz\n"
        << "logs=\"$ml/output/data/run\"     # uploaded as output.tar.gz\n"
+       << "hosts=$(jq '.hosts | length' "
+          "\"$SM_INPUT_CONFIG_DIR/resourceconfig.json\")\n"
        << "# The first host uploads the model.\n"
        << "first_host=$(jq -r '.current_host == .hosts[0]' "
           "\"$SM_INPUT_CONFIG_DIR/resourceconfig.json\" 2>/dev/null || echo "
@@ -237,15 +264,44 @@ std::string entryPoint(const Job &job, Platform platform,
           "\"${AIP_CHECKPOINT_DIR:-$base/checkpoints}\")\n"
        << "logs=$(local_path \"$base/logs\")\n"
        << "# Pool 0 holds the first host, which writes the model.\n"
-       << "first_host=true\n"
-       << "if [ -n \"${CLUSTER_SPEC:-}\" ]; then\n"
-       << "  first_host=$(jq -r '.task.type == \"workerpool0\"' "
-          "<<<\"$CLUSTER_SPEC\")\n"
+       << "# Vertex AI may leave CLUSTER_SPEC out for a job of one replica.\n"
+       << "if [ -z \"${CLUSTER_SPEC:-}\" ]; then\n"
+       << "  export CLUSTER_SPEC='{\"cluster\": {\"workerpool0\": "
+          "[\"localhost:29500\"]}, \"task\": {\"type\": \"workerpool0\", \"index\": 0}}'\n"
        << "fi\n"
+       << "hosts=$(jq '[.cluster[] | length] | add' <<<\"$CLUSTER_SPEC\")\n"
+       << "first_host=$(jq -r '.task.type == \"workerpool0\"' "
+          "<<<\"$CLUSTER_SPEC\")\n"
        << "# A restarted job continues from the newest checkpoint.\n"
        << "args+=(--checkpoint-dir \"$checkpoints\" --log-dir \"$logs\" "
           "--resume auto)\n";
   }
+  std::vector<int64_t> smaller = smallerHostCounts(job, hostCount(d, platform));
+  os << "\n# A restarted job may get fewer hosts than it asked for: the "
+        "package holds the\n# program built for each host count the mesh "
+        "allows, and the checkpoint reshards.\n"
+     << "declared_hosts=" << hostCount(d, platform) << "\n"
+     << "if [ \"$hosts\" != \"$declared_hosts\" ]; then\n"
+     << "  if [ ! -x \"$program.hosts-$hosts\" ]; then\n"
+     << "    echo \"entrypoint.sh: error: this job runs on $hosts host(s), but "
+        "its program is built for $declared_hosts"
+     << (smaller.empty() ? std::string()
+                         : " (and for " +
+                               llvm::join(llvm::map_range(smaller,
+                                                          [](int64_t h) {
+                                                            return std::to_string(
+                                                                h);
+                                                          }),
+                                          ", ") +
+                               ")")
+     << "; start it on one of those\" >&2\n"
+     << "    exit 2\n"
+     << "  fi\n"
+     << "  echo \"entrypoint.sh: $hosts of the $declared_hosts hosts the job "
+        "asked for: running the program built for $((hosts * "
+        "ranks_per_host)) ranks\" >&2\n"
+     << "  program=\"$program.hosts-$hosts\"\n"
+     << "fi\n";
   os << R"(
 mkdir -p "$model"
 declare -A alive=()
@@ -458,6 +514,15 @@ std::string readme(const Job &job, Platform platform, const DeployConfig &d,
           "--config` takes |\n"
        << "| `custom-job.json` | the whole `CustomJob`, for the REST API "
           "(`projects.locations.customJobs.create`) |\n";
+  std::vector<int64_t> smaller = smallerHostCounts(job, hosts);
+  if (!smaller.empty()) {
+    os << "| `" << program << ".hosts-N` | the program for a restart on N of "
+       << "the hosts (N = ";
+    for (size_t i = 0; i < smaller.size(); ++i)
+      os << (i ? ", " : "") << smaller[i];
+    os << "): the data-parallel axis shrinks, each rank keeps its micro-batch "
+          "and the global batch stays |\n";
+  }
   os << "\nThe mesh's " << plural(world, "rank") << " run as " << world / hosts
      << " per host on " << plural(hosts, "host")
      << "; the program detects the platform, prints what it found, and "
@@ -586,8 +651,28 @@ mlir::LogicalResult package::checkPackage(const Job &job, Platform platform,
 mlir::LogicalResult package::writePackage(const Job &job, Platform platform,
                                           llvm::StringRef dir,
                                           llvm::StringRef program,
+                                          llvm::ArrayRef<std::string> rebuild,
                                           std::string &error) {
   const DeployConfig &d = *findDeploy(job, platform);
+  int64_t hosts = hostCount(d, platform);
+  int64_t perHost = job.parallel.getWorldSize() / hosts;
+  for (int64_t h : smallerHostCounts(job, hosts)) {
+    llvm::SmallString<256> out(dir);
+    llvm::sys::path::append(out, program.str() + ".hosts-" + std::to_string(h));
+    std::vector<std::string> args(rebuild.begin(), rebuild.end());
+    args.push_back("--world-size=" + std::to_string(h * perHost));
+    args.push_back("--portable");
+    args.push_back("-o");
+    args.push_back(std::string(out));
+    llvm::SmallVector<llvm::StringRef> refs(args.begin(), args.end());
+    std::string message;
+    if (llvm::sys::ExecuteAndWait(args.front(), refs, std::nullopt, {}, 0, 0,
+                                  &message) != 0) {
+      error = "building the program for " + std::to_string(h) +
+              " host(s) failed" + (message.empty() ? "" : ": " + message);
+      return failure();
+    }
+  }
   if (failed(writeFile(dir, "entrypoint.sh",
                        entryPoint(job, platform, d, program), true, error)) ||
       failed(writeFile(dir, "Dockerfile", dockerfile(job, platform, program),

@@ -19,6 +19,7 @@
 #include "SymExpr.h"
 
 #include "dt/Sema/ModuleLoader.h"
+#include "dt/Sema/Sema.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -59,6 +60,7 @@ public:
   ModuleLoader &loader;
   DiagnosticEngine &diag;
   SymContext syms;
+  AnalyzeOptions options;
 
   std::vector<std::unique_ptr<ModuleScope>> scopes;
   llvm::DenseMap<const LoadedModule *, ModuleScope *> scopeOf;

@@ -31,7 +31,10 @@ using llvm::success;
 namespace {
 class Analyzer {
 public:
-  Analyzer(ModuleLoader &loader) : ctx(std::make_unique<SemaContext>(loader)) {}
+  Analyzer(ModuleLoader &loader, const AnalyzeOptions &options)
+      : ctx(std::make_unique<SemaContext>(loader)) {
+    ctx->options = options;
+  }
 
   llvm::FailureOr<std::unique_ptr<Program>> run(const LoadedModule &main);
 
@@ -269,8 +272,11 @@ Analyzer::run(const LoadedModule &main) {
   std::vector<DeployConfig> deployConfigs;
   for (const ast::DeployDecl *deploy : deploys) {
     DeployConfig config;
+    // A job compiled for another world size (a restart on other hosts) is
+    // no longer the launch its deploy blocks describe.
+    bool compare = layoutKnown && !ctx->options.worldSize;
     if (succeeded(checkDeploy(*ctx, **mainScope, *deploy,
-                              layoutKnown ? &layout : nullptr, config)))
+                              compare ? &layout : nullptr, config)))
       deployConfigs.push_back(std::move(config));
     else
       ok = false;
@@ -287,8 +293,9 @@ Analyzer::run(const LoadedModule &main) {
 }
 
 llvm::FailureOr<std::unique_ptr<Program>>
-dt::analyze(ModuleLoader &loader, const LoadedModule &main) {
-  return Analyzer(loader).run(main);
+dt::analyze(ModuleLoader &loader, const LoadedModule &main,
+            const AnalyzeOptions &options) {
+  return Analyzer(loader, options).run(main);
 }
 
 void dt::runOnLargeStack(llvm::function_ref<void()> body) {

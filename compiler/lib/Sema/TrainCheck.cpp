@@ -105,6 +105,7 @@ private:
   FailureOr<DataSource> checkSource(const ast::Expr &expr, llvm::StringRef key,
                                     DataBinding &binding);
   LogicalResult checkBatchLayout();
+  LogicalResult resizeDataAxis(int64_t world);
   LogicalResult checkRecompute(const ast::Expr &expr);
   LogicalResult checkLoss(const ast::Expr &loss);
   LogicalResult resolveFields(DataSource &source, const DataBinding &binding,
@@ -696,6 +697,39 @@ FailureOr<DataSource> TrainChecker::checkSource(const ast::Expr &expr,
   return source;
 }
 
+LogicalResult TrainChecker::resizeDataAxis(int64_t world) {
+  ParallelConfig &p = job.parallel;
+  auto fail = [&](const std::string &why) {
+    ctx.error(train.getLoc(), "cannot compile job '" + job.name + "' for " +
+                                  std::to_string(world) + " ranks: " + why);
+    return failure();
+  };
+  if (p.dataAxes.size() != 1)
+    return fail("its mesh needs exactly one data-parallel axis to resize");
+  if (p.pipeline)
+    return fail("pipeline jobs are not resized");
+  MeshAxis *axis = nullptr;
+  for (MeshAxis &a : p.mesh)
+    if (a.name == p.dataAxes.front())
+      axis = &a;
+  int64_t others = p.getWorldSize() / axis->size;
+  if (world < 1 || world % others != 0)
+    return fail("the other mesh axes have " + std::to_string(others) +
+                " ranks, which do not divide it");
+  // Each rank keeps its micro-batch; the steps accumulate more of them.
+  int64_t perRank =
+      microBatchKey ? *microBatchKey : job.batch / p.getDataParallelSize();
+  int64_t dp = world / others;
+  if (job.batch % (perRank * dp) != 0)
+    return fail("batch " + std::to_string(job.batch) +
+                " is not a whole number of micro-batches of " +
+                std::to_string(perRank) + " on " + std::to_string(dp) +
+                " data-parallel ranks");
+  axis->size = dp;
+  microBatchKey = perRank;
+  return success();
+}
+
 LogicalResult TrainChecker::checkBatchLayout() {
   const ParallelConfig &p = job.parallel;
   int64_t dp = p.getDataParallelSize();
@@ -921,6 +955,8 @@ LogicalResult TrainChecker::run() {
                                        modelOk ? trace.root.get() : nullptr)))
     return failure();
   if (!ok)
+    return failure();
+  if (ctx.options.worldSize && failed(resizeDataAxis(*ctx.options.worldSize)))
     return failure();
   if (failed(checkBatchLayout()))
     return failure();

@@ -136,6 +136,18 @@ cl::opt<std::string> packageTarget(
              "the program for a portable CPU, a Dockerfile, an entry point, "
              "the job request from the deploy block, and a README"),
     cl::value_desc("sagemaker|vertex"), cl::init(""), cl::cat(dtcCategory));
+cl::opt<int> worldSize(
+    "world-size",
+    cl::desc("Compile for this many ranks by resizing the data-parallel axis, "
+             "keeping the global batch (each rank's micro-batch stays, "
+             "accumulation changes): for a job restarted on other hosts, "
+             "whose checkpoints reshard"),
+    cl::value_desc("ranks"), cl::init(0), cl::cat(dtcCategory));
+cl::opt<bool> portable(
+    "portable",
+    cl::desc("Build for any x86-64 CPU with AVX2 and FMA (x86-64-v3) instead "
+             "of this one, as --package does"),
+    cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
     cl::desc("Emit a checked program: every arena access the entry points "
@@ -276,7 +288,11 @@ int compile(const char *argv0) {
   }
 
   // 2. Check it: imports, models, train, parallel, deploy.
-  FailureOr<std::unique_ptr<Program>> program = analyze(loader, *main);
+  AnalyzeOptions analyzeOptions;
+  if (worldSize > 0)
+    analyzeOptions.worldSize = worldSize;
+  FailureOr<std::unique_ptr<Program>> program =
+      analyze(loader, *main, analyzeOptions);
   if (failed(program))
     return 1;
   if (syntaxOnly)
@@ -296,7 +312,7 @@ int compile(const char *argv0) {
   if (!packageTarget.empty()) {
     platform = package::parsePlatform(packageTarget);
     if (!platform || emitAction != EmitAction::None || checked ||
-        outputFilename.empty()) {
+        outputFilename.empty() || worldSize > 0) {
       WithColor::error(errs(), "dtc")
           << (!platform ? "--package takes sagemaker or vertex, not '" +
                               packageTarget + "'"
@@ -304,7 +320,8 @@ int compile(const char *argv0) {
                   ? std::string("--package writes a directory: name it with "
                                 "-o DIR")
                   : std::string("--package builds the whole program; it does "
-                                "not combine with --emit or --checked"))
+                                "not combine with --emit, --checked or "
+                                "--world-size"))
           << "\n";
       return 1;
     }
@@ -387,7 +404,9 @@ int compile(const char *argv0) {
   // 9. LLVM: optimised IR, an object file.
   CodegenOptions codegen;
   // A packaged program runs on the platform's machines, not this one.
-  codegen.cpu = platform ? std::string(package::kPortableCPU) : targetCPU.getValue();
+  bool forAnyCPU = platform || portable;
+  codegen.cpu =
+      forAnyCPU ? std::string(package::kPortableCPU) : targetCPU.getValue();
   if (emitAction == EmitAction::LLVM) {
     std::unique_ptr<ToolOutputFile> out = openStageOutput();
     if (!out || failed(emitLLVMIR(*module, *manifest, codegen, out->os())))
@@ -426,16 +445,24 @@ int compile(const char *argv0) {
 
   // 10. Link with the runtime.
   std::string error;
-  RuntimeFlavor flavor = checked    ? RuntimeFlavor::Checked
-                         : platform ? RuntimeFlavor::Portable
-                                    : RuntimeFlavor::Native;
+  RuntimeFlavor flavor = checked     ? RuntimeFlavor::Checked
+                         : forAnyCPU ? RuntimeFlavor::Portable
+                                     : RuntimeFlavor::Native;
   if (failed(linkExecutable(object, output, argv0, flavor, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }
-  // 11. The package around it.
+  // 11. The package around it, with the program built for fewer hosts by
+  // this dtc, with the same search paths.
+  std::vector<std::string> rebuild{
+      sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&compile)),
+      inputFilename};
+  for (const std::string &dir : includeDirs)
+    rebuild.push_back("-I" + dir);
+  if (!stdlibDir.empty())
+    rebuild.push_back("--stdlib=" + stdlibDir);
   if (platform && failed(package::writePackage(*job, *platform, packageDir,
-                                               job->name, error))) {
+                                               job->name, rebuild, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }

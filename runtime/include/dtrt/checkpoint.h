@@ -70,6 +70,8 @@ struct TrainPosition {
   int64_t trainSamples = 0;
   /// Training time before this checkpoint, over all resumed runs.
   double elapsedSeconds = 0;
+  /// The mesh it was written on (no axes: one rank).
+  MeshSpec mesh;
 };
 
 /// A complete checkpoint on disk.

@@ -45,8 +45,13 @@ mlir::LogicalResult checkPackage(const Job &job, Platform platform,
 
 /// Writes everything but the program into `dir`: Dockerfile, entrypoint.sh,
 /// the job request, README.md. `program` is the program's file name in `dir`.
+/// A restarted job may get fewer hosts than it asked for; the program for
+/// each smaller host count the mesh allows is built beside it
+/// (`PROGRAM.hosts-N`) by running `rebuild` (dtc, the input and its search
+/// options) with --world-size and --portable.
 mlir::LogicalResult writePackage(const Job &job, Platform platform,
                                  llvm::StringRef dir, llvm::StringRef program,
+                                 llvm::ArrayRef<std::string> rebuild,
                                  std::string &error);
 
 } // namespace dt::package

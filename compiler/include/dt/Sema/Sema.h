@@ -24,6 +24,7 @@
 #include "llvm/Support/LogicalResult.h"
 
 #include <memory>
+#include <optional>
 
 namespace dt {
 
@@ -42,10 +43,20 @@ private:
   std::unique_ptr<Job> job;
 };
 
+/// What the driver asks of the job beyond what the file says.
+struct AnalyzeOptions {
+  /// Compile for this many ranks: the data-parallel axis is resized so that
+  /// the mesh has them, and the global batch is kept (each rank's
+  /// micro-batch stays; accumulation changes). For a job restarted on
+  /// another number of hosts, whose checkpoints reshard to any mesh.
+  std::optional<int64_t> worldSize;
+};
+
 /// Checks `main` and everything it imports (loading imports through
 /// `loader`). The loader must outlive the returned Program.
-llvm::FailureOr<std::unique_ptr<Program>> analyze(ModuleLoader &loader,
-                                                  const LoadedModule &main);
+llvm::FailureOr<std::unique_ptr<Program>>
+analyze(ModuleLoader &loader, const LoadedModule &main,
+        const AnalyzeOptions &options = {});
 
 /// Runs `body` on a thread with a large stack (the front end's second guard
 /// against deep recursion, after the parser's nesting limits).
