@@ -1,4 +1,4 @@
-//===- overlap.cpp - Does overlapping an all-reduce with compute pay here? -===//
+//===- overlap.cpp - Does overlapping an all-reduce with compute pay? -----===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,5 +1,4 @@
-//===- file.cpp - Durable file writes
-//--------------------------------------===//
+//===- file.cpp - Durable file writes -------------------------------------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -4,7 +4,7 @@
 // that state its definition, independent of the kernels and of code generation,
 // so that it can serve as the oracle for both. See Interpreter.h.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Interpreter/Interpreter.h"
 #include "dt/Dialect/DT/IR/DTOps.h"

@@ -1,5 +1,4 @@
-//===- MLIRGen.cpp - checked job to the dt dialect
-//-------------------------===//
+//===- MLIRGen.cpp - checked job to the dt dialect ------------------------===//
 //
 // Implements Sema's GraphBuilder with dt ops: the tracer calls `param`,
 // `input`, `constant` and `op` in evaluation order and MLIRGen emits one or a
@@ -9,7 +8,7 @@
 // one 2-D matmul between reshapes, `mean` a sum and a scale) and which features
 // code generation does not support yet.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/MLIRGen/MLIRGen.h"
 #include "dt/Dialect/DT/IR/DTBuilder.h"

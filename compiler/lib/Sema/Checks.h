@@ -1,5 +1,4 @@
-//===- Checks.h - Checks of the train, parallel and deploy blocks -*- C++
-//-*-===//
+//===- Checks.h - Checks of train, parallel and deploy blocks ---*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

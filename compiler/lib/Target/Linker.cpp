@@ -1,12 +1,11 @@
-//===- Linker.cpp - links an object file with the runtime
-//------------------===//
+//===- Linker.cpp - links an object file with the runtime -----------------===//
 //
 // Runs the system C++ driver (the compiler dt was built with, or $DT_CXX) on
 // the object file, libdtrt.a (main, loaders, checkpoints), libdtkernels.a and
 // their system dependencies. The libraries are found beside dtc: `<dir of
 // dtc>/../lib`.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Target/Linker.h"
 #include "LinkConfig.h"

@@ -5,7 +5,7 @@
 // MLIRGen), so this is a direct attribute-to-JSON conversion plus one entry per
 // dt.global.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Target/Manifest.h"
 #include "dt/Dialect/DT/IR/DTOps.h"

@@ -1,5 +1,4 @@
-//===- ObjectEmitter.cpp - LLVM dialect to a native object file
-//------------===//
+//===- ObjectEmitter.cpp - LLVM dialect to a native object file -----------===//
 //
 // The last compiler stage, in-process: MLIR's LLVM-dialect module is translated
 // to LLVM IR, the manifest is added as a constant C string, LLVM's -O3 pipeline
@@ -7,7 +6,7 @@
 // for this CPU), and the code generator writes a position-independent object
 // file (Debian links PIE).
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Target/ObjectEmitter.h"
 

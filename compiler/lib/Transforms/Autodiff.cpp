@@ -1,23 +1,21 @@
-//===- Autodiff.cpp - reverse-mode differentiation of the loss
-//-------------===//
+//===- Autodiff.cpp - reverse-mode differentiation of the loss ------------===//
 //
 // Turns `@loss` into the `@grad_step` entry point. The algorithm:
 //
 //   1. Activity analysis. A value is *varied* when it depends on a parameter
-//   load and
-//      *useful* when the loss depends on it; only ops with a varied operand and
-//      a useful result are differentiated, and only the operand adjoints that
-//      lead back to a parameter are requested (`needed`), so no gradient of
-//      input data is ever built.
+//      load and *useful* when the loss depends on it; only ops with a varied
+//      operand and a useful result are differentiated, and only the operand
+//      adjoints that lead back to a parameter are requested (`needed`), so no
+//      gradient of input data is ever built.
 //   2. Reverse sweep. Walking the body backwards from the loss (adjoint 1),
-//   each active
-//      op builds its VJP through DifferentiableOpInterface at the end of the
-//      function; adjoints reaching one value from several uses are summed.
+//      each active op builds its VJP through DifferentiableOpInterface at the
+//      end of the function; adjoints reaching one value from several uses are
+//      summed.
 //   3. Gradients. The adjoint of every parameter load (summed over loads of one
 //      parameter) is stored into `grad/P`, or added to it under gradient
 //      accumulation. The loss is stored into `out/loss`.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
 

@@ -1,38 +1,35 @@
-//===- FuseElementwise.cpp - group elementwise ops into dt.fused
-//-----------===//
+//===- FuseElementwise.cpp - group elementwise ops into dt.fused ----------===//
 //
 // Greedy producer-consumer fusion of a straight-line body. The algorithm:
 //
 //   1. Walk ops in order. An elementwise op X starts a group; it joins (and
-//   merges) the
-//      groups of its elementwise producers that have X's shape, provided every
-//      value those groups make that is used outside them is used *after* X. The
-//      fused op will sit where the group's last op is, so that rule is exactly
-//      what keeps every use after its definition; no cycle can form.
+//      merges) the groups of its elementwise producers that have X's shape,
+//      provided every value those groups make that is used outside them is used
+//      *after* X. The fused op will sit where the group's last op is, so that
+//      rule is exactly what keeps every use after its definition; no cycle can
+//      form.
 //   2. `dt.broadcast_to` of a value into a group's shape is absorbed: the group
-//   takes the
-//      smaller value as an operand and broadcasts it in its loop (the broadcast
-//      op stays only if something else uses it). Splat constants are cloned
-//      into the body.
+//      takes the smaller value as an operand and broadcasts it in its loop (the
+//      broadcast op stays only if something else uses it). Splat constants are
+//      cloned into the body.
 //   3. Each group becomes one dt.fused at its last op; values used outside are
-//   yielded.
-//      Singletons become dt.fused too, and so does a broadcast that nothing
-//      absorbed, so that lowering has a single elementwise form.
+//      yielded. Singletons become dt.fused too, and so does a broadcast that
+//      nothing absorbed, so that lowering has a single elementwise form.
 //
 // Two refinements keep intermediate values out of memory:
 //   0. Before grouping, a cheap elementwise op (one or two operands) whose
-//   every user
-//      could fuse with it is duplicated, one copy per user: recomputing it in
-//      each consumer's loop is cheaper than writing it out and reading it back.
+//      every user could fuse with it is duplicated, one copy per user:
+//      recomputing it in each consumer's loop is cheaper than writing it out
+//      and reading it back.
 //   4. A sum (dt.reduce_sum over all, the leading or the trailing axes) whose
-//   operand is
-//      the one value a group makes is absorbed too: the group becomes a
-//      dt.fused with reduce_axes, and the summed values never reach memory.
+//      operand is the one value a group makes is absorbed too: the group
+//      becomes a dt.fused with reduce_axes, and the summed values never reach
+//      memory.
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
 

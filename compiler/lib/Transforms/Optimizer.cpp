@@ -1,5 +1,4 @@
-//===- Optimizer.cpp - the apply_step entry point
-//--------------------------===//
+//===- Optimizer.cpp - the apply_step entry point -------------------------===//
 //
 // Builds `@apply_step` from the training recipe in the module attributes.
 // Everything is ordinary dt IR: scalar math on 0-d tensors for the schedule and
@@ -11,7 +10,7 @@
 // script that puts the others in a no-decay parameter group takes the same
 // steps (bench/mlp_fashion_torch.py does).
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTBuilder.h"
 #include "dt/Transforms/Passes.h"

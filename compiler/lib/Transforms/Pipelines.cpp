@@ -3,7 +3,7 @@
 // The order of the passes between MLIRGen and lowering, in one place, shared by
 // dtc, dt-opt (`-dt-train-step`, `-dt-fuse-and-plan`) and the tests.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
 

@@ -1,5 +1,4 @@
-//===- PlanMemory.cpp - static arena offsets for every tensor
-//--------------===//
+//===- PlanMemory.cpp - static arena offsets for every tensor -------------===//
 //
 // Every tensor of a rank lives at a byte offset in one arena fixed at compile
 // time. The algorithm:
@@ -17,12 +16,11 @@
 //      store to its global gets a buffer of its own (the lowering copies into
 //      it).
 //   3. Transient region: the other values get offsets after the persistent
-//   region by
-//      liveness over the straight-line body, best fit among free blocks; entry
-//      points share the region, which is as large as the hungriest of them
-//      needs.
+//      region by liveness over the straight-line body, best fit among free
+//      blocks; entry points share the region, which is as large as the
+//      hungriest of them needs.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
 

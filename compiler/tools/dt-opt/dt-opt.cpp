@@ -1,11 +1,10 @@
-//===- dt-opt.cpp - runs dt passes on .mlir files
-//--------------------------===//
+//===- dt-opt.cpp - runs dt passes on .mlir files -------------------------===//
 //
 // mlir-opt for dt: the dt dialect, the upstream dialects it lowers through, the
 // dt passes and the upstream passes the pipeline uses. lit tests in test/ drive
 // it.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTDialect.h"

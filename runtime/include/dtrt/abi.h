@@ -1,5 +1,4 @@
-//===- dtrt/abi.h - The symbols generated code and libdtrt share -*- C++
-//-*-===//
+//===- dtrt/abi.h - What generated code and libdtrt share -------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- dtrt/arena.h - The one allocation that holds a rank's state -*- C++ -*-===//
+//===- dtrt/arena.h - The one allocation of a rank's state ------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

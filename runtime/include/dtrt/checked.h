@@ -1,4 +1,4 @@
-//===- dtrt/checked.h - Run-time checks of a checked program -----*- C++ -*-===//
+//===- dtrt/checked.h - Run-time checks of a checked program ----*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

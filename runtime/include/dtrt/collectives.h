@@ -1,4 +1,4 @@
-//===- dtrt/collectives.h - Collectives as generated code calls them -*- C++ -*-===//
+//===- dtrt/collectives.h - Collectives for generated code ------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

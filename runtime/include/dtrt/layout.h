@@ -1,4 +1,4 @@
-//===- dtrt/layout.h - Which elements of a tensor a rank holds ---*- C++ -*-===//
+//===- dtrt/layout.h - Which elements of a tensor a rank holds --*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- dtrt/loop.h - The training loop ---------------------------*- C++ -*-===//
+//===- dtrt/loop.h - The training loop --------------------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- dtrt/manifest.h - The program manifest, parsed and checked -*- C++ -*-===//
+//===- dtrt/manifest.h - The program manifest, checked ----------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- dtrt/options.h - Command-line options of an emitted program -*- C++ -*-===//
+//===- dtrt/options.h - Options of an emitted program -----------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

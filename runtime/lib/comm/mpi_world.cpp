@@ -1,4 +1,4 @@
-//===- mpi_world.cpp - Build the MPI world of ranks no MPI launcher started ===//
+//===- mpi_world.cpp - The MPI world of ranks no MPI launcher started -----===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

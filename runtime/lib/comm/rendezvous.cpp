@@ -1,4 +1,4 @@
-//===- rendezvous.cpp - Ranks meeting at the master over TCP ---------------===//
+//===- rendezvous.cpp - Ranks meeting at the master over TCP --------------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

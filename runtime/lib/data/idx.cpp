@@ -1,5 +1,4 @@
-//===- idx.cpp - IDX image/label files
-//-------------------------------------===//
+//===- idx.cpp - IDX image/label files ------------------------------------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

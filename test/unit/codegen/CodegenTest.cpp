@@ -8,7 +8,7 @@
 // checks fusion, the memory plan (in-place updates, buffer reuse), the lowering
 // and the kernels together.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "Harness.h"
 

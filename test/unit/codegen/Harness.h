@@ -1,4 +1,4 @@
-//===- Harness.h - compiled programs next to the interpreter in tests -*- C++ -*-===//
+//===- Harness.h - compiled programs beside the interpreter -----*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -7,7 +7,7 @@
 // the reference interpreter in float64. A last test checks that no
 // differentiable op is left without a case here.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Interpreter/Interpreter.h"

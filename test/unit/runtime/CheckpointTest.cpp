@@ -1,5 +1,4 @@
-//===- CheckpointTest.cpp - Tests of checkpoints
-//---------------------------===//
+//===- CheckpointTest.cpp - Tests of checkpoints --------------------------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- LaunchTest.cpp - Tests of launch detection ---------------------------===//
+//===- LaunchTest.cpp - Tests of launch detection -------------------------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,4 +1,4 @@
-//===- ArenaPlan.h - the memory plan as lowered code carries it --*- C++ -*-===//
+//===- ArenaPlan.h - the memory plan in lowered code ------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

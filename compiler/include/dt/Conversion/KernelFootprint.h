@@ -1,4 +1,4 @@
-//===- KernelFootprint.h - the bytes each kernel call touches ----*- C++ -*-===//
+//===- KernelFootprint.h - the bytes each kernel call touches ---*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

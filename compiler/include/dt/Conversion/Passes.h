@@ -1,10 +1,9 @@
-//===- Passes.h - dt lowering passes -----------------------------*- C++
-//-*-===//
+//===- Passes.h - dt lowering passes ----------------------------*- C++ -*-===//
 //
 // The lowering passes and the `dt-lower-to-llvm` pipeline that runs them with
 // the upstream conversions to the LLVM dialect.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_CONVERSION_PASSES_H
 #define DT_CONVERSION_PASSES_H

@@ -1,9 +1,9 @@
-//===- Passes.td - dt lowering passes ----------------------------*- tablegen -*-===//
+//===- Passes.td - dt lowering passes ----------------------*- tablegen -*-===//
 //
 // From planned dt entry points to LLVM: dt ops become loops (via linalg) and kernel
 // calls over the arena, then upstream conversions take everything to the LLVM dialect.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_CONVERSION_PASSES_TD
 #define DT_CONVERSION_PASSES_TD

@@ -1,5 +1,4 @@
-//===- Interpreter.h - reference evaluator for dt IR -------------*- C++
-//-*-===//
+//===- Interpreter.h - reference evaluator for dt IR ------------*- C++ -*-===//
 //
 // Evaluates dt functions directly, in double precision, one op at a time. It is
 // the oracle of the test suite: VJP rules are checked against finite
@@ -9,7 +8,7 @@
 // through double-precision BLAS so that it keeps up with models of realistic
 // width; everything else is plain loops.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_INTERPRETER_INTERPRETER_H
 #define DT_INTERPRETER_INTERPRETER_H

@@ -1,5 +1,4 @@
-//===- MLIRGen.h - checked job to the dt dialect -----------------*- C++
-//-*-===//
+//===- MLIRGen.h - checked job to the dt dialect ----------------*- C++ -*-===//
 //
 // MLIRGen turns a Job that Sema accepted into a dt module, the global view of
 // the training step before differentiation:
@@ -22,7 +21,7 @@
 // primitive op to dt ops. Features the code generator does not have yet are
 // rejected here with a located error.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_MLIRGEN_MLIRGEN_H
 #define DT_MLIRGEN_MLIRGEN_H

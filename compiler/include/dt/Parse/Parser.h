@@ -1,5 +1,4 @@
-//===- Parser.h - .dt text to AST --------------------------------*- C++
-//-*-===//
+//===- Parser.h - .dt text to AST -------------------------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,5 +1,4 @@
-//===- Job.h - The checked training job --------------------------*- C++
-//-*-===//
+//===- Job.h - The checked training job -------------------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,5 +1,4 @@
-//===- TraceRecorder.h - A GraphBuilder that records and verifies -*- C++
-//-*-===//
+//===- TraceRecorder.h - records and verifies a trace -----------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,10 +1,9 @@
-//===- Linker.h - links an object file with the runtime ----------*- C++
-//-*-===//
+//===- Linker.h - links an object file with the runtime ---------*- C++ -*-===//
 //
 // Runs the system C++ driver to link generated code with libdtrt (which owns
 // main), libdtkernels and their dependencies into an executable.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_TARGET_LINKER_H
 #define DT_TARGET_LINKER_H

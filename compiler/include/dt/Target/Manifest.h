@@ -1,4 +1,4 @@
-//===- Manifest.h - the program manifest embedded in the executable -*- C++ -*-===//
+//===- Manifest.h - the manifest embedded in a program ----------*- C++ -*-===//
 //
 // The JSON document of docs/abi.md: the mesh, the arena layout (every
 // dt.global with its role, shape, offset and, on a mesh, its layout and whole
@@ -6,7 +6,7 @@
 // data sources. It is built from the module after memory planning, before the
 // globals are lowered away.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_TARGET_MANIFEST_H
 #define DT_TARGET_MANIFEST_H

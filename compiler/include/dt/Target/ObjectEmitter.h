@@ -1,11 +1,10 @@
-//===- ObjectEmitter.h - LLVM dialect to a native object file ----*- C++
-//-*-===//
+//===- ObjectEmitter.h - LLVM dialect to a native object file ---*- C++ -*-===//
 //
 // Translates a module in the LLVM dialect to LLVM IR, embeds the manifest as
 // the `dt_manifest` symbol, optimises at -O3 for the target CPU and writes an
 // object file, all in-process.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_TARGET_OBJECTEMITTER_H
 #define DT_TARGET_OBJECTEMITTER_H

@@ -1,4 +1,4 @@
-//===- Report.h - What each rank's program costs, before it runs -*- C++ -*-===//
+//===- Report.h - What each rank's program costs ----------------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -1,8 +1,8 @@
-//===- Passes.h - dt transformation passes -----------------------*- C++ -*-===//
+//===- Passes.h - dt transformation passes ----------------------*- C++ -*-===//
 //
 // Declarations and registration of the passes between MLIRGen and lowering.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_TRANSFORMS_PASSES_H
 #define DT_TRANSFORMS_PASSES_H

@@ -1,9 +1,9 @@
-//===- Passes.td - dt transformation passes ----------------------*- tablegen -*-===//
+//===- Passes.td - dt transformation passes ----------------*- tablegen -*-===//
 //
 // The passes between MLIRGen and lowering, in pipeline order. Each has a lit test of
 // the same name in test/Transforms/.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_TRANSFORMS_PASSES_TD
 #define DT_TRANSFORMS_PASSES_TD

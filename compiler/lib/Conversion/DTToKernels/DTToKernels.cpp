@@ -1,5 +1,4 @@
-//===- DTToKernels.cpp - planned dt entry points to loops and kernel calls
-//-===//
+//===- DTToKernels.cpp - planned entry points to loops and kernels --------===//
 //
 // After dt-plan-memory every tensor has an arena offset, so lowering needs no
 // value mapping: each op reads its operands from, and writes its results to,
@@ -7,15 +6,12 @@
 // linalg.generic (then loops), the rest become linalg copies/reductions or
 // calls into kernels/. See Passes.td.
 //
-// Pattern: %y = dt.fused(%a, %b) {...}        => linalg.generic ins(view a,
-// view b)
-//                                                 outs(view y) { scalar body }
-// Pattern: %c = dt.matmul %a, %b               => call @dtk_matmul_f32(ptr a,
-// ptr b,
-//                                                 ptr c, batch, m, n, k, ta,
-//                                                 tb)
+// Pattern: %y = dt.fused(%a, %b) {...}
+//            => linalg.generic ins(view a, view b) outs(view y) { scalar body }
+// Pattern: %c = dt.matmul %a, %b
+//            => call @dtk_matmul_f32(ptr a, ptr b, ptr c, batch, m, n, k, ta, tb)
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Conversion/ArenaPlan.h"
 #include "dt/Conversion/Passes.h"

@@ -5,7 +5,7 @@
 // elementwise) stay plain arithmetic that LLVM vectorises rather than one libm
 // call per element.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Conversion/Passes.h"
 

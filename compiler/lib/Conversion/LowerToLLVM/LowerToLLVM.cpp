@@ -1,5 +1,4 @@
-//===- LowerToLLVM.cpp - the dt-lower-to-llvm pipeline
-//---------------------===//
+//===- LowerToLLVM.cpp - the dt-lower-to-llvm pipeline --------------------===//
 //
 // After convert-dt-to-kernels the module holds loops over memref views (scf
 // with vector and scalar arith/math, and linalg), and kernel calls; this
@@ -7,7 +6,7 @@
 // arguments use the bare-pointer convention, so an entry point is `void
 // dt_name(char *arena)` in C. Both pipelines end with dt-verify-arena.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Conversion/Passes.h"
 

@@ -13,10 +13,9 @@
 //      ops that only rearrange its result (the split of a bucket, reshapes,
 //      slices, transposes) sink to just before the first op that uses what
 //      they make (for gradients, the stores that dt-bucket-collectives put at
-//      the end). Then, if some op
-//      between the collective and the first user of its result does work
-//      (anything but views, constants, loads, stores and other collectives),
-//      the collective is marked `dt.async`.
+//      the end). Then, if some op between the collective and the first user
+//      of its result does work (anything but views, constants, loads, stores
+//      and other collectives), the collective is marked `dt.async`.
 //   2. A dt.wait goes just before that first user; it takes the collective's
 //      result and operands, and every use of the result becomes a use of the
 //      wait's. The operands stay alive (and unwritten) until the wait, which

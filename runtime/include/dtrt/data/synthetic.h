@@ -1,5 +1,4 @@
-//===- dtrt/data/synthetic.h - A reproducible classification set -*- C++
-//-*-===//
+//===- dtrt/data/synthetic.h - A reproducible labelled set ------*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //

@@ -7,7 +7,7 @@
 // as `relu(x @ w + b)` or a whole AdamW update becomes one vectorised pass over
 // memory.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTOps.h"
 

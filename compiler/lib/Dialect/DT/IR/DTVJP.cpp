@@ -1,5 +1,4 @@
-//===- DTVJP.cpp - vector-Jacobian products of dt ops
-//----------------------===//
+//===- DTVJP.cpp - vector-Jacobian products of dt ops ---------------------===//
 //
 // DifferentiableOpInterface: given the adjoint of each result, every
 // differentiable op builds the adjoints of the operands the autodiff pass asks
@@ -12,7 +11,7 @@
 // Rules only build what `needed` asks for; the adjoint of a non-float operand
 // is always null.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTBuilder.h"
 
@@ -38,9 +37,9 @@ LogicalResult unary(Operation *, ArrayRef<bool> needed, ValueRange grads,
 }
 } // namespace
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Elementwise
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 LogicalResult NegOp::buildVJP(OpBuilder &b, ValueRange grads,
                               ArrayRef<bool> needed,
@@ -217,9 +216,9 @@ LogicalResult MinimumOp::buildVJP(OpBuilder &b, ValueRange grads,
   return selectVJP(*this, b, getRhs(), getLhs(), grads, needed, out);
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Shapes
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 LogicalResult BroadcastToOp::buildVJP(OpBuilder &b, ValueRange grads,
                                       ArrayRef<bool> needed,
@@ -293,9 +292,9 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ValueRange grads,
   return success();
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Reductions and linear algebra
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 LogicalResult ReduceSumOp::buildVJP(OpBuilder &b, ValueRange grads,
                                     ArrayRef<bool> needed,
@@ -337,9 +336,9 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ValueRange grads,
   return success();
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Neural-network ops
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ValueRange grads,
                                   ArrayRef<bool> needed,

@@ -1,10 +1,10 @@
-//===- DTAttributes.td - dt dialect attributes -------------------*- tablegen -*-===//
+//===- DTAttributes.td - dt dialect attributes -------------*- tablegen -*-===//
 //
 // `#dt.shard`: how a tensor is laid out over the device mesh. It names mesh
 // axes (the `dt.axes` of `mesh.mesh @mesh`) so that lit tests and `--emit`
 // output read like the program's `parallel` block.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_ATTRIBUTES_TD
 #define DT_ATTRIBUTES_TD

@@ -1,11 +1,10 @@
-//===- DTBuilder.h - terse construction of dt ops ----------------*- C++
-//-*-===//
+//===- DTBuilder.h - terse construction of dt ops ---------------*- C++ -*-===//
 //
 // Code that writes dt IR by hand (the VJP rules, the optimizer pass, MLIRGen)
 // reads like the formula it implements when each op is one short call at a
 // fixed location: `e.sub(p, e.mul(lr, g))`. This is that helper.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_DIALECT_DT_IR_DTBUILDER_H
 #define DT_DIALECT_DT_IR_DTBUILDER_H

@@ -1,9 +1,9 @@
-//===- DTDialect.h - the dt dialect ------------------------------*- C++ -*-===//
+//===- DTDialect.h - the dt dialect -----------------------------*- C++ -*-===//
 //
 // Declares the dt dialect class and its attributes. Include DTOps.h for the
 // operations.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_DIALECT_DT_IR_DTDIALECT_H
 #define DT_DIALECT_DT_IR_DTDIALECT_H

@@ -1,4 +1,4 @@
-//===- DTDialect.td - the dt dialect -----------------------------*- tablegen -*-===//
+//===- DTDialect.td - the dt dialect -----------------------*- tablegen -*-===//
 //
 // The dt dialect: a training job's computation on static-shaped tensors. MLIRGen emits
 // the forward computation and the loss; autodiff and the optimizer pass turn it into
@@ -6,7 +6,7 @@
 // take it to LLVM. Persistent state (parameters, gradients, optimizer state, input
 // batches, outputs) lives in `dt.global`s that entry points `dt.load` and `dt.store`.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_DIALECT_TD
 #define DT_DIALECT_TD

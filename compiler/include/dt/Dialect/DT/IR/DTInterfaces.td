@@ -1,11 +1,11 @@
-//===- DTInterfaces.td - dt op interfaces ------------------------*- tablegen -*-===//
+//===- DTInterfaces.td - dt op interfaces ------------------*- tablegen -*-===//
 //
 // The interfaces through which passes ask ops about themselves instead of
 // switching over op kinds: autodiff asks for a vector-Jacobian product, fusion
 // lowering for the scalar computation of an elementwise op, and the sharding
 // passes for how the op's dimensions may be split.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_INTERFACES_TD
 #define DT_INTERFACES_TD

@@ -1,10 +1,10 @@
-//===- DTOps.h - dt dialect operations ---------------------------*- C++ -*-===//
+//===- DTOps.h - dt dialect operations --------------------------*- C++ -*-===//
 //
 // The operations, enums and interfaces of the dt dialect, generated from
 // DTOps.td and DTInterfaces.td, plus small helpers shared by their
 // implementations and the passes.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_DIALECT_DT_IR_DTOPS_H
 #define DT_DIALECT_DT_IR_DTOPS_H

@@ -1,10 +1,10 @@
-//===- DTOps.td - dt dialect operations --------------------------*- tablegen -*-===//
+//===- DTOps.td - dt dialect operations --------------------*- tablegen -*-===//
 //
 // The operations of the dt dialect: state (globals, loads, stores), constants,
 // elementwise math, shape manipulation, linear algebra, the neural-network ops with
 // hand-written kernels, their gradient ops, the LR schedule, and fused regions.
 //
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 #ifndef DT_OPS_TD
 #define DT_OPS_TD
@@ -17,9 +17,9 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Types and attributes
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_FloatTensor : StaticShapeTensorOf<[F16, BF16, F32, F64]>;
 def DT_IntTensor : StaticShapeTensorOf<[I32, I64]>;
@@ -41,9 +41,9 @@ def DifferentiableOp : DeclareOpInterfaceMethods<DT_DifferentiableOpInterface>;
 def ScalarizableOp : DeclareOpInterfaceMethods<DT_ScalarizableOpInterface>;
 def ShardableOp : DeclareOpInterfaceMethods<DT_ShardableOpInterface>;
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // State
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_GlobalOp : DT_Op<"global", [Symbol]> {
   let summary = "a persistent tensor of the program";
@@ -114,9 +114,9 @@ def DT_StoreOp : DT_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface
   let assemblyFormat = "$value `,` $global attr-dict `:` type($value)";
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Constants
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_ConstantOp : DT_Op<"constant", [ConstantLike, Pure, ScalarizableOp, ShardableOp,
                                        AllTypesMatch<["value", "result"]>]> {
@@ -144,9 +144,9 @@ def DT_IotaOp : DT_Op<"iota", [ShardableOp, Pure]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Elementwise
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 class DT_UnaryOp<string mnemonic, list<Trait> traits = []>
     : DT_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType,
@@ -256,9 +256,9 @@ def DT_SelectOp : DT_Op<"select", [Pure, Elementwise, SameOperandsAndResultType,
   let assemblyFormat = "$cond `,` $x `,` $y attr-dict `:` type($result)";
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Shapes
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_BroadcastToOp : DT_Op<"broadcast_to", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "NumPy broadcasting to a larger shape";
@@ -368,9 +368,9 @@ def DT_PadOp : DT_Op<"pad", [ShardableOp, Pure]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Reductions and linear algebra
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_ReduceSumOp : DT_Op<"reduce_sum", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "sum over some axes, which are removed";
@@ -407,9 +407,9 @@ def DT_MatmulOp : DT_Op<"matmul", [ShardableOp, Pure, DifferentiableOp]> {
   let hasCanonicalizer = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Neural-network ops (hand-written kernels) and their gradients
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_SoftmaxOp : DT_Op<"softmax", [Pure, SameOperandsAndResultType, DifferentiableOp,
                                      ShardableOp]> {
@@ -563,9 +563,9 @@ def DT_AttentionGradOp : DT_Op<"attention_grad", [ShardableOp, Pure,
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Asynchronous collectives (made by dt-overlap-collectives)
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_WaitOp : DT_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "the end of a collective issued asynchronously";
@@ -589,9 +589,9 @@ def DT_WaitOp : DT_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Vocabulary parallelism (ops of partitioned programs, made by dt-spmd-partition)
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_ShardStartOp : DT_Op<"shard_start", [Pure]> {
   let summary = "where this rank's block of a split dimension starts";
@@ -735,9 +735,9 @@ def DT_CountCorrectStatsOp : DT_Op<"count_correct_stats", [Pure]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Training
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_ScheduleOp : DT_Op<"schedule", [ShardableOp, Pure]> {
   let summary = "the learning rate at an optimizer step";
@@ -767,9 +767,9 @@ def DT_ScheduleOp : DT_Op<"schedule", [ShardableOp, Pure]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 // Fusion
-//===----------------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
 
 def DT_FusedOp : DT_Op<"fused", [IsolatedFromAbove, SingleBlock]> {
   let summary = "a fused elementwise region, code-generated as one loop nest";
