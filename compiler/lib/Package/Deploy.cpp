@@ -53,8 +53,15 @@ record(const DeployConfig &d, llvm::StringRef key) {
 
 /// Hosts (instances, replicas) the request starts.
 int64_t hostCount(const DeployConfig &d, Platform platform) {
-  return platform == Platform::SageMaker ? num(d, "count", 1)
-                                         : num(d, "replicas", 1);
+  switch (platform) {
+  case Platform::SageMaker:
+    return num(d, "count", 1);
+  case Platform::Vertex:
+    return num(d, "replicas", 1);
+  case Platform::Slurm:
+    return num(d, "nodes", 1);
+  }
+  return 1;
 }
 
 /// The smaller host counts a restarted job can run on: the data-parallel

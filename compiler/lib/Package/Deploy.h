@@ -76,6 +76,12 @@ std::string entryPoint(const Job &job, Platform platform,
 std::string dockerfile(const Job &job, Platform platform,
                        llvm::StringRef program);
 
+/// The batch script and README of a Slurm package (Slurm.cpp).
+std::string sbatchScript(const Job &job, const DeployConfig &d,
+                         llvm::StringRef packageDir, llvm::StringRef program);
+std::string slurmReadme(const Job &job, const DeployConfig &d,
+                        llvm::StringRef program);
+
 /// The job requests (Requests.cpp).
 llvm::json::Value sageMakerRequest(const Job &job, const DeployConfig &d);
 /// Vertex's CustomJobSpec: pool 0 is the master's machine, pool 1 the rest.

@@ -32,11 +32,21 @@ std::optional<Platform> package::parsePlatform(llvm::StringRef name) {
     return Platform::SageMaker;
   if (name == "vertex")
     return Platform::Vertex;
+  if (name == "slurm")
+    return Platform::Slurm;
   return std::nullopt;
 }
 
 llvm::StringRef package::platformName(Platform platform) {
-  return platform == Platform::SageMaker ? "sagemaker" : "vertex";
+  switch (platform) {
+  case Platform::SageMaker:
+    return "sagemaker";
+  case Platform::Vertex:
+    return "vertex";
+  case Platform::Slurm:
+    return "slurm";
+  }
+  return "";
 }
 
 namespace {
@@ -208,7 +218,7 @@ mlir::LogicalResult package::checkPackage(const Job &job, Platform platform,
             << "channels = {" << f.role << ": \"s3://...\"}";
         return failure();
       }
-  } else if (!d->get("base_output_dir")) {
+  } else if (platform == Platform::Vertex && !d->get("base_output_dir")) {
     mlir::emitError(at(d->loc))
         << "--package vertex needs base_output_dir: Vertex AI gives the job "
            "its model and checkpoint directories under it";
@@ -241,6 +251,17 @@ mlir::LogicalResult package::writePackage(const Job &job, Platform platform,
               " host(s) failed" + (message.empty() ? "" : ": " + message);
       return failure();
     }
+  }
+  if (platform == Platform::Slurm) {
+    llvm::SmallString<256> absolute(dir);
+    llvm::sys::fs::make_absolute(absolute);
+    llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+    return failure(
+        failed(writeFile(dir, "job.sbatch",
+                         sbatchScript(job, d, absolute, program), true,
+                         error)) ||
+        failed(writeFile(dir, "README.md", slurmReadme(job, d, program), false,
+                         error)));
   }
   if (failed(writeFile(dir, "entrypoint.sh",
                        entryPoint(job, platform, d, program), true, error)) ||

@@ -132,10 +132,12 @@ cl::opt<ReportFormat> report(
     cl::cat(dtcCategory));
 cl::opt<std::string> packageTarget(
     "package",
-    cl::desc("Write a directory (-o DIR) to submit as a managed training job: "
-             "the program for a portable CPU, a Dockerfile, an entry point, "
-             "the job request from the deploy block, and a README"),
-    cl::value_desc("sagemaker|vertex"), cl::init(""), cl::cat(dtcCategory));
+    cl::desc("Write a directory (-o DIR) to submit as a training job: the "
+             "program for a portable CPU and, from the deploy block, a "
+             "Dockerfile, an entry point and the job request (SageMaker, "
+             "Vertex AI) or a batch script (Slurm), and a README"),
+    cl::value_desc("sagemaker|vertex|slurm"), cl::init(""),
+    cl::cat(dtcCategory));
 cl::opt<int> worldSize(
     "world-size",
     cl::desc("Compile for this many ranks by resizing the data-parallel axis, "
@@ -314,7 +316,7 @@ int compile(const char *argv0) {
     if (!platform || emitAction != EmitAction::None || checked ||
         outputFilename.empty() || worldSize > 0) {
       WithColor::error(errs(), "dtc")
-          << (!platform ? "--package takes sagemaker or vertex, not '" +
+          << (!platform ? "--package takes sagemaker, vertex or slurm, not '" +
                               packageTarget + "'"
               : outputFilename.empty()
                   ? std::string("--package writes a directory: name it with "

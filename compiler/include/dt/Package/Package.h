@@ -4,11 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dtc --package sagemaker|vertex model.dt -o DIR` writes a directory a user
-// submits as it is: the program (compiled by dtc for a portable CPU
-// baseline), a Dockerfile, an entry point that maps the platform's
-// environment to the program's options and starts its ranks, the platform's
-// job request as JSON, and a README with the command that submits it. Every
+// `dtc --package sagemaker|vertex|slurm model.dt -o DIR` writes a directory a
+// user submits as it is: the program (compiled by dtc for a portable CPU
+// baseline), and for the cloud platforms a Dockerfile, an entry point that
+// maps the platform's environment to the program's options and starts its
+// ranks and the platform's job request as JSON, for Slurm a batch script;
+// and a README with the command that submits it. Every
 // field comes from the program's deploy block; what a request cannot express
 // is a located error before anything is written.
 //
@@ -27,9 +28,9 @@
 
 namespace dt::package {
 
-enum class Platform { SageMaker, Vertex };
+enum class Platform { SageMaker, Vertex, Slurm };
 
-/// "sagemaker" -> SageMaker, "vertex" -> Vertex; nullopt otherwise.
+/// "sagemaker", "vertex", "slurm"; nullopt otherwise.
 std::optional<Platform> parsePlatform(llvm::StringRef name);
 llvm::StringRef platformName(Platform platform);
 
