@@ -116,6 +116,17 @@ public:
   virtual Status allToAll(const void *src, void *dst, int64_t count,
                           DType type, AxisMask axes,
                           std::string_view what) = 0;
+  /// Point to point along one axis, for pipeline stages: sends `sendCount`
+  /// elements of `send` to the rank `sendStep` places along `axis` (+1: the
+  /// next stage, -1: the previous one; 0: sends nothing) and receives
+  /// `recvCount` elements into `recv` from the rank `recvStep` places along
+  /// it (0: receives nothing), both at once, so that neighbours that send to
+  /// each other (activations forward, gradients back) never wait on each
+  /// other. `axis` is one axis (a mask of one bit); a step past either end of
+  /// it is an error. Elements move unchanged.
+  virtual Status exchange(const void *send, int64_t sendCount, int sendStep,
+                          void *recv, int64_t recvCount, int recvStep,
+                          DType type, AxisMask axis, std::string_view what) = 0;
   /// Every rank of the world reaches this point.
   virtual Status barrier(std::string_view what) = 0;
   /// Whether a thread other than the one that made it may call it (one
@@ -131,6 +142,17 @@ protected:
   /// axes in the mesh); `kind` names the collective in the message.
   Status checkCall(const char *kind, int64_t count, DType type, AxisMask axes,
                    std::string_view what) const;
+
+  /// The peers of an exchange: for each step, the peer's index in this
+  /// rank's group along `axis` (-1 for a step of 0). Checks the call as
+  /// checkCall does, that `axis` is one axis and that the steps stay on it.
+  struct ExchangePeers {
+    int sendTo = -1, recvFrom = -1;
+  };
+  Expected<ExchangePeers> exchangePeers(int64_t sendCount, int sendStep,
+                                        int64_t recvCount, int recvStep,
+                                        DType type, AxisMask axis,
+                                        std::string_view what) const;
 
 private:
   Mesh mesh_;

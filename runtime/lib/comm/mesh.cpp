@@ -134,4 +134,33 @@ Status Communicator::checkCall(const char *kind, int64_t count, DType type,
   return Status::ok();
 }
 
+Expected<Communicator::ExchangePeers>
+Communicator::exchangePeers(int64_t sendCount, int sendStep, int64_t recvCount,
+                            int recvStep, DType type, AxisMask axis,
+                            std::string_view what) const {
+  for (int64_t count : {sendCount, recvCount})
+    if (Status s = checkCall("exchange", count, type, axis, what); !s)
+      return s.error();
+  if (axis == 0 || (axis & (axis - 1)) != 0)
+    return Error(fmt::format("exchange of '{}': axis mask {:#x} is not one "
+                             "axis",
+                             what, axis));
+  int index = mesh_.indexInGroup(rank_, axis);
+  int size = int(mesh_.group(rank_, axis).size());
+  ExchangePeers peers;
+  for (auto [step, out] : {std::pair{sendStep, &peers.sendTo},
+                           std::pair{recvStep, &peers.recvFrom}}) {
+    if (step == 0)
+      continue;
+    int peer = index + step;
+    if (peer < 0 || peer >= size)
+      return Error(fmt::format("exchange of '{}': rank {} is at {} of {} "
+                               "along {}, so a step of {} leaves the axis",
+                               what, rank_, index, size,
+                               mesh_.describeAxes(axis), step));
+    *out = peer;
+  }
+  return peers;
+}
+
 } // namespace dtrt

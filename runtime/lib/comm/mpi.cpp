@@ -236,6 +236,31 @@ public:
     return level >= MPI_THREAD_SERIALIZED;
   }
 
+  Status exchange(const void *send, int64_t sendCount, int sendStep,
+                  void *recv, int64_t recvCount, int recvStep, DType type,
+                  AxisMask axis, std::string_view what) override {
+    Expected<ExchangePeers> peers = exchangePeers(
+        sendCount, sendStep, recvCount, recvStep, type, axis, what);
+    if (!peers)
+      return peers.error();
+    if (sendCount > INT_MAX || recvCount > INT_MAX)
+      return Error(fmt::format("exchange of '{}': {} elements are more than "
+                               "one MPI message holds",
+                               what, std::max(sendCount, recvCount)));
+    // MPI_Sendrecv pairs the two directions, so neighbours sending to each
+    // other cannot deadlock; MPI_PROC_NULL makes a missing side a no-op.
+    constexpr int kTag = 7;
+    watchdog_.begin("exchange", axis, what);
+    int rc = MPI_Sendrecv(
+        send, int(sendCount), mpiMoveType(type),
+        peers->sendTo < 0 ? MPI_PROC_NULL : peers->sendTo, kTag, recv,
+        int(recvCount), mpiMoveType(type),
+        peers->recvFrom < 0 ? MPI_PROC_NULL : peers->recvFrom, kTag,
+        groups_[axis], MPI_STATUS_IGNORE);
+    watchdog_.end();
+    return result(rc, "exchange", what);
+  }
+
   Status barrier(std::string_view what) override {
     watchdog_.begin("barrier", mesh().allAxes(), what);
     int rc = MPI_Barrier(groups_[mesh().allAxes()]);

@@ -79,6 +79,20 @@ TEST(MeshTest, LocalCommunicatorCopies) {
   EXPECT_FALSE(makeLocalCommunicator(mesh({"dp"}, {2})));
 }
 
+TEST(MeshTest, OneRankHasNoNeighbourToExchangeWith) {
+  Expected<std::unique_ptr<Communicator>> comm =
+      makeLocalCommunicator(mesh({"pp"}, {1}));
+  ASSERT_TRUE(bool(comm));
+  float x = 1;
+  EXPECT_TRUE(bool((*comm)->exchange(&x, 1, 0, &x, 1, 0, DType::F32, 1, "x")));
+  Status s = (*comm)->exchange(&x, 1, 1, nullptr, 0, 0, DType::F32, 1, "x");
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(s.error().message().find("rank 0 is at 0 of 1 along {pp}, so a "
+                                     "step of 1 leaves the axis"),
+            std::string::npos)
+      << s.error().message();
+}
+
 TEST(MeshTest, TakeShardPadsTheLastBlock) {
   Expected<std::unique_ptr<Communicator>> comm = makeLocalCommunicator();
   ASSERT_TRUE(bool(comm));

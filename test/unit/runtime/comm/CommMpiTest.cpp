@@ -146,6 +146,50 @@ TEST(CommMpiTest, TakeShardThenGatherRestoresAPaddedTensor) {
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 0}));
 }
 
+TEST(CommMpiTest, NeighboursExchangeBothWaysAtOnce) {
+  // Along tp (size 2): each rank sends to the other and receives from it in
+  // the same call, as pipeline stages pass activations forward and gradients
+  // back; blocking sends would wait on each other.
+  int tp = comm->mesh().indexInGroup(comm->rank(), kTp);
+  int step = tp == 0 ? 1 : -1;
+  std::vector<float> out(50000, float(comm->rank())), in(out.size(), -1.0f);
+  ASSERT_TRUE(bool(comm->exchange(out.data(), int64_t(out.size()), step,
+                                  in.data(), int64_t(in.size()), step,
+                                  DType::F32, kTp, "activations")));
+  int peer = comm->mesh().group(comm->rank(), kTp)[tp == 0 ? 1 : 0];
+  for (float v : in)
+    ASSERT_EQ(v, float(peer));
+
+  // Along dp: the first rank only sends, the last only receives, and 16-bit
+  // floats move unchanged.
+  int dp = comm->mesh().indexInGroup(comm->rank(), kDp);
+  std::vector<uint16_t> bits(7, uint16_t(0x3f80 + comm->rank()));
+  std::vector<uint16_t> got(7, 0);
+  Status s = dp == 0 ? comm->exchange(bits.data(), 7, +1, nullptr, 0, 0,
+                                      DType::BF16, kDp, "h")
+                     : comm->exchange(nullptr, 0, 0, got.data(), 7, -1,
+                                      DType::BF16, kDp, "h");
+  ASSERT_TRUE(bool(s)) << s.error().message();
+  if (dp == 1) {
+    int from = comm->mesh().group(comm->rank(), kDp)[0];
+    for (uint16_t v : got)
+      ASSERT_EQ(v, uint16_t(0x3f80 + from));
+  }
+}
+
+TEST(CommMpiTest, AnExchangeOffTheAxisIsAnError) {
+  int tp = comm->mesh().indexInGroup(comm->rank(), kTp);
+  float x = 0;
+  Status s = comm->exchange(&x, 1, tp == 0 ? -1 : 1, nullptr, 0, 0,
+                            DType::F32, kTp, "x");
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(s.error().message().find("leaves the axis"), std::string::npos)
+      << s.error().message();
+  s = comm->exchange(&x, 1, 1, nullptr, 0, 0, DType::F32, kWorld, "x");
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(s.error().message().find("is not one axis"), std::string::npos);
+}
+
 TEST(CommMpiTest, BadCallsAreErrorsNotCrashes) {
   float x = 0;
   EXPECT_FALSE(comm->allReduceSum(&x, &x, 1, DType::F32, 0b100, "x"));
