@@ -507,13 +507,13 @@ void Run::printBanner() {
     std::string now = describeMesh(manifest_.mesh);
     if (was != now)
       fmt::print("  resharded from the checkpoint's mesh ({}) to this "
-                 "program's ({}): the global batch stays {} ({} per rank x {} "
+                 "program's ({}): the global batch is {} ({} per rank x {} "
                  "data-parallel x {} accumulated)\n",
                  was, now, t.batch, t.microBatch, t.dataParallel,
                  t.accumulation);
-  }
-  else
+  } else {
     fmt::print("  fresh start, seed {}\n", config_.seed);
+  }
   std::fflush(stdout);
 }
 
