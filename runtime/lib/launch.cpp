@@ -288,7 +288,6 @@ Expected<Launch> fromHosts(const GetEnv &getEnv, Launcher launcher,
   if (Status s = checkPlace(l, "rank", "world size"); !s)
     return s.error();
   l.masterAddr = master;
-  l.masterPort = masterPort;
   if (Status s = readMaster(getEnv, l, masterPort); !s)
     return s.error();
   return l;

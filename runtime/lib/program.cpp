@@ -498,10 +498,8 @@ void Run::printBanner() {
     // A job restarted on other hosts continues on another mesh: say what
     // changed and what did not.
     auto describeMesh = [](const MeshSpec &m) {
-      std::string text;
-      for (size_t i = 0; i < m.names.size(); ++i)
-        text += fmt::format("{}{}={}", i ? ", " : "", m.names[i], m.sizes[i]);
-      return text.empty() ? std::string("one rank") : text;
+      Expected<Mesh> mesh = Mesh::create(m.names, m.sizes);
+      return mesh ? mesh->describe() : std::string("?");
     };
     std::string was = describeMesh(resumed_->mesh);
     std::string now = describeMesh(manifest_.mesh);

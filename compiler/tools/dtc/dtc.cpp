@@ -454,17 +454,21 @@ int compile(const char *argv0) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }
+  if (!platform)
+    return 0;
   // 11. The package around it, with the program built for fewer hosts by
-  // this dtc, with the same search paths.
+  // this dtc, with the same search paths and code generation options.
   std::vector<std::string> rebuild{
       sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&compile)),
-      inputFilename};
+      inputFilename, "--bucket-mb=" + std::to_string(bucketMiB)};
   for (const std::string &dir : includeDirs)
     rebuild.push_back("-I" + dir);
   if (!stdlibDir.empty())
     rebuild.push_back("--stdlib=" + stdlibDir);
-  if (platform && failed(package::writePackage(*job, *platform, packageDir,
-                                               job->name, rebuild, error))) {
+  if (overlap)
+    rebuild.push_back("--overlap");
+  if (failed(package::writePackage(*job, *platform, packageDir, job->name,
+                                   rebuild, error))) {
     WithColor::error(errs(), "dtc") << error << "\n";
     return 1;
   }
