@@ -127,6 +127,22 @@ public:
   virtual Status exchange(const void *send, int64_t sendCount, int sendStep,
                           void *recv, int64_t recvCount, int recvStep,
                           DType type, AxisMask axis, std::string_view what) = 0;
+  /// Pipeline messages, for schedules in which a stage sends one micro-batch
+  /// while its neighbour is still busy with another: `send` hands `count`
+  /// elements of `src` to the rank `step` places along `axis` (around it: the
+  /// last rank's +1 is the first, as interleaved stages need) and returns at
+  /// once, having copied them, so `src` may be overwritten. `tag` (0 to
+  /// 32767) tells messages between two ranks apart. `receive` waits (at most
+  /// the timeout) for the message with `tag` from the rank `step` places
+  /// along `axis` (-1: the previous stage). `finishSends` waits until every
+  /// message sent has been taken. A schedule whose every receive is answered
+  /// by a send that does not wait for the receiver never deadlocks.
+  virtual Status send(const void *src, int64_t count, DType type,
+                      AxisMask axis, int step, int tag,
+                      std::string_view what) = 0;
+  virtual Status receive(void *dst, int64_t count, DType type, AxisMask axis,
+                         int step, int tag, std::string_view what) = 0;
+  virtual Status finishSends(std::string_view what) = 0;
   /// Every rank of the world reaches this point.
   virtual Status barrier(std::string_view what) = 0;
   /// Whether a thread other than the one that made it may call it (one
@@ -149,6 +165,12 @@ protected:
   struct ExchangePeers {
     int sendTo = -1, recvFrom = -1;
   };
+  /// The index in this rank's group along `axis` of the rank `step` places
+  /// along it, around the axis; checks the call as checkCall does, and the
+  /// tag.
+  Expected<int> ringPeer(const char *kind, int64_t count, DType type,
+                         AxisMask axis, int step, int tag,
+                         std::string_view what) const;
   Expected<ExchangePeers> exchangePeers(int64_t sendCount, int sendStep,
                                         int64_t recvCount, int recvStep,
                                         DType type, AxisMask axis,

@@ -163,4 +163,20 @@ Communicator::exchangePeers(int64_t sendCount, int sendStep, int64_t recvCount,
   return peers;
 }
 
+Expected<int> Communicator::ringPeer(const char *kind, int64_t count,
+                                     DType type, AxisMask axis, int step,
+                                     int tag, std::string_view what) const {
+  if (Status s = checkCall(kind, count, type, axis, what); !s)
+    return s.error();
+  if (axis == 0 || (axis & (axis - 1)) != 0)
+    return Error(fmt::format("{} of '{}': axis mask {:#x} is not one axis",
+                             kind, what, axis));
+  if (tag < 0 || tag > 32767)
+    return Error(fmt::format("{} of '{}': tag {} is outside 0..32767", kind,
+                             what, tag));
+  int index = mesh_.indexInGroup(rank_, axis);
+  int size = int(mesh_.group(rank_, axis).size());
+  return ((index + step) % size + size) % size;
+}
+
 } // namespace dtrt

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -261,6 +262,63 @@ public:
     return result(rc, "exchange", what);
   }
 
+  Status send(const void *src, int64_t count, DType type, AxisMask axis,
+              int step, int tag, std::string_view what) override {
+    Expected<int> peer = ringPeer("send", count, type, axis, step, tag, what);
+    if (!peer)
+      return peer.error();
+    if (count > INT_MAX)
+      return Error(fmt::format("send of '{}': {} elements are more than one "
+                               "MPI message holds",
+                               what, count));
+    // Taken messages free their copies as later sends come.
+    while (!sends_.empty()) {
+      int done = 0;
+      MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        break;
+      sends_.pop_front();
+    }
+    PendingSend &p = sends_.emplace_back();
+    const char *bytes = static_cast<const char *>(src);
+    p.data.assign(bytes, bytes + count * int64_t(dtypeSize(type)));
+    p.what = what;
+    p.axis = axis;
+    return result(MPI_Isend(p.data.data(), int(count), mpiMoveType(type),
+                            *peer, tag, groups_[axis], &p.request),
+                  "send", what);
+  }
+
+  Status receive(void *dst, int64_t count, DType type, AxisMask axis, int step,
+                 int tag, std::string_view what) override {
+    Expected<int> peer =
+        ringPeer("receive", count, type, axis, step, tag, what);
+    if (!peer)
+      return peer.error();
+    if (count > INT_MAX)
+      return Error(fmt::format("receive of '{}': {} elements are more than "
+                               "one MPI message holds",
+                               what, count));
+    watchdog_.begin("receive", axis, what);
+    int rc = MPI_Recv(dst, int(count), mpiMoveType(type), *peer, tag,
+                      groups_[axis], MPI_STATUS_IGNORE);
+    watchdog_.end();
+    return result(rc, "receive", what);
+  }
+
+  Status finishSends(std::string_view what) override {
+    while (!sends_.empty()) {
+      PendingSend &p = sends_.front();
+      watchdog_.begin("send", p.axis, p.what);
+      int rc = MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+      watchdog_.end();
+      if (rc != MPI_SUCCESS)
+        return result(rc, "send", p.what);
+      sends_.pop_front();
+    }
+    return Status::ok();
+  }
+
   Status barrier(std::string_view what) override {
     watchdog_.begin("barrier", mesh().allAxes(), what);
     int rc = MPI_Barrier(groups_[mesh().allAxes()]);
@@ -321,6 +379,15 @@ private:
         rank(), kind, what, mesh().describeAxes(axes),
         std::chrono::duration<double>(timeout_).count(), others);
   }
+
+  /// A message handed to MPI_Isend, with its own copy of the data.
+  struct PendingSend {
+    std::vector<char> data;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+    AxisMask axis = 0;
+  };
+  std::deque<PendingSend> sends_;
 
   std::chrono::milliseconds timeout_;
   MPI_Comm world_;

@@ -93,6 +93,25 @@ TEST(MeshTest, OneRankHasNoNeighbourToExchangeWith) {
       << s.error().message();
 }
 
+TEST(MeshTest, AOnePipelineRankReceivesWhatItSentItself) {
+  Expected<std::unique_ptr<Communicator>> comm =
+      makeLocalCommunicator(mesh({"pp"}, {1}));
+  ASSERT_TRUE(bool(comm));
+  float a[2] = {1, 2}, b[2] = {3, 4}, got[2] = {0, 0};
+  ASSERT_TRUE(bool((*comm)->send(a, 2, DType::F32, 1, +1, 7, "a")));
+  ASSERT_TRUE(bool((*comm)->send(b, 2, DType::F32, 1, +1, 8, "b")));
+  a[0] = -1; // sent as a copy
+  ASSERT_TRUE(bool((*comm)->receive(got, 2, DType::F32, 1, -1, 8, "b")));
+  EXPECT_EQ(got[0], 3);
+  ASSERT_TRUE(bool((*comm)->receive(got, 2, DType::F32, 1, -1, 7, "a")));
+  EXPECT_EQ(got[0], 1);
+  Status s = (*comm)->receive(got, 2, DType::F32, 1, -1, 7, "a");
+  ASSERT_FALSE(bool(s));
+  EXPECT_NE(s.error().message().find("nothing of 8 bytes was sent with tag 7"),
+            std::string::npos)
+      << s.error().message();
+}
+
 TEST(MeshTest, TakeShardPadsTheLastBlock) {
   Expected<std::unique_ptr<Communicator>> comm = makeLocalCommunicator();
   ASSERT_TRUE(bool(comm));

@@ -177,6 +177,37 @@ TEST(CommMpiTest, NeighboursExchangeBothWaysAtOnce) {
   }
 }
 
+TEST(CommMpiTest, PipelineMessagesDoNotWaitForTheReceiver) {
+  // Along tp (size 2), as two pipeline stages: both send three large
+  // messages before either receives (blocking sends of this size would
+  // deadlock), the sender overwrites its buffer at once (the message is a
+  // copy), and the receiver takes them by tag in another order than sent.
+  int tp = comm->mesh().indexInGroup(comm->rank(), kTp);
+  std::vector<float> buffer(300000);
+  for (int tag : {3, 1, 2}) {
+    std::fill(buffer.begin(), buffer.end(), float(100 * comm->rank() + tag));
+    ASSERT_TRUE(bool(comm->send(buffer.data(), int64_t(buffer.size()),
+                                DType::F32, kTp, +1, tag, "activations")));
+    std::fill(buffer.begin(), buffer.end(), -1.0f);
+  }
+  int peer = comm->mesh().group(comm->rank(), kTp)[tp == 0 ? 1 : 0];
+  for (int tag : {1, 2, 3}) {
+    std::vector<float> in(buffer.size(), 0.0f);
+    // Around the axis: -1 from the first rank is the last one.
+    ASSERT_TRUE(bool(comm->receive(in.data(), int64_t(in.size()), DType::F32,
+                                   kTp, -1, tag, "activations")));
+    for (float v : in)
+      ASSERT_EQ(v, float(100 * peer + tag));
+  }
+  ASSERT_TRUE(bool(comm->finishSends("activations")));
+
+  float x = 0;
+  Status bad = comm->send(&x, 1, DType::F32, kTp, 1, 40000, "x");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(bad.error().message().find("outside 0..32767"), std::string::npos)
+      << bad.error().message();
+}
+
 TEST(CommMpiTest, AnExchangeOffTheAxisIsAnError) {
   int tp = comm->mesh().indexInGroup(comm->rank(), kTp);
   float x = 0;
