@@ -103,6 +103,12 @@ OwningOpRef<ModuleOp> planProgram(MLIRContext &ctx, llvm::StringRef source,
 // CompiledProgram
 //===----------------------------------------------------------------------===//
 
+#ifdef DT_HAVE_BUILTINS
+// compiler-rt's f32 -> bf16 rounding, which LLVM calls where the CPU has no
+// instruction for it (no AVX512-BF16). Declared only to take its address.
+extern "C" void __truncsfbf2();
+#endif
+
 namespace {
 
 llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
@@ -122,6 +128,9 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   add("dtk_count_correct_f32", (void *)&dtk_count_correct_f32);
   add("dtk_attention_f32", (void *)&dtk_attention_f32);
   add("dtk_attention_grad_f32", (void *)&dtk_attention_grad_f32);
+#ifdef DT_HAVE_BUILTINS
+  add("__truncsfbf2", (void *)&__truncsfbf2);
+#endif
   return map;
 }
 
