@@ -206,18 +206,23 @@ Status agree(Communicator &comm, const Status &mine, const char *stage) {
 std::string shardName(int rank) { return fmt::format("shard_{:05d}", rank); }
 
 /// Whether this rank writes `b`: the rank at coordinate 0 of every mesh axis
-/// the buffer is not split over (one writer per piece).
-bool writesPiece(const BufferDesc &b, const std::vector<int> &coords) {
+/// the buffer is not split over (one writer per piece), except on the
+/// pipeline axis for a buffer one pipeline rank holds: that rank.
+bool writesPiece(const BufferDesc &b, const std::vector<int> &coords,
+                 int pipelineAxis) {
   for (size_t a = 0; a < coords.size(); ++a) {
     bool used = false;
     if (b.layout)
       for (const DimLayout &d : b.layout->dims)
         used |= std::find(d.axes.begin(), d.axes.end(), int(a)) != d.axes.end();
-    if (!used && coords[a] != 0)
+    int writer = int(a) == pipelineAxis && b.ppRank >= 0 ? b.ppRank : 0;
+    if (!used && coords[a] != writer)
       return false;
   }
   return true;
 }
+
+
 
 ojson layoutJSON(const Layout &l) {
   ojson dims = ojson::array();
@@ -267,7 +272,8 @@ Expected<std::string> writeSharded(const std::string &root, Arena &arena,
   Status wrote = [&]() -> Status {
     std::vector<const BufferDesc *> mine;
     for (const BufferDesc &b : m.buffers)
-      if (isCheckpointTensor(b) && writesPiece(b, coords))
+      if (isCheckpointTensor(b) &&
+          writesPiece(b, coords, m.pipelineAxis()))
         mine.push_back(&b);
     size_t total = 0;
     Expected<ojson> tensors = writeTensors(
@@ -561,6 +567,9 @@ Expected<TrainPosition> load(const std::string &dir, Arena &arena,
     if (!isCheckpointTensor(b))
       continue;
     const ojson &t = *entries[i++];
+    // Another pipeline rank's tensor: its bytes here are that rank's own.
+    if (!m.holds(b, coords))
+      continue;
     size_t elementBytes = dtypeSize(b.dtype);
     std::vector<SavedPiece> pieces;
     if (!sharded) {

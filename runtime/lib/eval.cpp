@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace dtrt {
@@ -30,7 +31,8 @@ Status checkEvalOutputs(const Manifest &m) {
 }
 
 Expected<EvalResult> evaluate(Arena &arena, const Program &program,
-                              const DataSource &source, BatchStager &stager) {
+                              const DataSource &source, BatchStager &stager,
+                              PipelineRunner *pipeline) {
   auto start = std::chrono::steady_clock::now();
   const Manifest &m = arena.manifest();
   const BufferDesc *lossBuf = m.find("out/eval_loss");
@@ -51,9 +53,14 @@ Expected<EvalResult> evaluate(Arena &arena, const Program &program,
     for (int64_t r = 0; r < valid; ++r)
       indices[size_t(r)] = first + r;
     stager.stage(arena, indices.data(), valid);
-    program.evalStep(arena.base());
-    if (Status st = checkCollectivesDone("dt_eval_step"); !st)
-      return st.error();
+    if (pipeline) {
+      if (Status st = pipeline->evalBatch(); !st)
+        return st.error();
+    } else {
+      program.evalStep(arena.base());
+      if (Status st = checkCollectivesDone("dt_eval_step"); !st)
+        return st.error();
+    }
     int64_t batchLabels = valid * stager.labelsPerSample();
     lossSum += arena.readScalar(*lossBuf) * double(batchLabels);
     if (correctBuf)
@@ -70,6 +77,30 @@ Expected<EvalResult> evaluate(Arena &arena, const Program &program,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   return r;
+}
+
+Status shareEvalResult(EvalResult &r, Communicator &comm, bool holder) {
+  constexpr int kFields = 4;
+  int64_t mine[kFields] = {holder ? 1 : 0, 0, -1, r.samples};
+  std::memcpy(&mine[1], &r.loss, sizeof r.loss);
+  if (r.accuracy)
+    std::memcpy(&mine[2], &*r.accuracy, sizeof(double));
+  std::vector<int64_t> all(size_t(kFields * comm.worldSize()));
+  if (Status st = comm.allGather(mine, all.data(), kFields, DType::I64,
+                                 comm.mesh().allAxes(), "the eval results");
+      !st)
+    return st;
+  for (int rank = 0; rank < comm.worldSize(); ++rank) {
+    const int64_t *theirs = &all[size_t(kFields * rank)];
+    if (!theirs[0])
+      continue;
+    std::memcpy(&r.loss, &theirs[1], sizeof r.loss);
+    if (r.accuracy)
+      std::memcpy(&*r.accuracy, &theirs[2], sizeof(double));
+    r.samples = theirs[3];
+    break;
+  }
+  return Status::ok();
 }
 
 } // namespace dtrt

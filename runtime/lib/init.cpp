@@ -48,7 +48,7 @@ void initParams(Arena &arena, uint64_t seed, const std::vector<int> &coords) {
   std::vector<float> values;
   const Manifest &m = arena.manifest();
   for (const BufferDesc &b : m.buffers) {
-    if (b.role != Role::Param)
+    if (b.role != Role::Param || !m.holds(b, coords))
       continue;
     // Runs of elements this rank holds, in chunks of bounded host memory.
     forEachRun(b, m.mesh, coords,

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <limits>
 
@@ -69,6 +70,8 @@ private:
   void printMemory();
   /// What the steps spent in collectives (rank 0's view), on several ranks.
   void printCollectives();
+  /// Each rank's idle time against the schedule's bubble, and its stash.
+  void printPipeline();
 
   double elapsed() const { return s_.elapsedBefore + secondsSince(start_); }
   int64_t samplesPerStep() const { return m_.train.batch; }
@@ -111,16 +114,28 @@ Status Trainer::syncRanks(double seconds) {
     return Status::ok();
   }
   Communicator &c = *s_.comm;
-  int64_t mine[2] = {int64_t(seconds * 1e6), stopSignal()};
-  std::vector<int64_t> all(size_t(2 * c.worldSize()));
-  if (Status st = c.allGather(mine, all.data(), 2, DType::I64,
+  // In a pipeline only the last stage's ranks know the loss: it travels
+  // with the step times (as the bits of a double).
+  bool holdsLoss = !s_.pipeline || s_.pipeline->holdsLoss();
+  int64_t lossBits = 0;
+  std::memcpy(&lossBits, &loss_, sizeof lossBits);
+  constexpr int kFields = 4;
+  int64_t mine[kFields] = {int64_t(seconds * 1e6), stopSignal(),
+                           holdsLoss ? 1 : 0, lossBits};
+  std::vector<int64_t> all(size_t(kFields * c.worldSize()));
+  if (Status st = c.allGather(mine, all.data(), kFields, DType::I64,
                               c.mesh().allAxes(), "the step times");
       !st)
     return st;
+  for (int r = 0; r < c.worldSize(); ++r)
+    if (all[size_t(kFields * r + 2)]) {
+      std::memcpy(&loss_, &all[size_t(kFields * r + 3)], sizeof loss_);
+      break;
+    }
   int64_t slowest = -1, fastest = INT64_MAX;
   stop_ = 0;
   for (int r = 0; r < c.worldSize(); ++r) {
-    int64_t micros = all[size_t(2 * r)];
+    int64_t micros = all[size_t(kFields * r)];
     if (micros > slowest) {
       slowest = micros;
       slowestRank_ = r;
@@ -128,7 +143,7 @@ Status Trainer::syncRanks(double seconds) {
     fastest = std::min(fastest, micros);
     // SIGTERM wins over SIGINT when ranks saw different signals: the
     // scheduler's request decides the exit code.
-    int sig = int(all[size_t(2 * r + 1)]);
+    int sig = int(all[size_t(kFields * r + 1)]);
     if (sig == SIGTERM || (sig && !stop_))
       stop_ = sig;
   }
@@ -139,7 +154,8 @@ Status Trainer::syncRanks(double seconds) {
 
 void Trainer::injectOverflow() {
   for (const BufferDesc &b : m_.buffers)
-    if (b.role == Role::Grad && b.dtype == DType::F32) {
+    if (b.role == Role::Grad && b.dtype == DType::F32 &&
+        m_.holds(b, s_.coords)) {
       float inf = std::numeric_limits<float>::infinity();
       arena_.writePart(b, 0, sizeof inf, &inf);
       return;
@@ -159,19 +175,34 @@ Status Trainer::trainStep() {
   double lossSum = 0;
   // The global micro-batch: every data rank stages its rows of it.
   int64_t micro = t.microBatch * t.dataParallel;
-  for (int64_t a = 0; a < t.accumulation; ++a) {
+  auto stageBatch = [&](int64_t a) {
     const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * micro)];
     s_.trainStager->stage(arena_, rows, micro);
-    s_.program->gradStep(arena_.base());
-    if (Status st = checkCollectivesDone("dt_grad_step"); !st)
-      return st;
-    lossSum += arena_.readScalar(*lossBuf_);
+  };
+  if (s_.pipeline) {
+    // The stages' passes in this rank's order; the last stage's ranks
+    // know the loss, which the exchange after the step hands to rank 0.
+    Expected<double> sum = s_.pipeline->step(stageBatch);
+    if (!sum)
+      return sum.error();
+    lossSum = *sum;
+  } else {
+    for (int64_t a = 0; a < t.accumulation; ++a) {
+      stageBatch(a);
+      s_.program->gradStep(arena_.base());
+      if (Status st = checkCollectivesDone("dt_grad_step"); !st)
+        return st;
+      lossSum += arena_.readScalar(*lossBuf_);
+    }
   }
   if (totalBuf_)
     arena_.writeI64(*totalBuf_, s_.totalSteps);
   if (step_ + 1 == s_.config->injectOverflowStep)
     injectOverflow();
-  s_.program->applyStep(arena_.base());
+  if (s_.pipeline)
+    s_.pipeline->apply()(arena_.base());
+  else
+    s_.program->applyStep(arena_.base());
   if (Status st = checkCollectivesDone("dt_apply_step"); !st)
     return st;
   arena_.device().synchronize();
@@ -268,10 +299,14 @@ Status Trainer::logStep() {
 }
 
 Status Trainer::evaluateNow() {
-  Expected<EvalResult> r =
-      evaluate(arena_, *s_.program, *s_.evalSource, *s_.evalStager);
+  Expected<EvalResult> r = evaluate(arena_, *s_.program, *s_.evalSource,
+                                    *s_.evalStager, s_.pipeline);
   if (!r)
     return r.error();
+  if (s_.pipeline)
+    if (Status st = shareEvalResult(*r, *s_.comm, s_.pipeline->holdsLoss());
+        !st)
+      return st;
   lastEval_ = *r;
   std::string accuracy =
       r->accuracy ? fmt::format("  accuracy {:.2f}%", *r->accuracy * 100) : "";
@@ -390,6 +425,37 @@ void Trainer::printCollectives() {
              100 * trainComm_ / std::max(trainSeconds_, 1e-9));
 }
 
+void Trainer::printPipeline() {
+  if (!s_.pipeline || !s_.comm)
+    return;
+  const PipelineRunner &p = *s_.pipeline;
+  constexpr int kFields = 4;
+  int64_t mine[kFields] = {
+      int64_t(p.busySeconds() * 1e6), int64_t(p.stepSeconds() * 1e6),
+      int64_t(p.waitSeconds() * 1e6), int64_t(p.stashSeconds() * 1e6)};
+  std::vector<int64_t> all(size_t(kFields * s_.comm->worldSize()));
+  if (!s_.comm->allGather(mine, all.data(), kFields, DType::I64,
+                          s_.comm->mesh().allAxes(), "the pipeline's times"))
+    return;
+  std::string each, waits, copies;
+  for (int r = 0; r < s_.comm->worldSize(); ++r) {
+    const int64_t *f = &all[size_t(kFields * r)];
+    double total = double(std::max<int64_t>(f[1], 1));
+    auto percent = [&](std::string &out, double part) {
+      out += fmt::format("{}{:.1f}", out.empty() ? "" : ", ",
+                         100.0 * part / total);
+    };
+    percent(each, total - double(f[0]));
+    percent(waits, double(f[2]));
+    percent(copies, double(f[3]));
+  }
+  fmt::print("pipeline: ranks idle {} % of their steps (the schedule's "
+             "bubble: {:.1f} %): waiting for messages {} %, copying stashes "
+             "{} %; the stash of in-flight micro-batches holds {} on rank 0\n",
+             each, 100.0 * scheduleBubble(*m_.pipeline), waits, copies,
+             formatBytes(double(p.stashBytes())));
+}
+
 void Trainer::printSummary() {
   int64_t steps = step_ - firstStep_;
   double samplesPerS =
@@ -448,6 +514,7 @@ Expected<int> Trainer::run() {
       return st.error();
   printMemory();
   printCollectives();
+  printPipeline();
   printSummary();
   return int(kExitOk);
 }

@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The only file that names the generated symbols. It is built into libdtrt.a
+// The only file that names the generated symbols (the manifest and the
+// table of entry points). It is built into libdtrt.a
 // as its own object, so the linker pulls it in for an emitted program (whose
 // object file defines no main) and tests can link the rest of the runtime
 // (dtrt_core) with their own main.
@@ -19,8 +20,10 @@ int main(int argc, char **argv) {
   dtrt::reexecWithBetterBlas(argv);
   dtrt::Program program;
   program.manifest = dt_manifest;
-  program.gradStep = dt_grad_step;
-  program.applyStep = dt_apply_step;
-  program.evalStep = dt_eval_step; // null when the program has no eval
+  program.entries = dt_entries;
+  program.entryCount = dt_entry_count;
+  program.gradStep = program.find("dt_grad_step");
+  program.applyStep = program.find("dt_apply_step");
+  program.evalStep = program.find("dt_eval_step"); // null without eval
   return dtrt::runProgram(argc, argv, program);
 }

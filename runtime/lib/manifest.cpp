@@ -72,6 +72,8 @@ const char *roleName(Role role) {
     return "input";
   case Role::Output:
     return "output";
+  case Role::Pipe:
+    return "pipe";
   }
   return "?";
 }
@@ -173,8 +175,8 @@ BufferDesc parseBuffer(const json &j, size_t index) {
   where = fmt::format("buffer \"{}\"", b.name);
 
   std::string role = getString(member(j, "role", where), where + ".role");
-  static const Role roles[] = {Role::Param, Role::Grad, Role::State,
-                               Role::Input, Role::Output};
+  static const Role roles[] = {Role::Param, Role::Grad,   Role::State,
+                               Role::Input, Role::Output, Role::Pipe};
   auto r = std::find_if(std::begin(roles), std::end(roles),
                         [&](Role x) { return role == roleName(x); });
   if (r == std::end(roles))
@@ -243,6 +245,8 @@ BufferDesc parseBuffer(const json &j, size_t index) {
     b.layout = std::move(layout);
   }
 
+  if (const json *r = optional(j, "pp_rank"))
+    b.ppRank = int(getInt(*r, where + ".pp_rank"));
   if (b.role == Role::Param) {
     if (const json *init = optional(j, "init"))
       b.init = parseInit(*init, where + ".init");
@@ -385,13 +389,24 @@ void validateLayout(const Manifest &m) {
     if (b.bytes > 0)
       sorted.push_back(&b);
   }
-  // Named buffers never overlap (docs/abi.md), whatever their roles.
+  // Named buffers never overlap (docs/abi.md), whatever their roles, but
+  // those of different pipeline ranks: each rank's view is checked.
   std::sort(sorted.begin(), sorted.end(),
             [](auto *a, auto *b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i - 1]->offset + sorted[i - 1]->bytes > sorted[i]->offset)
-      bad(fmt::format("buffers \"{}\" and \"{}\" overlap", sorted[i - 1]->name,
-                      sorted[i]->name));
+  int owners = 0;
+  for (const BufferDesc *b : sorted)
+    owners = std::max(owners, b->ppRank + 1);
+  for (int view = 0; view < std::max(owners, 1); ++view) {
+    const BufferDesc *previous = nullptr;
+    for (const BufferDesc *b : sorted) {
+      if (b->ppRank >= 0 && b->ppRank != view)
+        continue;
+      if (previous && previous->offset + previous->bytes > b->offset)
+        bad(fmt::format("buffers \"{}\" and \"{}\" overlap", previous->name,
+                        b->name));
+      previous = b;
+    }
+  }
 
   requireScalar(m, "step", Role::State, {DType::I64});
   requireScalar(m, "out/loss", Role::Output, {DType::F32});
@@ -469,6 +484,112 @@ void validateShards(const Manifest &m) {
   }
 }
 
+PipelineSpec parsePipeline(const json &j, const Manifest &m) {
+  PipelineSpec p;
+  const std::string where = "pipeline";
+  p.axis = getString(member(j, "axis", where), where + ".axis");
+  auto axis = std::find(m.mesh.names.begin(), m.mesh.names.end(), p.axis);
+  if (axis == m.mesh.names.end())
+    bad(fmt::format("pipeline.axis \"{}\" is not an axis of the mesh", p.axis));
+  int ranks = m.mesh.sizes[size_t(axis - m.mesh.names.begin())];
+  p.schedule = getString(member(j, "schedule", where), where + ".schedule");
+  p.microbatches = getPositive(member(j, "microbatches", where),
+                               where + ".microbatches");
+  p.chunks = getPositive(member(j, "chunks", where), where + ".chunks");
+  p.slots = getInt(member(j, "slots", where), where + ".slots");
+  auto names = [&](const json &stage, const char *key, const std::string &at) {
+    std::vector<std::string> out;
+    const json &list = member(stage, key, at);
+    if (!list.is_array())
+      bad(fmt::format("{}.{} must be an array", at, key));
+    for (const json &n : list) {
+      out.push_back(getString(n, at + "." + key));
+      if (!m.find(out.back()))
+        bad(fmt::format("{}.{} names \"{}\", which is not a buffer", at, key,
+                        out.back()));
+    }
+    return out;
+  };
+  const json &stages = member(j, "stages", where);
+  if (!stages.is_array() || stages.size() != size_t(ranks * p.chunks))
+    bad(fmt::format("pipeline.stages must list {} stages", ranks * p.chunks));
+  for (size_t s = 0; s < stages.size(); ++s) {
+    std::string at = fmt::format("pipeline.stages[{}]", s);
+    PipelineStage st;
+    st.forward = getString(member(stages[s], "forward", at), at + ".forward");
+    st.backward =
+        getString(member(stages[s], "backward", at), at + ".backward");
+    const json &reads = member(stages[s], "reads_batch", at);
+    if (!reads.is_boolean())
+      bad(at + ".reads_batch must be a boolean");
+    st.readsBatch = reads.get<bool>();
+    st.send = names(stages[s], "send", at);
+    st.recv = names(stages[s], "recv", at);
+    st.gradSend = names(stages[s], "grad_send", at);
+    st.gradRecv = names(stages[s], "grad_recv", at);
+    st.stash = names(stages[s], "stash", at);
+    st.stashSlots = getInt(member(stages[s], "stash_slots", at),
+                           at + ".stash_slots");
+    if (const json *e = optional(stages[s], "eval")) {
+      st.eval = getString(*e, at + ".eval");
+      const json &reads = member(stages[s], "eval_reads_batch", at);
+      if (!reads.is_boolean())
+        bad(at + ".eval_reads_batch must be a boolean");
+      st.evalReadsBatch = reads.get<bool>();
+      st.evalSend = names(stages[s], "eval_send", at);
+      st.evalRecv = names(stages[s], "eval_recv", at);
+    }
+    p.stages.push_back(std::move(st));
+  }
+  // A stage sends what the next receives, buffer for buffer.
+  for (size_t s = 0; s + 1 < p.stages.size(); ++s) {
+    auto same = [&](const std::vector<std::string> &a,
+                    const std::vector<std::string> &b) {
+      if (a.size() != b.size())
+        return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (m.find(a[i])->bytes != m.find(b[i])->bytes)
+          return false;
+      return true;
+    };
+    if (!same(p.stages[s].send, p.stages[s + 1].recv) ||
+        !same(p.stages[s + 1].gradSend, p.stages[s].gradRecv) ||
+        !same(p.stages[s].evalSend, p.stages[s + 1].evalRecv))
+      bad(fmt::format("pipeline stages {} and {} do not send what the other "
+                      "receives",
+                      s, s + 1));
+  }
+  const json &apply = member(j, "apply", where);
+  const json &actions = member(j, "actions", where);
+  if (!apply.is_array() || apply.size() != size_t(ranks) ||
+      !actions.is_array() || actions.size() != size_t(ranks))
+    bad(fmt::format("pipeline.apply and pipeline.actions must have one entry "
+                    "per rank of axis \"{}\"",
+                    p.axis));
+  for (const json &a : apply)
+    p.apply.push_back(getString(a, "pipeline.apply[]"));
+  for (const json &list : actions) {
+    std::vector<PipelineAction> mine;
+    if (!list.is_array())
+      bad("pipeline.actions[] must be an array");
+    for (const json &a : list) {
+      if (!a.is_array() || a.size() != 4)
+        bad("a pipeline action is [\"F\" or \"B\", micro-batch, stage, slot]");
+      PipelineAction act;
+      act.forward = getString(a[0], "pipeline.actions") == "F";
+      act.microbatch = getInt(a[1], "pipeline.actions");
+      act.stage = getInt(a[2], "pipeline.actions");
+      act.slot = getInt(a[3], "pipeline.actions");
+      if (act.microbatch < 0 || act.microbatch >= p.microbatches ||
+          act.stage < 0 || act.stage >= int64_t(p.stages.size()))
+        bad("a pipeline action names a micro-batch or stage out of range");
+      mine.push_back(act);
+    }
+    p.actions.push_back(std::move(mine));
+  }
+  return p;
+}
+
 Manifest parse(std::string_view text) {
   json j = json::parse(text.begin(), text.end());
   Manifest m;
@@ -517,6 +638,8 @@ Manifest parse(std::string_view text) {
     }
   }
 
+  if (const json *p = optional(j, "pipeline"))
+    m.pipeline = parsePipeline(*p, m);
   m.train = parseTrain(member(j, "train", "the manifest"));
   const json &data = member(j, "data", "the manifest");
   m.trainData = parseData(member(data, "train", "data"), "data.train");
@@ -526,6 +649,22 @@ Manifest parse(std::string_view text) {
 }
 
 } // namespace
+
+int Manifest::pipelineAxis() const {
+  if (!pipeline)
+    return -1;
+  for (size_t a = 0; a < mesh.names.size(); ++a)
+    if (mesh.names[a] == pipeline->axis)
+      return int(a);
+  return -1;
+}
+
+bool Manifest::holds(const BufferDesc &b,
+                     const std::vector<int> &coords) const {
+  int axis = pipelineAxis();
+  return b.ppRank < 0 || axis < 0 || size_t(axis) >= coords.size() ||
+         coords[size_t(axis)] == b.ppRank;
+}
 
 Expected<Manifest> parseManifest(std::string_view text) {
   try {

@@ -26,6 +26,7 @@
 #include "dtrt/init.h"
 #include "dtrt/launch.h"
 #include "dtrt/loop.h"
+#include "dtrt/pipeline.h"
 #include "dtrt/manifest.h"
 #include "dtrt/memory.h"
 #include "dtrt/metrics.h"
@@ -214,6 +215,15 @@ Expected<int> Run::execute(int argc, char **argv) {
   setup.coords = coords_;
   setup.stepsPerEpoch = stepsPerEpoch_;
   setup.totalSteps = totalSteps_;
+  std::optional<PipelineRunner> pipeline;
+  if (manifest_.pipeline) {
+    Expected<PipelineRunner> runner =
+        PipelineRunner::create(program_, *arena_, *comm_, coords_);
+    if (!runner)
+      return runner.error();
+    pipeline = std::move(*runner);
+    setup.pipeline = &*pipeline;
+  }
   if (resumed_) {
     setup.elapsedBefore = resumed_->elapsedSeconds;
     setup.resumedStep = resumed_->step;
@@ -274,6 +284,8 @@ Status Run::openCommunicator() {
                "start a multiple of {} ranks per node\n",
                name_, mesh.names.back(), inner, launch_.localWorldSize,
                launch_.localWorldSize == 1 ? "" : "s", inner);
+  if (manifest_.pipeline)
+    sendPipelineMessagesEagerly(manifest_);
   Expected<std::unique_ptr<Communicator>> comm = makeMpiCommunicator(
       *m, std::chrono::seconds(config_.timeoutSeconds), meet);
   if (!comm)
@@ -312,14 +324,17 @@ Status Run::openData() {
   totalSteps_ =
       config_.steps ? *config_.steps : *config_.epochs * stepsPerEpoch_;
 
-  if (config_.evalData && !program_.evalStep) {
+  bool evaluates =
+      program_.evalStep ||
+      (manifest_.pipeline && !manifest_.pipeline->stages.front().eval.empty());
+  if (config_.evalData && !evaluates) {
     fmt::print(stderr,
                "{}: warning: the program has an eval source but no "
                "dt_eval_step; evaluation is skipped\n",
                name_);
     return Status::ok();
   }
-  if (!config_.evalData || !program_.evalStep)
+  if (!config_.evalData || !evaluates)
     return Status::ok();
   if (Status s = checkEvalOutputs(manifest_); !s)
     return s;
@@ -434,7 +449,8 @@ void Run::printBanner() {
         n *= d;
       params += n;
       paramBytes += size_t(n) * dtypeSize(b.dtype);
-      localBytes += b.bytes;
+      if (manifest_.holds(b, coords_))
+        localBytes += b.bytes;
     }
   const TrainSpec &t = manifest_.train;
   auto every = [](int64_t n) {
@@ -442,9 +458,10 @@ void Run::printBanner() {
                   : fmt::format("every {} steps", n);
   };
   std::string sizes =
-      comm_ ? fmt::format("{}, {} on each rank), arena {} per rank",
+      comm_ ? fmt::format("{}, {} on {} rank), arena {} per rank",
                           formatBytes(double(paramBytes)),
                           formatBytes(double(localBytes)),
+                          manifest_.pipeline ? "this" : "each",
                           formatBytes(double(manifest_.arenaBytes)))
             : fmt::format("{}), arena {}", formatBytes(double(paramBytes)),
                           formatBytes(double(manifest_.arenaBytes)));
@@ -457,6 +474,11 @@ void Run::printBanner() {
     fmt::print("  mesh: {}, collectives by {}, timeout {} s\n",
                comm_->mesh().describe(), comm_->engine(),
                config_.timeoutSeconds);
+  if (const std::optional<PipelineSpec> &p = manifest_.pipeline)
+    fmt::print("  pipeline: {} over {}, {} stages of {} micro-batches; bubble "
+               "{:.1f} % by the schedule\n",
+               p->schedule, p->axis, p->stages.size(), p->microbatches,
+               100.0 * scheduleBubble(*p));
   if (isCheckedBuild())
     fmt::print("  checked: every kernel call and loop view is checked against "
                "the memory plan; AddressSanitizer and UBSan are on\n");

@@ -421,14 +421,37 @@ void setRecipe(ModuleOp module, Builder &b, const Job &job) {
 LogicalResult checkSupported(MLIRContext &ctx, const Job &job,
                              FunctionBuilder &locs) {
   const ParallelConfig &p = job.parallel;
-  if (p.pipeline)
+  if (p.pipeline && p.getWorldSize() == 1)
     return emitError(locs.location(p.pipeline->loc))
-           << "pipeline parallelism is not supported by code generation yet: "
-              "this version shards data, ZeRO state, tensor-parallel layers and "
-              "explicit layouts over the mesh (check the job with "
-              "-fsyntax-only, or remove the pipeline key)";
-
+           << "a pipeline over one rank runs its stages one after another "
+              "on it: remove the pipeline key, or give axis '"
+           << p.pipeline->axis << "' two or more ranks";
   return success();
+}
+
+/// `dt.pipeline`: the stages as layer paths, and the schedule.
+void setPipeline(ModuleOp module, OpBuilder &b, const PipelineConfig &p,
+                 int64_t ranks) {
+  SmallVector<Attribute> stages;
+  for (const PipelineStage &stage : p.stages) {
+    SmallVector<Attribute> paths;
+    for (const ModelInstance *layer : stage.instances)
+      paths.push_back(b.getStringAttr(layer->path));
+    stages.push_back(b.getArrayAttr(paths));
+  }
+  StringRef schedule =
+      p.schedule == PipelineConfig::Schedule::GPipe       ? "gpipe"
+      : p.schedule == PipelineConfig::Schedule::OneFOneB ? "1f1b"
+                                                          : "interleaved";
+  int64_t chunks = int64_t(p.stages.size()) / ranks;
+  module->setAttr(
+      names::kPipelineAttr,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("axis", b.getStringAttr(p.axis)),
+           b.getNamedAttr("schedule", b.getStringAttr(schedule)),
+           b.getNamedAttr("microbatches", b.getI64IntegerAttr(p.microbatches)),
+           b.getNamedAttr("chunks", b.getI64IntegerAttr(chunks)),
+           b.getNamedAttr("stages", b.getArrayAttr(stages))}));
 }
 
 /// The mesh (`mesh.mesh @mesh` with named axes) and the parallel recipe
@@ -499,6 +522,8 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
   llvm::StringMap<Attribute> layouts;
   if (job.parallel.getWorldSize() > 1)
     layouts = setMesh(*module, b, job);
+  if (const std::optional<PipelineConfig> &p = job.parallel.pipeline)
+    setPipeline(*module, b, *p, job.parallel.getAxisSize(p->axis));
   // The traces cover one global micro-batch: micro_batch samples per data
   // rank (dt-shard-globals splits it over them).
   int64_t microBatch = job.microBatch * job.parallel.getDataParallelSize();

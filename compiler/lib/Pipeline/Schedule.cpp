@@ -47,6 +47,23 @@ std::vector<int64_t> Schedule::peakInFlight() const {
   return peaks;
 }
 
+int64_t Schedule::peakInFlight(int64_t stage) const {
+  int64_t live = 0, peak = 0;
+  for (const Action &a : perRank[size_t(stage % ranks)])
+    if (a.stage == stage) {
+      live += a.forward ? 1 : -1;
+      peak = std::max(peak, live);
+    }
+  return peak;
+}
+
+std::optional<Kind> dt::pipeline::parseKind(llvm::StringRef name) {
+  for (Kind k : {Kind::GPipe, Kind::OneFOneB, Kind::Interleaved})
+    if (name == toString(k))
+      return k;
+  return std::nullopt;
+}
+
 namespace {
 
 /// Rank r's passes in order, slots not yet set.

@@ -283,6 +283,28 @@ LogicalResult ParallelChecker::checkPipeline(const ast::Expr &expr) {
     }
     config.stages.push_back(std::move(stage));
   }
+  // A list the stages slice is covered: a layer of it in no stage would have
+  // no rank to run it.
+  for (const auto &[layer, loc] : owner) {
+    const Instance *parent = layer->parent;
+    if (!parent)
+      continue;
+    for (const InstanceChild &child : parent->children) {
+      if (!child.isList ||
+          llvm::none_of(child.items, [&, l = layer](const auto &item) {
+            return item.get() == l;
+          }))
+        continue;
+      for (const std::unique_ptr<Instance> &item : child.items)
+        if (!owner.count(item.get())) {
+          ctx.error(list->getLoc(), "'" + item->path +
+                                        "' is in no pipeline stage: the "
+                                        "stages must cover the layers they "
+                                        "slice");
+          return failure();
+        }
+    }
+  }
   p.pipeline = std::move(config);
   return success();
 }

@@ -10,6 +10,9 @@
 #include "dt/Target/Manifest.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
+#include "dt/Pipeline/Schedule.h"
+#include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -18,6 +21,7 @@
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
+using namespace dt;
 
 namespace {
 
@@ -98,6 +102,102 @@ void dt::numberCollectives(ModuleOp module) {
   });
 }
 
+FailureOr<pipeline::Schedule> dt::buildSchedule(ModuleOp module,
+                                               const PipelineInfo &info) {
+  std::optional<pipeline::Kind> kind = pipeline::parseKind(info.schedule);
+  if (!kind)
+    return module.emitError("unknown pipeline schedule '")
+               << info.schedule << "'",
+           failure();
+  llvm::Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
+      *kind, info.ranks, info.microbatches, info.chunks);
+  if (!schedule)
+    return module.emitError(llvm::toString(schedule.takeError())), failure();
+  return std::move(*schedule);
+}
+
+/// The manifest's `pipeline`: per virtual stage its entry points and pipe
+/// buffers, and per pipeline rank the order of its passes (docs/abi.md).
+static FailureOr<std::optional<llvm::json::Object>>
+pipelineJSON(ModuleOp module) {
+  FailureOr<std::optional<PipelineInfo>> info = PipelineInfo::get(module);
+  if (failed(info))
+    return failure();
+  if (!*info)
+    return std::optional<llvm::json::Object>();
+  const PipelineInfo &p = **info;
+  FailureOr<pipeline::Schedule> schedule = dt::buildSchedule(module, p);
+  if (failed(schedule))
+    return failure();
+
+  auto list = [](func::FuncOp fn, StringRef attr) {
+    llvm::json::Array names;
+    if (auto a = fn->getAttrOfType<ArrayAttr>(attr))
+      for (auto s : a.getAsValueRange<StringAttr>())
+        names.push_back(s.str());
+    return names;
+  };
+  llvm::json::Array stages;
+  for (int64_t s = 0; s < p.numStages(); ++s) {
+    auto fwd = module.lookupSymbol<func::FuncOp>(("pipe_fwd_" + Twine(s)).str());
+    auto bwd = module.lookupSymbol<func::FuncOp>(("pipe_bwd_" + Twine(s)).str());
+    if (!fwd || !bwd)
+      return module.emitError("the manifest needs @pipe_fwd_")
+                 << s << " and @pipe_bwd_" << s << " (dt-pipeline-split)",
+             failure();
+    // The forward reads the batch: the runtime stages the micro-batch first.
+    bool readsBatch = false;
+    fwd.walk([&](LoadOp load) {
+      if (GlobalOp g = lookupGlobal(module, load.getGlobal()))
+        readsBatch |= g.getRole() == Role::input && g->hasAttr(names::kBatchAttr);
+    });
+    // The stash keeps one micro-batch per forward whose backward has not run.
+    int64_t slots = schedule->peakInFlight(s);
+    llvm::json::Object stage{
+        {"forward", ("dt_" + fwd.getSymName()).str()},
+        {"backward", ("dt_" + bwd.getSymName()).str()},
+        {"reads_batch", readsBatch},
+        {"send", list(fwd, "dt.pipe_send")},
+        {"recv", list(fwd, "dt.pipe_recv")},
+        {"grad_send", list(bwd, "dt.pipe_send")},
+        {"grad_recv", list(bwd, "dt.pipe_recv")},
+        {"stash", list(fwd, "dt.pipe_stash")},
+        {"stash_slots", slots}};
+    if (auto eval = module.lookupSymbol<func::FuncOp>(
+            ("pipe_eval_" + Twine(s)).str())) {
+      bool evalReadsBatch = false;
+      eval.walk([&](LoadOp load) {
+        if (GlobalOp g = lookupGlobal(module, load.getGlobal()))
+          evalReadsBatch |=
+              g.getRole() == Role::input && g->hasAttr(names::kBatchAttr);
+      });
+      stage["eval"] = ("dt_" + eval.getSymName()).str();
+      stage["eval_reads_batch"] = evalReadsBatch;
+      stage["eval_send"] = list(eval, "dt.pipe_send");
+      stage["eval_recv"] = list(eval, "dt.pipe_recv");
+    }
+    stages.push_back(std::move(stage));
+  }
+  llvm::json::Array apply, actions;
+  for (int64_t r = 0; r < p.ranks; ++r) {
+    apply.push_back(("dt_" + names::kApplyStep + "_pp" + Twine(r)).str());
+    llvm::json::Array mine;
+    for (const pipeline::Action &a : schedule->perRank[size_t(r)])
+      mine.push_back(llvm::json::Array{a.forward ? "F" : "B", a.microbatch,
+                                       a.stage, a.slot});
+    actions.push_back(std::move(mine));
+  }
+  return std::optional<llvm::json::Object>(llvm::json::Object{
+      {"axis", p.axis},
+      {"schedule", p.schedule},
+      {"microbatches", p.microbatches},
+      {"chunks", p.chunks},
+      {"slots", schedule->slots},
+      {"stages", std::move(stages)},
+      {"apply", std::move(apply)},
+      {"actions", std::move(actions)}});
+}
+
 FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   numberCollectives(module);
   FailureOr<MeshInfo> mesh = MeshInfo::get(module);
@@ -141,6 +241,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
       b["global_shape"] = llvm::json::Array(g.getGlobalTensorType().getShape());
       b["sharding"] = layoutJSON(*layout);
     }
+    if (int64_t rank = pipelineRankOf(g); rank >= 0)
+      b["pp_rank"] = rank;
     if (auto init = g.getInit()) {
       FailureOr<llvm::json::Value> v = toJSON(*init, g);
       if (failed(v))
@@ -183,6 +285,11 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   });
   if (!collectives.empty())
     manifest["collectives"] = std::move(collectives);
+  FailureOr<std::optional<llvm::json::Object>> pipe = pipelineJSON(module);
+  if (failed(pipe))
+    return failure();
+  if (*pipe)
+    manifest["pipeline"] = std::move(**pipe);
 
   std::string text;
   llvm::raw_string_ostream os(text);

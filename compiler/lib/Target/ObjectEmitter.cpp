@@ -52,6 +52,36 @@ createTargetMachine(const dt::CodegenOptions &options, std::string &error) {
       llvm::CodeGenOptLevel::Aggressive));
 }
 
+/// `dt_entries`: every entry point (`void dt_NAME(char *arena)`) by name, and
+/// `dt_entry_count`, so that the runtime finds the variable set of entry
+/// points a program has (a pipeline's stages) without naming each symbol.
+void addEntryTable(llvm::Module &m) {
+  llvm::LLVMContext &ctx = m.getContext();
+  auto *ptr = llvm::PointerType::getUnqual(ctx);
+  auto *entryType = llvm::StructType::get(ctx, {ptr, ptr});
+  std::vector<llvm::Constant *> entries;
+  for (llvm::Function &f : m) {
+    if (f.isDeclaration() || !f.getName().starts_with("dt_") ||
+        f.arg_size() != 1 || !f.getReturnType()->isVoidTy())
+      continue;
+    llvm::Constant *name = llvm::ConstantDataArray::getString(ctx, f.getName());
+    auto *nameVar = new llvm::GlobalVariable(
+        m, name->getType(), /*isConstant=*/true,
+        llvm::GlobalValue::PrivateLinkage, name, "dt_entry_name");
+    entries.push_back(llvm::ConstantStruct::get(entryType, {nameVar, &f}));
+  }
+  auto *tableType = llvm::ArrayType::get(entryType, entries.size());
+  new llvm::GlobalVariable(m, tableType, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantArray::get(tableType, entries),
+                           "dt_entries");
+  auto *i64 = llvm::Type::getInt64Ty(ctx);
+  new llvm::GlobalVariable(m, i64, /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage,
+                           llvm::ConstantInt::get(i64, entries.size()),
+                           "dt_entry_count");
+}
+
 /// Translates, adds the manifest, and optimises; null (with an error emitted)
 /// on failure.
 std::unique_ptr<llvm::Module>
@@ -73,6 +103,7 @@ buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
   new llvm::GlobalVariable(*llvmModule, text->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, text,
                            "dt_manifest");
+  addEntryTable(*llvmModule);
 
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;

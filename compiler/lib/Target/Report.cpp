@@ -16,7 +16,10 @@
 #include "dt/Target/Report.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
+#include "dt/Pipeline/Schedule.h"
 #include "dt/Target/Manifest.h"
+#include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -42,6 +45,8 @@ struct Memory {
 
 struct Collective {
   int64_t id;
+  /// The pipeline rank whose program issues it (-1: every rank's).
+  int64_t ppRank = -1;
   std::string kind, what, entry;
   std::vector<std::string> axes;
   /// What this rank hands the collective per call, and the group's size.
@@ -54,6 +59,93 @@ struct Collective {
 
 std::string mib(double bytes) {
   return llvm::formatv("{0,10:f3} MiB", bytes / 1048576.0).str();
+}
+
+/// One pipeline rank's memory.
+struct StageMemory {
+  int64_t ppRank = 0;
+  /// Its parameters, gradients, optimizer state and buffers (the shared
+  /// ones and its own).
+  Memory state;
+  /// The most any of its entry points needs beyond the persistent region.
+  int64_t activations = 0;
+  /// The stash ring: micro-batches in flight times what each stage keeps.
+  int64_t stash = 0, inFlight = 0;
+};
+
+struct PipelineStages {
+  std::string axis, schedule;
+  double bubble = 0;
+  std::vector<StageMemory> ranks;
+};
+
+FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
+  FailureOr<std::optional<PipelineInfo>> info = PipelineInfo::get(module);
+  if (failed(info))
+    return failure();
+  if (!*info)
+    return std::optional<PipelineStages>();
+  const PipelineInfo &p = **info;
+  FailureOr<pipeline::Schedule> schedule = dt::buildSchedule(module, p);
+  if (failed(schedule))
+    return failure();
+  PipelineStages out;
+  out.axis = p.axis;
+  out.schedule = llvm::formatv("{0} over {1}, {2} ranks x {3} stage(s), {4} "
+                               "micro-batches",
+                               p.schedule, p.axis, p.ranks, p.chunks,
+                               p.microbatches)
+                     .str();
+  out.bubble = schedule->bubbleFormula();
+  std::vector<int64_t> inFlight = schedule->peakInFlight();
+  for (int64_t r = 0; r < p.ranks; ++r) {
+    StageMemory m;
+    m.ppRank = r;
+    m.inFlight = inFlight[size_t(r)];
+    for (GlobalOp g : module.getOps<GlobalOp>()) {
+      int64_t owner = pipelineRankOf(g);
+      if (owner >= 0 && owner != r)
+        continue;
+      int64_t bytes = bytesOf(g.getTensorType());
+      switch (g.getRole()) {
+      case Role::param:
+        m.state.params += bytes;
+        break;
+      case Role::grad:
+        m.state.grads += bytes;
+        break;
+      case Role::state:
+        m.state.optimizer += bytes;
+        break;
+      case Role::input:
+      case Role::output:
+      case Role::pipe:
+        m.state.buffers += bytes;
+        break;
+      }
+    }
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      int64_t owner = pipelineRankOf(fn);
+      auto transient = fn->getAttrOfType<IntegerAttr>("dt.transient_bytes");
+      if ((owner < 0 || owner == r) && transient)
+        m.activations = std::max(m.activations, transient.getInt());
+    }
+    // Each of its stages keeps its stash for as many micro-batches as the
+    // schedule has in flight there.
+    for (int64_t s = r; s < p.numStages(); s += p.ranks) {
+      auto fwd =
+          module.lookupSymbol<func::FuncOp>(("pipe_fwd_" + Twine(s)).str());
+      int64_t slotBytes = 0;
+      if (auto stash = fwd ? fwd->getAttrOfType<ArrayAttr>("dt.pipe_stash")
+                           : ArrayAttr())
+        for (auto name : stash.getAsValueRange<StringAttr>())
+          if (GlobalOp g = lookupGlobal(module, name))
+            slotBytes += bytesOf(g.getTensorType());
+      m.stash += schedule->peakInFlight(s) * slotBytes;
+    }
+    out.ranks.push_back(m);
+  }
+  return std::optional<PipelineStages>(std::move(out));
 }
 
 } // namespace
@@ -77,7 +169,9 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   int64_t paramCount = 0;
   std::vector<std::pair<std::string, int64_t>> params;
   for (GlobalOp g : module.getOps<GlobalOp>()) {
-    int64_t local = bytesOf(g.getTensorType()),
+    // In a pipeline, "this rank" is a rank of pipeline rank 0; the pipeline
+    // table gives each pipeline rank's figures.
+    int64_t local = pipelineRankOf(g) > 0 ? 0 : bytesOf(g.getTensorType()),
             all = bytesOf(g.getGlobalTensorType());
     auto add = [&](int64_t Memory::*field) {
       rank.*field += local;
@@ -98,6 +192,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       break;
     case Role::input:
     case Role::output:
+    case Role::pipe:
       add(&Memory::buffers);
       break;
     }
@@ -133,17 +228,26 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                 : c.kind == "all-gather"     ? ring * out
                 : c.kind == "all-to-all"     ? ring * c.bytes
                                              : 0.0;
-      c.calls = c.entry == "grad_step" ? accumulation
-                : c.entry == "apply_step" ? 1
-                                          : 0;
+      c.ppRank = pipelineRankOf(fn);
+      StringRef entry = c.entry;
+      c.calls = entry == "grad_step" || entry.starts_with("pipe_")
+                    ? accumulation
+                : entry.starts_with("apply_step") ? 1
+                                                  : 0;
       collectives.push_back(std::move(c));
     });
   double movedPerStep = 0;
   int64_t callsPerStep = 0;
+  // What the ranks of pipeline rank 0 (all ranks, without a pipeline) issue.
   for (const Collective &c : collectives) {
+    if (c.ppRank > 0)
+      continue;
     movedPerStep += c.moved * double(c.calls);
     callsPerStep += c.calls;
   }
+  FailureOr<std::optional<PipelineStages>> stages = pipelineStages(module);
+  if (failed(stages))
+    return failure();
   int64_t world = mesh->worldSize();
 
   if (json) {
@@ -205,6 +309,21 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                               {"whole", memory(whole)},
                               {"ranks", std::move(ranks)},
                               {"tensors", std::move(tensors)}};
+    if (*stages) {
+      llvm::json::Array perRank;
+      for (const StageMemory &m : (*stages)->ranks) {
+        llvm::json::Object o = memory(m.state);
+        o["pp_rank"] = m.ppRank;
+        o["activations"] = m.activations;
+        o["stash"] = m.stash;
+        o["in_flight"] = m.inFlight;
+        perRank.push_back(std::move(o));
+      }
+      report["pipeline"] = llvm::json::Object{
+          {"schedule", (*stages)->schedule},
+          {"bubble", (*stages)->bubble},
+          {"ranks", std::move(perRank)}};
+    }
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
     return success();
   }
@@ -218,7 +337,9 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                             mesh->size(a))
                   .str();
     os << "memory plan of each of " << world << " ranks (mesh " << axes
-       << "; static, from dt-plan-memory and dt-spmd-partition)\n";
+       << "; static, from dt-plan-memory and dt-spmd-partition"
+       << (*stages ? "; this rank: one on " + (*stages)->axis + "=0" : "")
+       << ")\n";
     os << "                   this rank    whole model\n";
   }
   os << "  parameters      " << paramCount << " values\n";
@@ -237,10 +358,26 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   os << "  activations   " << mib(double(activations))
      << "  (transient values of the largest entry point)\n";
   os << "  arena         " << mib(double(arena)) << "\n";
+  if (*stages) {
+    const PipelineStages &p = **stages;
+    os << llvm::formatv("pipeline: {0}; bubble {1:f1} % of each rank's step "
+                        "((p - 1) / (v m + p - 1))\n",
+                        p.schedule, 100.0 * p.bubble);
+    os << "  rank  persistent  activations  stash (in flight)\n";
+    for (const StageMemory &m : p.ranks)
+      os << llvm::formatv("  {0}={1,-3}{2}{3}{4} ({5} micro-batches)\n",
+                          p.axis, m.ppRank,
+                          mib(double(m.state.params + m.state.grads +
+                                     m.state.optimizer + m.state.buffers)),
+                          mib(double(m.activations)), mib(double(m.stash)),
+                          m.inFlight);
+  }
   if (!collectives.empty()) {
-    os << llvm::formatv("collectives of each rank: {0} calls and {1:f3} MiB "
-                        "moved per optimizer step\n",
-                        callsPerStep, movedPerStep / 1048576.0);
+    os << llvm::formatv("collectives of each rank{0}: {1} calls and {2:f3} "
+                        "MiB moved per optimizer step\n",
+                        *stages ? " (on " + (*stages)->axis + "=0)" : "",
+                        callsPerStep,
+                        movedPerStep / 1048576.0);
     for (const Collective &c : collectives) {
       std::string axes;
       for (const std::string &a : c.axes)

@@ -15,9 +15,15 @@
 //      parameter) is stored into `grad/P`, or added to it under gradient
 //      accumulation. The loss is stored into `out/loss`.
 //
+// In a pipelined program (@loss's ops carry `dt.stage`, dt-pipeline-stages),
+// every op the sweep builds is marked `dt.backward` and takes the stage of the
+// op it differentiates, and each stage adds its own part of a parameter's
+// gradient (dt-pipeline-split then cuts the function at those marks).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -98,20 +104,6 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
   return t && llvm::isa<FloatType>(t.getElementType());
-}
-
-/// The layer path in an op's location (MLIRGen names ops after the layer whose
-/// forward emitted them; rewrites keep or fuse locations), or "".
-StringRef layerOf(Location loc) {
-  if (auto name = llvm::dyn_cast<NameLoc>(loc))
-    return name.getName().getValue();
-  if (auto fused = llvm::dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (StringRef layer = layerOf(inner); !layer.empty())
-        return layer;
-  if (auto call = llvm::dyn_cast<CallSiteLoc>(loc))
-    return layerOf(call.getCallee());
-  return "";
 }
 
 /// Clones the forward of recomputed layers into backward on demand.
@@ -254,8 +246,24 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Operation *> forward;
     for (Operation &op : body.without_terminator())
       forward.push_back(&op);
+    bool pipelined = module->hasAttr(names::kPipelineAttr);
+    // Marks the ops built since `after` as backward's, of `stage` (if >= 0).
+    auto markBackward = [&](Operation *after, int64_t stage) {
+      if (!pipelined)
+        return;
+      for (Operation *op = ret->getPrevNode(); op && op != after;
+           op = op->getPrevNode()) {
+        op->setAttr(names::kBackwardAttr, b.getUnitAttr());
+        if (stage >= 0)
+          op->setAttr(names::kStageAttr, b.getI64IntegerAttr(stage));
+        else
+          op->removeAttr(names::kStageAttr);
+      }
+    };
+    markBackward(forward.back(), -1);
     Recomputer recompute(module, forward);
     for (Operation *op : llvm::reverse(forward)) {
+      Operation *before = ret->getPrevNode();
       bool active = llvm::any_of(op->getOperands(),
                                  [&](Value v) { return varied.count(v); }) &&
                     llvm::any_of(op->getResults(),
@@ -281,18 +289,23 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
       for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
         if (g)
           accumulate(v, g);
+      markBackward(before, stageOf(op));
     }
 
     recompute.eraseUnused();
 
-    // 3. One gradient per parameter, summed over its loads.
-    llvm::MapVector<GlobalOp, Value> grads;
+    // 3. One gradient per parameter, summed over its loads; per stage in a
+    // pipeline, each stage adding its own part.
+    llvm::MapVector<std::pair<GlobalOp, int64_t>, Value> grads;
     for (Operation *op : forward)
       if (auto load = llvm::dyn_cast<LoadOp>(op))
         if (Value g = adjoint.lookup(load.getResult())) {
           GlobalOp param = lookupGlobal(module, load.getGlobal());
-          Value &slot = grads[param];
+          int64_t stage = pipelined ? stageOf(load) : -1;
+          Value &slot = grads[{param, stage}];
+          Operation *before = ret->getPrevNode();
           slot = slot ? b.create<AddOp>(loc, slot, g).getResult() : g;
+          markBackward(before, stage);
         }
 
     int64_t accumulation = 1;
@@ -304,21 +317,31 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
         Role::output);
     if (failed(lossOut))
       return failure();
-    b.create<StoreOp>(loc, lossValue, lossOut->getSymName());
+    auto lossStore = b.create<StoreOp>(loc, lossValue, lossOut->getSymName());
+    // Forward's last stage stores the loss of each micro-batch.
+    if (Operation *def = lossValue.getDefiningOp(); def && pipelined)
+      lossStore->setAttr(names::kStageAttr,
+                         b.getI64IntegerAttr(stageOf(def)));
 
     SmallVector<GlobalOp> params;
     for (GlobalOp global : module.getOps<GlobalOp>())
       if (global.getRole() == Role::param)
         params.push_back(global);
     for (GlobalOp param : params) {
-      Value g = grads.lookup(param);
-      if (!g) {
+      SmallVector<std::pair<int64_t, Value>> parts;
+      for (auto &[key, g] : grads)
+        if (key.first == param)
+          parts.push_back({key.second, g});
+      if (parts.empty()) {
         // A parameter the loss does not reach still gets a (zero) gradient, so
         // that the optimizer and checkpoints see every parameter; say so, it is
         // usually a mistake.
         param.emitWarning("parameter '")
             << param.getSymName() << "' does not affect the loss";
-        g = createSplat(b, loc, param.getTensorType(), 0.0);
+        Operation *before = ret->getPrevNode();
+        parts.push_back(
+            {-1, createSplat(b, loc, param.getTensorType(), 0.0)});
+        markBackward(before, pipelined ? 0 : -1);
       }
       FailureOr<GlobalOp> gradGlobal =
           getOrCreateGlobal(module, names::gradOf(param.getSymName()),
@@ -326,12 +349,20 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
       if (failed(gradGlobal))
         return failure();
       setOwner(*gradGlobal, param);
-      if (accumulation > 1) {
-        Value old = b.create<LoadOp>(loc, param.getTensorType(),
-                                     gradGlobal->getSymName());
-        g = b.create<AddOp>(loc, old, g);
+      if (Attribute rank = param->getAttr(names::kPipelineRankAttr))
+        (*gradGlobal)->setAttr(names::kPipelineRankAttr, rank);
+      for (auto [stage, g] : parts) {
+        Operation *before = ret->getPrevNode();
+        // Every pipeline stage adds its part: the optimizer zeroes the
+        // gradients after each step.
+        if (accumulation > 1 || pipelined) {
+          Value old = b.create<LoadOp>(loc, param.getTensorType(),
+                                       gradGlobal->getSymName());
+          g = b.create<AddOp>(loc, old, g);
+        }
+        b.create<StoreOp>(loc, g, gradGlobal->getSymName());
+        markBackward(before, stage < 0 ? 0 : stage);
       }
-      b.create<StoreOp>(loc, g, gradGlobal->getSymName());
     }
 
     // The entry point returns nothing: results live in globals.

@@ -10,10 +10,18 @@
 // script that puts the others in a no-decay parameter group takes the same
 // steps (bench/mlp_fashion_torch.py does).
 //
+// In a pipelined program each pipeline rank holds the parameters of its own
+// stages (`dt.pp_rank`), so there is one `@apply_step` variant per pipeline
+// rank (`dt.entry = "apply_step"`, `dt.ranks`): it updates that rank's
+// parameters and those every rank holds, whose gradient parts it first sums
+// over the pipeline axis (`dt.pipeline_sum`); the squared norm of the
+// gradients is a sum of each rank's part (the shared ones counted on rank 0).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dt/Dialect/DT/IR/DTBuilder.h"
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -214,6 +222,45 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       }
 
     MLIRContext *ctx = module.getContext();
+    FailureOr<std::optional<PipelineInfo>> pipe = PipelineInfo::get(module);
+    if (failed(pipe))
+      return failure();
+    if (!*pipe)
+      return buildApply(module, *recipe, params, names::kApplyStep,
+                        accumulation, clip, std::nullopt);
+    OpBuilder b(ctx);
+    for (int64_t r = 0; r < (*pipe)->ranks; ++r) {
+      SmallVector<std::pair<GlobalOp, GlobalOp>> mine;
+      for (auto pair : params) {
+        int64_t owner = pipelineRankOf(pair.first);
+        if (owner < 0 || owner == r)
+          mine.push_back(pair);
+      }
+      std::string name = (names::kApplyStep + "_pp" + Twine(r)).str();
+      if (failed(buildApply(module, *recipe, mine, name, accumulation, clip,
+                            PipelineRank{(*pipe)->axis, r})))
+        return failure();
+      auto fn = module.lookupSymbol<func::FuncOp>(name);
+      fn->setAttr("dt.entry", b.getStringAttr(names::kApplyStep));
+      fn->setAttr("dt.ranks",
+                  b.getDenseI64ArrayAttr((*pipe)->worldRanksAt(r)));
+      fn->setAttr(names::kPipelineRankAttr, b.getI64IntegerAttr(r));
+    }
+    return success();
+  }
+
+  /// One rank of the pipeline axis, for its variant of @apply_step.
+  struct PipelineRank {
+    std::string axis;
+    int64_t rank;
+  };
+
+  LogicalResult
+  buildApply(ModuleOp module, const Recipe &recipeIn,
+             ArrayRef<std::pair<GlobalOp, GlobalOp>> params, StringRef name,
+             int64_t accumulation, std::optional<double> clip,
+             const std::optional<PipelineRank> &pipe) {
+    MLIRContext *ctx = module.getContext();
     auto i64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
     auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
     auto global = [&](StringRef name, RankedTensorType t, Role role) {
@@ -225,14 +272,17 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
                         normG = global(names::kGradNorm, f32, Role::output);
     if (failed(stepG) || failed(totalG) || failed(lrG) || failed(normG))
       return failure();
+    const Recipe *recipe = &recipeIn;
 
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto fn = b.create<func::FuncOp>(loc, names::kApplyStep,
-                                     FunctionType::get(ctx, {}, {}));
+    auto fn = b.create<func::FuncOp>(loc, name, FunctionType::get(ctx, {}, {}));
     b.setInsertionPointToStart(fn.addEntryBlock());
     DTBuilder e{b, loc};
+    auto sumOverPipeline = [&](Value v) -> Value {
+      return b.create<PipelineSumOp>(loc, v, b.getStringAttr(pipe->axis));
+    };
 
     // The 1-based step this update makes, and its learning rate.
     Value t = e.add(e.load(*stepG), e.splat(i64, 1));
@@ -256,6 +306,10 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     SmallVector<Value> grads;
     for (auto [param, grad] : params) {
       Value g = e.load(grad);
+      // A parameter every pipeline rank holds has a part of its gradient on
+      // each (a tied embedding: one from each stage that uses it).
+      if (pipe && pipelineRankOf(param) < 0)
+        g = sumOverPipeline(g);
       if (unscale)
         g = e.mul(g, e.broadcast(unscale, grad.getTensorType()));
       else if (accumulation > 1)
@@ -263,8 +317,11 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       grads.push_back(g);
     }
     Value normSq = e.splat(f32, 0.0);
-    for (Value g : grads)
-      normSq = e.add(normSq, e.sumAll(e.mul(g, g)));
+    for (auto [k, g] : llvm::enumerate(grads))
+      if (!pipe || pipe->rank == 0 || pipelineRankOf(params[k].first) >= 0)
+        normSq = e.add(normSq, e.sumAll(e.mul(g, g)));
+    if (pipe)
+      normSq = sumOverPipeline(normSq);
     Value norm = e.sqrt(normSq);
     e.store(norm, *normG);
 
@@ -321,8 +378,11 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
         FailureOr<GlobalOp> g =
             global((r.kind + "." + slot + "/" + param.getSymName()).str(),
                    type, Role::state);
-        if (succeeded(g))
+        if (succeeded(g)) {
           setOwner(*g, param);
+          if (Attribute rank = param->getAttr(names::kPipelineRankAttr))
+            (*g)->setAttr(names::kPipelineRankAttr, rank);
+        }
         return g;
       };
 
@@ -374,7 +434,8 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     if (scaling && failed(updateLossScale(module, e, *scaling, finite)))
       return failure();
 
-    if (accumulation > 1)
+    // Gradients accumulate from zero (a pipeline's stages always add theirs).
+    if (accumulation > 1 || pipe)
       for (auto [param, grad] : params)
         e.store(e.splat(grad.getTensorType(), 0.0), grad);
     e.store(t, *stepG);

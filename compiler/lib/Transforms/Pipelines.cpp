@@ -18,8 +18,11 @@ void dt::buildTrainStepPipeline(OpPassManager &pm) {
   // are differentiated (their adjoints would otherwise be transposes too).
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createAutocast());
+  pm.addPass(createPipelineStages());
   pm.addPass(createAutodiff());
   pm.addPass(createOptimizer());
+  // Before CSE, which would merge values of different stages.
+  pm.addPass(createPipelineSplit());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // After CSE: each use of a 16-bit value widens it on its own.

@@ -3,7 +3,10 @@
 // Every tensor of a rank lives at a byte offset in one arena fixed at compile
 // time. The algorithm:
 //
-//   1. Persistent region: the globals, in order, each 64-byte aligned.
+//   1. Persistent region: the globals, in order, each 64-byte aligned; in a
+//      pipeline, those one pipeline rank holds alone (`dt.pp_rank`) after
+//      the others, every rank's from the same offset, since a rank's arena
+//      never holds another's.
 //   2. Storage per entry point: a dt.load result *is* its global's buffer, a
 //      dt.reshape result is its operand's buffer and a dt.wait result its
 //      asynchronous collective's (the operands a dt.wait keeps are read there,
@@ -23,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
@@ -118,19 +122,31 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     ModuleOp module = getOperation();
     OpBuilder b(module.getContext());
 
-    // 1. Persistent region.
+    // 1. Persistent region: the globals every rank uses, then those of one
+    // pipeline rank, each rank's from the same offset.
     int64_t cursor = 0;
     llvm::StringMap<int64_t> globalOffset;
-    for (GlobalOp g : module.getOps<GlobalOp>()) {
-      cursor = alignUp(cursor);
-      g.setOffset(cursor);
-      globalOffset[g.getSymName()] = cursor;
-      cursor += byteSize(g.getType());
-      if (cursor > kMaxArenaBytes) {
-        (void)tooLarge(g, cursor);
+    auto place = [&](GlobalOp g, int64_t &at) {
+      at = alignUp(at);
+      g.setOffset(at);
+      globalOffset[g.getSymName()] = at;
+      at += byteSize(g.getType());
+      if (at > kMaxArenaBytes)
+        return tooLarge(g, at);
+      return success();
+    };
+    for (GlobalOp g : module.getOps<GlobalOp>())
+      if (pipelineRankOf(g) < 0 && failed(place(g, cursor)))
         return signalPassFailure();
+    std::map<int64_t, int64_t> ownCursor;
+    for (GlobalOp g : module.getOps<GlobalOp>())
+      if (int64_t r = pipelineRankOf(g); r >= 0) {
+        int64_t &at = ownCursor.insert({r, cursor}).first->second;
+        if (failed(place(g, at)))
+          return signalPassFailure();
       }
-    }
+    for (auto [rank, end] : ownCursor)
+      cursor = std::max(cursor, end);
     int64_t persistent = alignUp(cursor);
 
     int64_t arena = persistent;
@@ -141,9 +157,33 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         fn.emitError("dt-plan-memory needs single-block functions");
         return signalPassFailure();
       }
+      // A pipeline rank's function touches its own globals and the shared
+      // ones only: the others' bytes are not theirs in its arena.
+      if (int64_t rank = pipelineRankOf(fn); rank >= 0) {
+        WalkResult walk = fn.walk([&](Operation *op) {
+          FlatSymbolRefAttr sym;
+          if (auto load = dyn_cast<LoadOp>(op))
+            sym = load.getGlobalAttr();
+          else if (auto store = dyn_cast<StoreOp>(op))
+            sym = store.getGlobalAttr();
+          GlobalOp g = sym ? lookupGlobal(module, sym.getValue()) : GlobalOp();
+          if (g && pipelineRankOf(g) >= 0 && pipelineRankOf(g) != rank) {
+            op->emitError("internal error: a function of pipeline rank ")
+                << rank << " uses '" << g.getSymName() << "' of rank "
+                << pipelineRankOf(g);
+            return WalkResult::interrupt();
+          }
+          return WalkResult::advance();
+        });
+        if (walk.wasInterrupted())
+          return signalPassFailure();
+      }
       FailureOr<int64_t> end = planFunction(fn, globalOffset, persistent);
       if (failed(end))
         return signalPassFailure();
+      // What this entry point needs beyond the persistent region (reports).
+      fn->setAttr("dt.transient_bytes",
+                  b.getI64IntegerAttr(alignUp(*end) - persistent));
       arena = std::max(arena, *end);
     }
     module->setAttr("dt.persistent_bytes", b.getI64IntegerAttr(persistent));

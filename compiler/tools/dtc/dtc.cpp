@@ -362,6 +362,14 @@ int compile(const char *argv0) {
     return 1;
   if (emitAction == EmitAction::Sharded)
     return emitStage(*module);
+  // A pipeline's messages and a communication thread's collectives would call
+  // MPI from two threads at once, which the engine's thread level forbids.
+  if (overlap && (*module)->hasAttr(dt::names::kPipelineAttr)) {
+    llvm::errs() << "dtc: error: --overlap is not supported for pipelined "
+                    "programs yet: drop --overlap (the pipeline's schedule "
+                    "already overlaps the stages)\n";
+    return 1;
+  }
   if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
         buildPartitionPipeline(pm, int64_t(bucketMiB * 1048576.0), overlap);
       })))

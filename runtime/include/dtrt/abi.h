@@ -20,13 +20,20 @@ extern "C" {
 
 /// The program's manifest: NUL-terminated JSON (docs/abi.md, "The manifest").
 extern const char dt_manifest[];
-/// Forward + backward over the micro-batch staged in `in/train.*`.
-void dt_grad_step(char *arena);
-/// Clipping, LR schedule and optimizer update; advances the `step` buffer.
-void dt_apply_step(char *arena);
-/// Forward + loss (+ correct count) over the batch staged in `in/eval.*`.
-/// Defined only when the job has an eval source, hence weak.
-__attribute__((weak)) void dt_eval_step(char *arena);
+
+/// One entry point: `void dt_NAME(char *arena)`.
+struct dt_entry {
+  const char *name;
+  void (*fn)(char *arena);
+};
+/// Every entry point of the program, by name: `dt_grad_step` (forward +
+/// backward over the micro-batch staged in `in/train.*`), `dt_apply_step`
+/// (clipping, LR schedule and optimizer update; advances `step`),
+/// `dt_eval_step` when the job evaluates, and in a pipelined program each
+/// stage's `dt_pipe_fwd_S`/`dt_pipe_bwd_S` and each pipeline rank's
+/// `dt_apply_step_ppR` instead of the first two.
+extern const struct dt_entry dt_entries[];
+extern const long long dt_entry_count;
 
 #ifdef __cplusplus
 } // extern "C"
@@ -38,11 +45,19 @@ inline constexpr const char *kRuntimeVersion = "0.1.0";
 
 /// One emitted program as the runtime sees it.
 struct Program {
+  using Entry = void (*)(char *);
   const char *manifest = nullptr;
-  void (*gradStep)(char *) = nullptr;
-  void (*applyStep)(char *) = nullptr;
+  /// Null in a pipelined program (its stages are `entries`).
+  Entry gradStep = nullptr;
+  Entry applyStep = nullptr;
   /// Null when the program has no eval entry point.
-  void (*evalStep)(char *) = nullptr;
+  Entry evalStep = nullptr;
+  /// Every entry point by name (a pipeline's stages and apply variants).
+  const dt_entry *entries = nullptr;
+  long long entryCount = 0;
+
+  /// The entry point called `name`, or null.
+  Entry find(const char *name) const;
 };
 
 /// Runs an emitted program: parses the options, trains, evaluates,

@@ -20,6 +20,7 @@
 #include "dtrt/abi.h"
 #include "dtrt/arena.h"
 #include "dtrt/data/batch.h"
+#include "dtrt/pipeline.h"
 
 #include <optional>
 
@@ -40,8 +41,16 @@ struct EvalResult {
 Status checkEvalOutputs(const Manifest &manifest);
 
 /// Evaluates the current parameters on the whole eval source.
+/// Evaluates the eval source batch by batch: with `pipeline`, through its
+/// stages (the result is then this rank's view: only the last stage's ranks
+/// hold the loss; shareEvalResult hands it to every rank).
 Expected<EvalResult> evaluate(Arena &arena, const Program &program,
-                              const DataSource &source, BatchStager &stager);
+                              const DataSource &source, BatchStager &stager,
+                              PipelineRunner *pipeline = nullptr);
+
+/// Makes every rank's `r` the one the ranks of the pipeline's last stage
+/// computed (a collective over all ranks).
+Status shareEvalResult(EvalResult &r, Communicator &comm, bool holder);
 
 } // namespace dtrt
 

@@ -33,6 +33,7 @@
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
 #include "dtrt/metrics.h"
+#include "dtrt/pipeline.h"
 
 #include <optional>
 
@@ -54,6 +55,8 @@ struct TrainSetup {
   Communicator *comm = nullptr;
   /// This rank's mesh coordinates (empty for one rank).
   std::vector<int> coords;
+  /// A pipelined program's runner of this rank's passes (null otherwise).
+  PipelineRunner *pipeline = nullptr;
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
   /// Training time spent by the runs this one resumes.

@@ -42,7 +42,7 @@ const char *dtypeName(DType type);
 std::optional<DType> parseDType(std::string_view name);
 
 /// What a buffer is for (docs/abi.md, "Buffers").
-enum class Role { Param, Grad, State, Input, Output };
+enum class Role { Param, Grad, State, Input, Output, Pipe };
 
 /// The manifest's spelling of `role`.
 const char *roleName(Role role);
@@ -115,6 +115,48 @@ struct BufferDesc {
   std::vector<int64_t> globalShape;
   /// The layout over the mesh; absent in programs of one rank.
   std::optional<Layout> layout;
+  /// In a pipelined program, the one pipeline rank that uses the buffer (a
+  /// parameter of its stages, its gradient and state, its pipe buffers);
+  /// -1: every rank does. Buffers of different pipeline ranks may share
+  /// bytes of the arena.
+  int ppRank = -1;
+};
+
+/// One virtual stage of a pipeline (docs/abi.md, "Pipelines").
+struct PipelineStage {
+  /// Entry points (names in `dt_entries`).
+  std::string forward, backward;
+  /// Whether forward reads the batch (the micro-batch is staged first).
+  bool readsBatch = false;
+  /// Buffers forward sends to the next stage and receives from the previous
+  /// one; backward's gradients the other way; what forward keeps for
+  /// backward.
+  std::vector<std::string> send, recv, gradSend, gradRecv, stash;
+  /// Micro-batches whose stash is kept at once.
+  int64_t stashSlots = 0;
+  /// Evaluation's forward (empty without an eval source), what it sends to
+  /// the next stage and receives from the previous one.
+  std::string eval;
+  bool evalReadsBatch = false;
+  std::vector<std::string> evalSend, evalRecv;
+};
+
+/// One pass of a pipeline rank's schedule.
+struct PipelineAction {
+  bool forward = true;
+  int64_t microbatch = 0, stage = 0, slot = 0;
+};
+
+/// The manifest's `pipeline`.
+struct PipelineSpec {
+  std::string axis;
+  std::string schedule;
+  int64_t microbatches = 1, chunks = 1, slots = 0;
+  /// Virtual stage s runs on pipeline rank s % ranks.
+  std::vector<PipelineStage> stages;
+  /// Per pipeline rank: its @apply_step variant and its passes in order.
+  std::vector<std::string> apply;
+  std::vector<std::vector<PipelineAction>> actions;
 };
 
 /// The kinds of data sources (docs/abi.md, "Data sources").
@@ -180,6 +222,14 @@ struct Manifest {
   TrainSpec train;
   std::optional<DataSpec> trainData;
   std::optional<DataSpec> evalData;
+  std::optional<PipelineSpec> pipeline;
+
+  /// Whether the rank at `coords` holds `b`: every rank does, except in a
+  /// pipeline, where a buffer with a `ppRank` is only that pipeline rank's
+  /// (its bytes overlap the other ranks' own buffers in the arena).
+  bool holds(const BufferDesc &b, const std::vector<int> &coords) const;
+  /// The index of the pipeline's axis in the mesh, or -1.
+  int pipelineAxis() const;
 
   /// The buffer called `name`, or null.
   const BufferDesc *find(std::string_view name) const;

@@ -25,9 +25,11 @@ namespace {
 Program fixture() {
   Program p;
   p.manifest = dt_manifest;
-  p.gradStep = dt_grad_step;
-  p.applyStep = dt_apply_step;
-  p.evalStep = dt_eval_step;
+  p.entries = dt_entries;
+  p.entryCount = dt_entry_count;
+  p.gradStep = p.find("dt_grad_step");
+  p.applyStep = p.find("dt_apply_step");
+  p.evalStep = p.find("dt_eval_step");
   return p;
 }
 

@@ -28,6 +28,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,13 @@ struct Schedule {
   /// not: the activations the rank holds at once, in micro-batches of one
   /// stage.
   std::vector<int64_t> peakInFlight() const;
+  /// The most micro-batches of (virtual) stage `stage` in flight at once on
+  /// its rank: the stash slots its activations need.
+  int64_t peakInFlight(int64_t stage) const;
 };
+
+/// Parses `gpipe`, `1f1b` or `interleaved`.
+std::optional<Kind> parseKind(llvm::StringRef name);
 
 /// The schedule of `kind` for `ranks` pipeline ranks, `microbatches` per step
 /// and `chunks` stages per rank (1 unless interleaved). Interleaving needs

@@ -11,6 +11,9 @@
 #ifndef DT_TARGET_MANIFEST_H
 #define DT_TARGET_MANIFEST_H
 
+#include "dt/Pipeline/Schedule.h"
+#include "dt/Transforms/PipelineInfo.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -23,6 +26,11 @@ namespace dt {
 /// mirroring the manifest's "name", "source", "train" and "data" sections).
 /// Numbers the collectives first (numberCollectives).
 mlir::FailureOr<std::string> buildManifest(mlir::ModuleOp module);
+
+/// The static schedule of a pipelined module's `dt.pipeline` (an error at the
+/// module if it cannot be built).
+mlir::FailureOr<pipeline::Schedule> buildSchedule(mlir::ModuleOp module,
+                                                  const PipelineInfo &info);
 
 /// Gives every mesh collective of `module` its `dt.id`, its index in the
 /// manifest's "collectives" (entry points in module order, ops in program

@@ -46,6 +46,20 @@ inline constexpr llvm::StringLiteral kParallelAttr = "dt.parallel";
 inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
 /// On an input global: it holds samples of a batch (dimension 0).
 inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
+/// On the module: the pipeline, `{axis, schedule, microbatches, chunks,
+/// stages = [[layer paths of stage 0], ...]}` (stages in model order: virtual
+/// stage s runs on pipeline rank s mod ranks).
+inline constexpr llvm::StringLiteral kPipelineAttr = "dt.pipeline";
+/// On an op of @loss and @grad_step in a pipelined program: the (virtual)
+/// stage it belongs to (dt-pipeline-stages; dt-autodiff gives each VJP the
+/// stage of the op it differentiates).
+inline constexpr llvm::StringLiteral kStageAttr = "dt.stage";
+/// On an op of @grad_step that dt-autodiff built: it belongs to backward.
+inline constexpr llvm::StringLiteral kBackwardAttr = "dt.backward";
+/// On a global of a pipelined program: the one pipeline rank that holds it
+/// (parameters used by one rank's stages, their gradients and optimizer
+/// state, the stages' pipe buffers). Globals without it are on every rank.
+inline constexpr llvm::StringLiteral kPipelineRankAttr = "dt.pp_rank";
 /// On the module: the paths of the layers whose activations backward
 /// recomputes (`recompute = ...`). An op belongs to the layer its location's
 /// name says (MLIRGen's NameLoc), or to one below it.

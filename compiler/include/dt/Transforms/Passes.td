@@ -10,6 +10,48 @@
 
 include "mlir/Pass/PassBase.td"
 
+def PipelineStages : Pass<"dt-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Gives every op of @loss the pipeline stage that runs it";
+  let description = [{
+    With the module attribute `dt.pipeline`, tags each op of `@loss` and
+    `@eval_step` with `dt.stage`, the virtual stage that computes it. An op inside a stage's
+    layers (its location names the layer) belongs to that stage; an op that
+    reads a staged value belongs to the latest stage among its operands (the
+    final norm and the loss go to the last stage); an op inside a stage's
+    layers that reads a value of a later stage is an error. The remaining ops
+    (loads, constants, the embedding before the first stage) go to the earliest
+    stage that uses them, and are copied for each further stage that does, so
+    that no stage reads another's parameter loads and each stage's gradient of
+    a tied parameter is its own. A parameter whose loads are all on one
+    pipeline rank gets `dt.pp_rank`: only that rank holds it. Without the
+    attribute the pass does nothing.
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
+def PipelineSplit : Pass<"dt-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Splits @grad_step into each stage's forward and backward";
+  let description = [{
+    With the module attribute `dt.pipeline`, replaces `@grad_step` (whose ops
+    carry `dt.stage`, and `dt.backward` for backward's) by the entry points
+    `@pipe_fwd_S` and `@pipe_bwd_S` of every virtual stage S, each the ops of
+    its stage and direction in their order. Values that cross between them go
+    through `pipe` globals the runtime moves: an activation a later stage reads
+    leaves its stage's forward in `pipe/sS/send/I` and arrives in the next
+    stage's `pipe/sS+1/recv/I` (relayed stage by stage when it goes further); a
+    gradient goes back the same way (`gsend`, `grecv`); a value a stage's
+    backward reads from forward is kept in `pipe/sS/stash/I`, which the runtime
+    saves per micro-batch in flight. Loads of parameters and state and the
+    constants made from them are repeated where needed, loads of the batch in
+    any forward. Each function lists its buffers (`dt.pipe_send`,
+    `dt.pipe_recv`, `dt.pipe_stash`), and carries `dt.entry`, `dt.ranks` and
+    `dt.stage` for dt-verify-collectives and the manifest. `@eval_step` is
+    split alike into `@pipe_eval_S` (forward only, through `pipe/sS/esend/I`
+    and `pipe/sS/erecv/I`).
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
 def Autodiff : Pass<"dt-autodiff", "mlir::ModuleOp"> {
   let summary = "Differentiates the loss into the grad_step entry point";
   let description = [{

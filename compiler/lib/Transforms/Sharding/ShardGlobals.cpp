@@ -200,7 +200,8 @@ struct ShardGlobalsPass : public dt::impl::ShardGlobalsBase<ShardGlobalsPass> {
                    (!grad && recipe->zero >= 1)) {
           layout = splitOverData(layout, recipe->data);
         }
-      } else if (g.getRole() == Role::input && g->hasAttr(names::kBatchAttr) &&
+      } else if ((g.getRole() == Role::input || g.getRole() == Role::pipe) &&
+                 g->hasAttr(names::kBatchAttr) &&
                  rank > 0) {
         layout.dims[0].axes = recipe->data;
       }

@@ -189,7 +189,9 @@ LogicalResult FunctionPropagation::run() {
   for (Operation &op : body)
     if (auto load = dyn_cast<LoadOp>(op))
       if (GlobalOp g = lookupGlobal(load, load.getGlobal());
-          g && g.getRole() == Role::input && g->hasAttr(names::kBatchAttr) &&
+          g &&
+          (g.getRole() == Role::input || g.getRole() == Role::pipe) &&
+          g->hasAttr(names::kBatchAttr) &&
           g.getGlobalTensorType().getRank() > 0) {
         FailureOr<Sharding> layout = storageLayout(g, mesh);
         if (failed(layout))

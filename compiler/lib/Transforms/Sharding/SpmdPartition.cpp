@@ -63,7 +63,7 @@ struct Local {
 /// have it.
 bool keepsZeroPadding(Operation *op, ArrayRef<bool> zero) {
   auto all = [&] { return llvm::all_of(zero, [](bool z) { return z; }); };
-  if (isa<NegOp, ReluOp, SqrtOp, StepOp, GeluOp, TanhOp, ConvertOp,
+  if (isa<NegOp, ReluOp, SqrtOp, StepOp, GeluOp, TanhOp, ConvertOp, PipelineSumOp,
           BroadcastToOp, ReshapeOp, TransposeOp, ReduceSumOp, SliceOp, PadOp>(
           op))
     return zero[0];
@@ -298,6 +298,19 @@ LogicalResult FunctionPartitioner::partition(Operation *op) {
       value = DenseElementsAttr::get(type, value.getSplatValue<Attribute>());
     }
     local = b.create<ConstantOp>(loc, value);
+  } else if (auto sum = dyn_cast<PipelineSumOp>(op)) {
+    // Each pipeline rank holds its summand in the same layout.
+    std::optional<AxisId> axis = mesh.find(sum.getAxis());
+    if (!axis)
+      return op->emitError("the pipeline axis '")
+             << sum.getAxis() << "' is not an axis of the mesh";
+    local = tag(b.create<mesh::AllReduceOp>(
+                    loc, operands[0].value.getType(), meshRef(),
+                    axesAttr({*axis}), operands[0].value,
+                    mesh::ReductionKindAttr::get(b.getContext(),
+                                                 mesh::ReductionKind::Sum)),
+                "a sum over the pipeline")
+                .getDefiningOp();
   } else {
     IRMapping mapping;
     for (auto [v, l] : llvm::zip(op->getOperands(), operands))

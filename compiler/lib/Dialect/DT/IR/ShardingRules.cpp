@@ -80,6 +80,8 @@ DT_ELEMENTWISE_RULE(StepOp, Linearity::None)
 DT_ELEMENTWISE_RULE(GeluDerivOp, Linearity::None)
 // Rounding to another type does not commute with the sum.
 DT_ELEMENTWISE_RULE(ConvertOp, Linearity::None)
+// A sum over other ranks keeps the layout of its summand.
+DT_ELEMENTWISE_RULE(PipelineSumOp, Linearity::Joint, true)
 
 #undef DT_ELEMENTWISE_RULE
 

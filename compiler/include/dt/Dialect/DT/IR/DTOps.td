@@ -32,8 +32,12 @@ def DT_RoleGrad : I32EnumAttrCase<"grad", 1>;
 def DT_RoleState : I32EnumAttrCase<"state", 2>;
 def DT_RoleInput : I32EnumAttrCase<"input", 3>;
 def DT_RoleOutput : I32EnumAttrCase<"output", 4>;
+// An activation or gradient passed between pipeline stages, or one a stage's
+// forward keeps for its backward: moved by the runtime, never checkpointed.
+def DT_RolePipe : I32EnumAttrCase<"pipe", 5>;
 def DT_RoleAttr : I32EnumAttr<"Role", "what a global holds and who writes it",
-    [DT_RoleParam, DT_RoleGrad, DT_RoleState, DT_RoleInput, DT_RoleOutput]> {
+    [DT_RoleParam, DT_RoleGrad, DT_RoleState, DT_RoleInput, DT_RoleOutput,
+     DT_RolePipe]> {
   let cppNamespace = "::dt";
 }
 
@@ -587,6 +591,26 @@ def DT_WaitOp : DT_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
   let assemblyFormat = "$pending (`,` $keep^)? attr-dict `:` type($pending) (`,` type($keep)^)? "
                        "`->` type($result)";
   let hasVerifier = 1;
+}
+
+def DT_PipelineSumOp : DT_Op<"pipeline_sum", [Pure, SameOperandsAndResultType,
+                                              ShardableOp]> {
+  let summary = "the sum of a value over the ranks of the pipeline axis";
+  let description = [{
+    Each rank of a pipeline holds the parameters of its own stages, so what the
+    optimizer needs from every stage is a sum over the pipeline axis: the
+    gradient of a parameter that several stages use (a tied embedding), and the
+    partial squared norms of the gradients. dt-optimizer builds this op in each
+    rank's `@apply_step` variant; dt-spmd-partition turns it into a
+    `mesh.all_reduce` over `axis`.
+
+    ```mlir
+    %n = dt.pipeline_sum %partial {axis = "pp"} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins DT_Tensor:$input, StrAttr:$axis);
+  let results = (outs DT_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,282 @@
+//===- pipeline.cpp - Running a pipeline rank's schedule ------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/pipeline.h"
+
+#include "dtrt/collectives.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace dtrt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+} // namespace
+
+double scheduleBubble(const PipelineSpec &spec) {
+  double p = double(spec.apply.size()), v = double(spec.chunks),
+         m = double(spec.microbatches);
+  return (p - 1) / (v * m + p - 1);
+}
+
+void sendPipelineMessagesEagerly(const Manifest &m) {
+  size_t largest = 4096;
+  for (const PipelineStage &s : m.pipeline->stages)
+    for (const auto *list : {&s.send, &s.gradSend, &s.evalSend})
+      for (const std::string &name : *list)
+        largest = std::max(largest, m.find(name)->bytes);
+  // The transport's header rides in the same fragment.
+  std::string limit =
+      std::to_string(std::min<size_t>(largest + 4096, size_t(4) << 20));
+  ::setenv("OMPI_MCA_btl_vader_eager_limit", limit.c_str(), 0);
+  ::setenv("OMPI_MCA_btl_vader_max_send_size", limit.c_str(), 0);
+}
+
+Program::Entry Program::find(const char *name) const {
+  for (long long i = 0; i < entryCount; ++i)
+    if (std::strcmp(entries[i].name, name) == 0)
+      return entries[i].fn;
+  return nullptr;
+}
+
+Expected<PipelineRunner> PipelineRunner::create(const Program &program,
+                                                Arena &arena,
+                                                Communicator &comm,
+                                                const std::vector<int> &coords) {
+  const Manifest &m = arena.manifest();
+  const PipelineSpec &spec = *m.pipeline;
+  PipelineRunner r;
+  r.arena_ = &arena;
+  r.comm_ = &comm;
+  r.spec_ = &spec;
+  int axis = -1;
+  for (size_t a = 0; a < m.mesh.names.size(); ++a)
+    if (m.mesh.names[a] == spec.axis)
+      axis = int(a);
+  if (axis < 0 || size_t(axis) >= coords.size())
+    return Error(fmt::format("the pipeline axis '{}' is not an axis of this "
+                             "rank's mesh",
+                             spec.axis));
+  r.axis_ = AxisMask(1) << axis;
+  r.ppRank_ = coords[size_t(axis)];
+  auto entry = [&](const std::string &name) -> Expected<Program::Entry> {
+    if (Program::Entry fn = program.find(name.c_str()))
+      return fn;
+    return Error(fmt::format("the program has no entry point '{}', which its "
+                             "manifest's pipeline names; rebuild it with dtc",
+                             name));
+  };
+  Expected<Program::Entry> apply = entry(spec.apply[size_t(r.ppRank_)]);
+  if (!apply)
+    return apply.error();
+  r.apply_ = *apply;
+  int64_t ranks = int64_t(spec.apply.size());
+  r.holdsLoss_ = (int64_t(spec.stages.size()) - 1) % ranks == r.ppRank_;
+  r.lossBuf_ = m.find("out/loss");
+  auto buffers = [&](const std::vector<std::string> &names) {
+    std::vector<const BufferDesc *> out;
+    for (const std::string &n : names)
+      out.push_back(m.find(n));
+    return out;
+  };
+  for (size_t s = 0; s < spec.stages.size(); ++s) {
+    const PipelineStage &ps = spec.stages[s];
+    Stage st;
+    // Only this rank's stages need their entry points and a stash ring.
+    if (int64_t(s) % ranks == r.ppRank_) {
+      Expected<Program::Entry> fwd = entry(ps.forward), bwd = entry(ps.backward);
+      if (!fwd)
+        return fwd.error();
+      if (!bwd)
+        return bwd.error();
+      st.forward = *fwd;
+      st.backward = *bwd;
+      if (!ps.eval.empty()) {
+        Expected<Program::Entry> eval = entry(ps.eval);
+        if (!eval)
+          return eval.error();
+        st.eval = *eval;
+      }
+    }
+    st.evalSend = buffers(ps.evalSend);
+    st.evalRecv = buffers(ps.evalRecv);
+    st.readsBatch = ps.readsBatch;
+    st.send = buffers(ps.send);
+    st.recv = buffers(ps.recv);
+    st.gradSend = buffers(ps.gradSend);
+    st.gradRecv = buffers(ps.gradRecv);
+    st.stash = buffers(ps.stash);
+    if (st.forward) {
+      for (const BufferDesc *b : st.stash)
+        st.slotBytes += b->bytes;
+      st.ring.resize(st.slotBytes * size_t(ps.stashSlots));
+      st.slotUsed.assign(size_t(ps.stashSlots), false);
+    }
+    r.stages_.push_back(std::move(st));
+  }
+  return r;
+}
+
+size_t PipelineRunner::stashBytes() const {
+  size_t total = 0;
+  for (const Stage &s : stages_)
+    total += s.ring.size();
+  return total;
+}
+
+int PipelineRunner::tag(bool forward, int64_t stage,
+                        int64_t microbatch) const {
+  int64_t stages = int64_t(stages_.size());
+  return int(((forward ? 0 : 1) * stages + stage) * spec_->microbatches +
+             microbatch);
+}
+
+Status PipelineRunner::pass(const PipelineAction &a,
+                            const std::function<void(int64_t)> &stageBatch,
+                            double &loss) {
+  Stage &st = stages_[size_t(a.stage)];
+  char *base = arena_->base();
+  auto receive = [&](const std::vector<const BufferDesc *> &bufs, int step,
+                     bool forward) -> Status {
+    auto begin = Clock::now();
+    struct Timed {
+      double &to;
+      Clock::time_point from;
+      ~Timed() { to += secondsSince(from); }
+    } timed{wait_, begin};
+    for (const BufferDesc *b : bufs)
+      if (Status s = comm_->receive(base + b->offset, b->elements, b->dtype,
+                                    axis_, step,
+                                    tag(forward, a.stage, a.microbatch),
+                                    b->name);
+          !s)
+        return s;
+    return Status::ok();
+  };
+  auto send = [&](const std::vector<const BufferDesc *> &bufs, int step,
+                  bool forward, int64_t to) -> Status {
+    for (const BufferDesc *b : bufs)
+      if (Status s = comm_->send(base + b->offset, b->elements, b->dtype,
+                                 axis_, step, tag(forward, to, a.microbatch),
+                                 b->name);
+          !s)
+        return s;
+    return Status::ok();
+  };
+
+  if (a.forward) {
+    if (st.readsBatch)
+      stageBatch(a.microbatch);
+    if (Status s = receive(st.recv, -1, true); !s)
+      return s;
+    auto begin = Clock::now();
+    st.forward(base);
+    if (Status s = checkCollectivesDone("a pipeline stage's forward"); !s)
+      return s;
+    busy_ += secondsSince(begin);
+    if (Status s = send(st.send, +1, true, a.stage + 1); !s)
+      return s;
+    if (a.stage + 1 == int64_t(stages_.size()))
+      loss += arena_->readScalar(*lossBuf_);
+    // The stash waits for this micro-batch's backward.
+    size_t slot = 0;
+    while (slot < st.slotUsed.size() && st.slotUsed[slot])
+      ++slot;
+    if (slot == st.slotUsed.size())
+      return Error(fmt::format("pipeline stage {} holds more micro-batches "
+                               "than its {} stash slots; the manifest's "
+                               "schedule is inconsistent",
+                               a.stage, st.slotUsed.size()));
+    st.slotUsed[slot] = true;
+    st.slotOf[a.microbatch] = slot;
+    auto copyBegin = Clock::now();
+    char *to = st.ring.data() + slot * st.slotBytes;
+    for (const BufferDesc *b : st.stash) {
+      std::memcpy(to, base + b->offset, b->bytes);
+      to += b->bytes;
+    }
+    stashCopy_ += secondsSince(copyBegin);
+    return Status::ok();
+  }
+
+  auto it = st.slotOf.find(a.microbatch);
+  if (it == st.slotOf.end())
+    return Error(fmt::format("pipeline stage {} runs the backward of "
+                             "micro-batch {} before its forward; the "
+                             "manifest's schedule is inconsistent",
+                             a.stage, a.microbatch));
+  auto copyBegin = Clock::now();
+  const char *from = st.ring.data() + it->second * st.slotBytes;
+  for (const BufferDesc *b : st.stash) {
+    std::memcpy(base + b->offset, from, b->bytes);
+    from += b->bytes;
+  }
+  stashCopy_ += secondsSince(copyBegin);
+  st.slotUsed[it->second] = false;
+  st.slotOf.erase(it);
+  if (Status s = receive(st.gradRecv, +1, false); !s)
+    return s;
+  auto begin = Clock::now();
+  st.backward(base);
+  if (Status s = checkCollectivesDone("a pipeline stage's backward"); !s)
+    return s;
+  busy_ += secondsSince(begin);
+  return send(st.gradSend, -1, false, a.stage - 1);
+}
+
+bool PipelineRunner::evaluates() const {
+  return !spec_->stages.empty() && !spec_->stages[0].eval.empty();
+}
+
+Status PipelineRunner::evalBatch() {
+  // One batch passes through the stages in order; tags of direction 2 keep
+  // its messages apart from training's (all of which were taken).
+  char *base = arena_->base();
+  int64_t stages = int64_t(stages_.size());
+  for (int64_t s = ppRank_; s < stages; s += int64_t(spec_->apply.size())) {
+    Stage &st = stages_[size_t(s)];
+    int tagHere = tag(true, 2 * stages + s, 0);
+    for (const BufferDesc *b : st.evalRecv)
+      if (Status r = comm_->receive(base + b->offset, b->elements, b->dtype,
+                                    axis_, -1, tagHere, b->name);
+          !r)
+        return r;
+    st.eval(base);
+    if (Status c = checkCollectivesDone("a pipeline stage's evaluation"); !c)
+      return c;
+    int tagNext = tag(true, 2 * stages + s + 1, 0);
+    for (const BufferDesc *b : st.evalSend)
+      if (Status r = comm_->send(base + b->offset, b->elements, b->dtype,
+                                 axis_, +1, tagNext, b->name);
+          !r)
+        return r;
+  }
+  return comm_->finishSends("the pipeline's evaluation messages");
+}
+
+Expected<double> PipelineRunner::step(
+    const std::function<void(int64_t)> &stageBatch) {
+  auto begin = Clock::now();
+  double loss = 0;
+  for (const PipelineAction &a : spec_->actions[size_t(ppRank_)])
+    if (Status s = pass(a, stageBatch, loss); !s)
+      return s.error();
+  if (Status s = comm_->finishSends("the pipeline's last messages"); !s)
+    return s.error();
+  total_ += secondsSince(begin);
+  return loss;
+}
+
+} // namespace dtrt
