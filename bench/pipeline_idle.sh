@@ -30,5 +30,5 @@ for schedule in gpipe 1f1b interleaved; do
   echo "== $schedule"
   "$build/bin/dtrun" -n 2 "$tmp/$schedule" --steps "$steps" --log-every "$steps" \
     --log-dir "$tmp/$schedule-run" --checkpoint-dir "$tmp/$schedule-ck" |
-    grep -E '^  pipeline:|^pipeline:|^done:'
+    grep -E "^  pipeline:|^pipeline:|^done:|thread"
 done

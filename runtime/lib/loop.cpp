@@ -429,17 +429,29 @@ void Trainer::printPipeline() {
   if (!s_.pipeline || !s_.comm)
     return;
   const PipelineRunner &p = *s_.pipeline;
-  constexpr int kFields = 4;
-  int64_t mine[kFields] = {
+  const PipelineSpec &spec = *m_.pipeline;
+  size_t stages = spec.stages.size();
+  // Per rank: busy, step, wait and stash-copy time, then each stage's
+  // forward and backward time (microseconds; 0 for other ranks' stages).
+  size_t fields = 4 + 2 * stages;
+  std::vector<int64_t> mine = {
       int64_t(p.busySeconds() * 1e6), int64_t(p.stepSeconds() * 1e6),
       int64_t(p.waitSeconds() * 1e6), int64_t(p.stashSeconds() * 1e6)};
-  std::vector<int64_t> all(size_t(kFields * s_.comm->worldSize()));
-  if (!s_.comm->allGather(mine, all.data(), kFields, DType::I64,
-                          s_.comm->mesh().allAxes(), "the pipeline's times"))
+  for (const std::vector<double> *times :
+       {&p.forwardSeconds(), &p.backwardSeconds()})
+    for (double t : *times)
+      mine.push_back(int64_t(t * 1e6));
+  std::vector<int64_t> all(fields * size_t(s_.comm->worldSize()));
+  if (!s_.comm->allGather(mine.data(), all.data(), int64_t(fields),
+                          DType::I64, s_.comm->mesh().allAxes(),
+                          "the pipeline's times"))
     return;
   std::string each, waits, copies;
+  // A stage's mean pass over the ranks that run it.
+  std::vector<double> forward(stages, 0), backward(stages, 0);
+  std::vector<int> runs(stages, 0);
   for (int r = 0; r < s_.comm->worldSize(); ++r) {
-    const int64_t *f = &all[size_t(kFields * r)];
+    const int64_t *f = &all[size_t(fields) * size_t(r)];
     double total = double(std::max<int64_t>(f[1], 1));
     auto percent = [&](std::string &out, double part) {
       out += fmt::format("{}{:.1f}", out.empty() ? "" : ", ",
@@ -448,11 +460,26 @@ void Trainer::printPipeline() {
     percent(each, total - double(f[0]));
     percent(waits, double(f[2]));
     percent(copies, double(f[3]));
+    for (size_t s = 0; s < stages; ++s)
+      if (f[4 + s] > 0) {
+        forward[s] += double(f[4 + s]);
+        backward[s] += double(f[4 + stages + s]);
+        ++runs[s];
+      }
   }
+  for (size_t s = 0; s < stages; ++s) {
+    forward[s] /= std::max(runs[s], 1);
+    backward[s] /= std::max(runs[s], 1);
+  }
+  std::string predicted;
+  for (double idle : scheduleIdle(spec, forward, backward))
+    predicted += fmt::format("{}{:.1f}", predicted.empty() ? "" : ", ",
+                             100.0 * idle);
   fmt::print("pipeline: ranks idle {} % of their steps (the schedule's "
-             "bubble: {:.1f} %): waiting for messages {} %, copying stashes "
+             "bubble: {:.1f} %; with its stages' measured times, pipeline "
+             "ranks idle {} %): waiting for messages {} %, copying stashes "
              "{} %; the stash of in-flight micro-batches holds {} on rank 0\n",
-             each, 100.0 * scheduleBubble(*m_.pipeline), waits, copies,
+             each, 100.0 * scheduleBubble(spec), predicted, waits, copies,
              formatBytes(double(p.stashBytes())));
 }
 

@@ -8,6 +8,7 @@
 
 #include "dtrt/collectives.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,49 @@ double scheduleBubble(const PipelineSpec &spec) {
   double p = double(spec.apply.size()), v = double(spec.chunks),
          m = double(spec.microbatches);
   return (p - 1) / (v * m + p - 1);
+}
+
+std::vector<double> scheduleIdle(const PipelineSpec &spec,
+                                 const std::vector<double> &forward,
+                                 const std::vector<double> &backward) {
+  size_t ranks = spec.actions.size(), stages = spec.stages.size(),
+         mbs = size_t(spec.microbatches);
+  // When each pass ends (negative: not yet run).
+  std::vector<double> fwdEnd(stages * mbs, -1), bwdEnd(stages * mbs, -1);
+  std::vector<double> free(ranks, 0), busy(ranks, 0);
+  std::vector<size_t> next(ranks, 0);
+  // Each round runs every rank's next pass whose inputs exist; a valid
+  // schedule always has one, so at most (passes) rounds.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t r = 0; r < ranks; ++r) {
+      while (next[r] < spec.actions[r].size()) {
+        const PipelineAction &a = spec.actions[r][next[r]];
+        size_t s = size_t(a.stage), at = s * mbs + size_t(a.microbatch);
+        double ready;
+        if (a.forward) {
+          ready = s == 0 ? 0 : fwdEnd[at - mbs];
+        } else {
+          double after = s + 1 == stages ? fwdEnd[at] : bwdEnd[at + mbs];
+          ready = fwdEnd[at] < 0 ? -1 : after;
+        }
+        if (ready < 0)
+          break;
+        double cost = a.forward ? forward[s] : backward[s];
+        double end = std::max(free[r], ready) + cost;
+        (a.forward ? fwdEnd : bwdEnd)[at] = end;
+        free[r] = end;
+        busy[r] += cost;
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  double makespan = *std::max_element(free.begin(), free.end());
+  std::vector<double> idle(ranks, 0);
+  for (size_t r = 0; r < ranks; ++r)
+    idle[r] = makespan > 0 ? 1 - busy[r] / makespan : 0;
+  return idle;
 }
 
 void sendPipelineMessagesEagerly(const Manifest &m) {
@@ -126,6 +170,8 @@ Expected<PipelineRunner> PipelineRunner::create(const Program &program,
     }
     r.stages_.push_back(std::move(st));
   }
+  r.forwardTime_.assign(spec.stages.size(), 0);
+  r.backwardTime_.assign(spec.stages.size(), 0);
   return r;
 }
 
@@ -141,6 +187,31 @@ int PipelineRunner::tag(bool forward, int64_t stage,
   int64_t stages = int64_t(stages_.size());
   return int(((forward ? 0 : 1) * stages + stage) * spec_->microbatches +
              microbatch);
+}
+
+Status PipelineRunner::spill(Stage &st, int64_t stage) {
+  if (st.inArena < 0)
+    return Status::ok();
+  size_t slot = 0;
+  while (slot < st.slotUsed.size() && st.slotUsed[slot])
+    ++slot;
+  if (slot == st.slotUsed.size())
+    return Error(fmt::format("pipeline stage {} holds more micro-batches "
+                             "than its {} stash slots; the manifest's "
+                             "schedule is inconsistent",
+                             stage, st.slotUsed.size()));
+  st.slotUsed[slot] = true;
+  st.slotOf[st.inArena] = slot;
+  auto copyBegin = Clock::now();
+  char *to = st.ring.data() + slot * st.slotBytes;
+  const char *base = arena_->base();
+  for (const BufferDesc *b : st.stash) {
+    std::memcpy(to, base + b->offset, b->bytes);
+    to += b->bytes;
+  }
+  stashCopy_ += secondsSince(copyBegin);
+  st.inArena = -1;
+  return Status::ok();
 }
 
 Status PipelineRunner::pass(const PipelineAction &a,
@@ -177,6 +248,10 @@ Status PipelineRunner::pass(const PipelineAction &a,
   };
 
   if (a.forward) {
+    // The forward overwrites the stash buffers: a micro-batch still waiting
+    // there for its backward moves to the ring first.
+    if (Status s = spill(st, a.stage); !s)
+      return s;
     if (st.readsBatch)
       stageBatch(a.microbatch);
     if (Status s = receive(st.recv, -1, true); !s)
@@ -185,54 +260,47 @@ Status PipelineRunner::pass(const PipelineAction &a,
     st.forward(base);
     if (Status s = checkCollectivesDone("a pipeline stage's forward"); !s)
       return s;
-    busy_ += secondsSince(begin);
+    double took = secondsSince(begin);
+    busy_ += took;
+    forwardTime_[size_t(a.stage)] += took;
     if (Status s = send(st.send, +1, true, a.stage + 1); !s)
       return s;
     if (a.stage + 1 == int64_t(stages_.size()))
       loss += arena_->readScalar(*lossBuf_);
-    // The stash waits for this micro-batch's backward.
-    size_t slot = 0;
-    while (slot < st.slotUsed.size() && st.slotUsed[slot])
-      ++slot;
-    if (slot == st.slotUsed.size())
-      return Error(fmt::format("pipeline stage {} holds more micro-batches "
-                               "than its {} stash slots; the manifest's "
-                               "schedule is inconsistent",
-                               a.stage, st.slotUsed.size()));
-    st.slotUsed[slot] = true;
-    st.slotOf[a.microbatch] = slot;
-    auto copyBegin = Clock::now();
-    char *to = st.ring.data() + slot * st.slotBytes;
-    for (const BufferDesc *b : st.stash) {
-      std::memcpy(to, base + b->offset, b->bytes);
-      to += b->bytes;
-    }
-    stashCopy_ += secondsSince(copyBegin);
+    st.inArena = a.microbatch;
     return Status::ok();
   }
 
-  auto it = st.slotOf.find(a.microbatch);
-  if (it == st.slotOf.end())
-    return Error(fmt::format("pipeline stage {} runs the backward of "
-                             "micro-batch {} before its forward; the "
-                             "manifest's schedule is inconsistent",
-                             a.stage, a.microbatch));
-  auto copyBegin = Clock::now();
-  const char *from = st.ring.data() + it->second * st.slotBytes;
-  for (const BufferDesc *b : st.stash) {
-    std::memcpy(base + b->offset, from, b->bytes);
-    from += b->bytes;
+  if (st.inArena != a.microbatch) {
+    if (Status s = spill(st, a.stage); !s)
+      return s;
+    auto it = st.slotOf.find(a.microbatch);
+    if (it == st.slotOf.end())
+      return Error(fmt::format("pipeline stage {} runs the backward of "
+                               "micro-batch {} before its forward; the "
+                               "manifest's schedule is inconsistent",
+                               a.stage, a.microbatch));
+    auto copyBegin = Clock::now();
+    const char *from = st.ring.data() + it->second * st.slotBytes;
+    for (const BufferDesc *b : st.stash) {
+      std::memcpy(base + b->offset, from, b->bytes);
+      from += b->bytes;
+    }
+    stashCopy_ += secondsSince(copyBegin);
+    st.slotUsed[it->second] = false;
+    st.slotOf.erase(it);
   }
-  stashCopy_ += secondsSince(copyBegin);
-  st.slotUsed[it->second] = false;
-  st.slotOf.erase(it);
+  // The arena's copy is consumed by this backward (which only reads it).
+  st.inArena = -1;
   if (Status s = receive(st.gradRecv, +1, false); !s)
     return s;
   auto begin = Clock::now();
   st.backward(base);
   if (Status s = checkCollectivesDone("a pipeline stage's backward"); !s)
     return s;
-  busy_ += secondsSince(begin);
+  double took = secondsSince(begin);
+  busy_ += took;
+  backwardTime_[size_t(a.stage)] += took;
   return send(st.gradSend, -1, false, a.stage - 1);
 }
 
@@ -276,6 +344,7 @@ Expected<double> PipelineRunner::step(
   if (Status s = comm_->finishSends("the pipeline's last messages"); !s)
     return s.error();
   total_ += secondsSince(begin);
+  passes_ += spec_->microbatches;
   return loss;
 }
 

@@ -11,7 +11,8 @@
 // receives what the neighbouring stage sent (activations from the previous
 // stage, gradients from the next), after it it sends its own; a forward's
 // stash (what the same micro-batch's backward reads) is copied aside into a
-// ring of the schedule's in-flight micro-batches and back before backward.
+// ring of the schedule's in-flight micro-batches and back before backward
+// (only when another pass of the stage needs the buffers in between).
 // Sends do not wait for the receiver, so a rank busy with another
 // micro-batch never holds its neighbour up and no order of passes that the
 // schedule allows can deadlock.
@@ -42,6 +43,18 @@ double scheduleBubble(const PipelineSpec &spec);
 /// that posts a send and goes on computing would hold its neighbour up for a
 /// whole pass. A user's own settings of these parameters win.
 void sendPipelineMessagesEagerly(const Manifest &manifest);
+
+/// Per pipeline rank, the idle fraction of `spec`'s schedule when the
+/// forward of virtual stage s takes `forward[s]` and its backward
+/// `backward[s]` (any unit) and messages take no time: each rank runs its
+/// passes in the manifest's order, each as soon as its inputs exist (a
+/// forward after the previous stage's forward of the same micro-batch, a
+/// backward after the next stage's backward and its own forward). With
+/// equal stages it is scheduleBubble's figure; unequal stages add the time
+/// the faster ranks wait for the slowest.
+std::vector<double> scheduleIdle(const PipelineSpec &spec,
+                                 const std::vector<double> &forward,
+                                 const std::vector<double> &backward);
 
 class PipelineRunner {
 public:
@@ -77,6 +90,12 @@ public:
   double stashSeconds() const { return stashCopy_; }
   /// The stash ring's bytes (outside the arena).
   size_t stashBytes() const;
+  /// Per virtual stage, the seconds this rank has spent in its forward and
+  /// backward passes since the start (0 for other ranks' stages), and how
+  /// many of each it ran.
+  const std::vector<double> &forwardSeconds() const { return forwardTime_; }
+  const std::vector<double> &backwardSeconds() const { return backwardTime_; }
+  int64_t passesPerStage() const { return passes_; }
 
 private:
   struct Stage {
@@ -89,7 +108,15 @@ private:
     std::vector<bool> slotUsed;
     /// Micro-batch -> ring slot, while its backward is pending.
     std::map<int64_t, size_t> slotOf;
+    /// The micro-batch whose stash the arena's stash buffers hold, its
+    /// backward pending (-1: none). It stays there until another forward of
+    /// the stage or another micro-batch's backward needs the buffers, so a
+    /// backward that directly follows its forward copies nothing.
+    int64_t inArena = -1;
   };
+
+  /// Moves the stash `st` holds in the arena to a free ring slot.
+  Status spill(Stage &st, int64_t stage);
 
   Status pass(const PipelineAction &a,
               const std::function<void(int64_t)> &stageBatch, double &loss);
@@ -105,6 +132,8 @@ private:
   Program::Entry apply_ = nullptr;
   std::vector<Stage> stages_;
   double busy_ = 0, total_ = 0, wait_ = 0, stashCopy_ = 0;
+  std::vector<double> forwardTime_, backwardTime_;
+  int64_t passes_ = 0;
 };
 
 } // namespace dtrt
