@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Target/Report.h"
+#include "dt/Analysis/Cost.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Pipeline/Schedule.h"
@@ -77,6 +78,10 @@ struct PipelineStages {
   std::string axis, schedule;
   double bubble = 0;
   std::vector<StageMemory> ranks;
+  /// Per virtual stage, the FLOPs of one micro-batch's forward and backward
+  /// (dt/Analysis/Cost.h), and per pipeline rank the idle fraction the
+  /// schedule gives stages of those relative costs.
+  std::vector<double> forwardFlops, backwardFlops, idleByFlops;
 };
 
 FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
@@ -97,6 +102,15 @@ FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
                                p.microbatches)
                      .str();
   out.bubble = schedule->bubbleFormula();
+  for (int64_t s = 0; s < p.numStages(); ++s)
+    for (auto [prefix, flops] :
+         {std::pair("pipe_fwd_", &out.forwardFlops),
+          std::pair("pipe_bwd_", &out.backwardFlops)}) {
+      auto fn =
+          module.lookupSymbol<func::FuncOp>((prefix + Twine(s)).str());
+      flops->push_back(fn ? costOf(fn).flops : 0.0);
+    }
+  out.idleByFlops = schedule->idleWith(out.forwardFlops, out.backwardFlops);
   std::vector<int64_t> inFlight = schedule->peakInFlight();
   for (int64_t r = 0; r < p.ranks; ++r) {
     StageMemory m;
@@ -322,6 +336,10 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       report["pipeline"] = llvm::json::Object{
           {"schedule", (*stages)->schedule},
           {"bubble", (*stages)->bubble},
+          {"stage_forward_flops", llvm::json::Array((*stages)->forwardFlops)},
+          {"stage_backward_flops",
+           llvm::json::Array((*stages)->backwardFlops)},
+          {"idle_by_flops", llvm::json::Array((*stages)->idleByFlops)},
           {"ranks", std::move(perRank)}};
     }
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
@@ -363,19 +381,33 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
     os << llvm::formatv("pipeline: {0}; bubble {1:f1} % of each rank's step "
                         "((p - 1) / (v m + p - 1))\n",
                         p.schedule, 100.0 * p.bubble);
-    os << "  rank  persistent  activations  stash (in flight)\n";
+    os << "  rank       persistent   activations  stash (in flight)\n";
     for (const StageMemory &m : p.ranks)
-      os << llvm::formatv("  {0}={1,-3}{2}{3}{4} ({5} micro-batches)\n",
+      os << llvm::formatv("  {0}={1,-3}{2}{3}{4} ({5} micro-batch{6})\n",
                           p.axis, m.ppRank,
                           mib(double(m.state.params + m.state.grads +
                                      m.state.optimizer + m.state.buffers)),
                           mib(double(m.activations)), mib(double(m.stash)),
-                          m.inFlight);
+                          m.inFlight, m.inFlight == 1 ? "" : "es");
+    // The formula assumes equal stages; the FLOPs say how equal they are.
+    os << "  FLOPs of one micro-batch (forward + backward):";
+    for (size_t s = 0; s < p.forwardFlops.size(); ++s)
+      os << llvm::formatv("{0} stage {1} {2:f3} + {3:f3} GFLOP", s ? "," : "",
+                          s, p.forwardFlops[s] / 1e9,
+                          p.backwardFlops[s] / 1e9);
+    os << "\n  idle by the schedule with stages of these FLOPs:";
+    for (size_t r = 0; r < p.idleByFlops.size(); ++r)
+      os << llvm::formatv("{0} {1}={2} {3:f1} %", r ? "," : "", p.axis, r,
+                          100.0 * p.idleByFlops[r]);
+    os << "\n";
   }
   if (!collectives.empty()) {
     os << llvm::formatv("collectives of each rank{0}: {1} calls and {2:f3} "
                         "MiB moved per optimizer step\n",
-                        *stages ? " (on " + (*stages)->axis + "=0)" : "",
+                        *stages ? " on " + (*stages)->axis +
+                                      "=0 (the list has every pipeline "
+                                      "rank's entry points)"
+                                : "",
                         callsPerStep,
                         movedPerStep / 1048576.0);
     for (const Collective &c : collectives) {

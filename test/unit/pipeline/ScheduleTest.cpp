@@ -86,6 +86,27 @@ TEST(ScheduleTest, InterleavingShrinksTheBubbleByTheChunks) {
       }
 }
 
+TEST(ScheduleTest, EqualStagesIdleByTheBubbleUnequalOnesMore) {
+  for (Kind kind : {Kind::GPipe, Kind::OneFOneB, Kind::Interleaved})
+    for (int64_t p = 2; p <= 4; ++p) {
+      int64_t v = kind == Kind::Interleaved ? 2 : 1, m = 2 * p;
+      SCOPED_TRACE(testing::Message() << toString(kind).str() << " p=" << p);
+      llvm::Expected<Schedule> s = buildSchedule(kind, p, m, v);
+      ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+      std::vector<double> ones(size_t(p * v), 1.0);
+      for (double idle : s->idleWith(ones, ones))
+        EXPECT_NEAR(idle, s->bubbleFormula(), 1e-12);
+    }
+  // 1F1B over 2 ranks and 4 micro-batches, the second stage twice as slow:
+  // it works from 1 to 17 without a gap, the first rank's last backward runs
+  // from 17 to 18 (as dtrt's PipelineTest finds for the emitted program).
+  llvm::Expected<Schedule> s = buildSchedule(Kind::OneFOneB, 2, 4, 1);
+  ASSERT_TRUE(bool(s));
+  std::vector<double> idle = s->idleWith({1, 2}, {1, 2});
+  EXPECT_NEAR(idle[0], 10.0 / 18, 1e-12);
+  EXPECT_NEAR(idle[1], 2.0 / 18, 1e-12);
+}
+
 TEST(ScheduleTest, ImpossibleRecipesAreErrors) {
   auto message = [](llvm::Expected<Schedule> s) {
     return s ? std::string() : llvm::toString(s.takeError());

@@ -68,6 +68,14 @@ struct Schedule {
   /// The most micro-batches of (virtual) stage `stage` in flight at once on
   /// its rank: the stash slots its activations need.
   int64_t peakInFlight(int64_t stage) const;
+  /// Per rank, the idle fraction of its step when the forward of stage s
+  /// takes `forward[s]` and its backward `backward[s]` and messages take no
+  /// time: the ranks' orders run against the passes' dependencies, each pass
+  /// as soon as its inputs exist. Equal stages give bubble(); a slower stage
+  /// makes its neighbours wait. (The emitted program makes the same
+  /// prediction from its measured pass times, dtrt::scheduleIdle.)
+  std::vector<double> idleWith(const std::vector<double> &forward,
+                               const std::vector<double> &backward) const;
 };
 
 /// Parses `gpipe`, `1f1b` or `interleaved`.

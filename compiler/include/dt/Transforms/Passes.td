@@ -263,4 +263,13 @@ def PlanMemory : Pass<"dt-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect"];
 }
 
+def TestCost : Pass<"dt-test-cost", "mlir::func::FuncOp"> {
+  let summary = "Remarks each op's and the function's FLOPs and bytes (tests of the cost model)";
+  let description = [{
+    Emits `flops N, bytes M` as a remark on every op that computes or moves data, and
+    the function's totals on the function (dt/Analysis/Cost.h), so lit tests pin the
+    counts that `dtc --report`, traces and MFU use.
+  }];
+}
+
 #endif // DT_TRANSFORMS_PASSES_TD

@@ -1,0 +1,134 @@
+//===- Cost.cpp - what the ops of a rank's program compute ----------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Analysis/Cost.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dt;
+
+namespace {
+
+double elements(Type type) {
+  auto t = llvm::dyn_cast<ShapedType>(type);
+  return t && t.hasStaticShape() ? double(t.getNumElements()) : 0.0;
+}
+
+double elements(Value v) { return elements(v.getType()); }
+
+double bytes(Type type) {
+  auto t = llvm::dyn_cast<ShapedType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0.0;
+  return double(t.getNumElements()) *
+         double((t.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// The bytes of every tensor operand and result: each read and written once.
+double operandBytes(Operation *op) {
+  double total = 0;
+  for (Type t : op->getOperandTypes())
+    total += bytes(t);
+  for (Type t : op->getResultTypes())
+    total += bytes(t);
+  return total;
+}
+
+/// Matrix products of one attention (per slice: 2 scores x D for q k^T and
+/// as many for p v) and the softmax over the scores. A causal mask leaves
+/// the upper triangle out.
+double attentionFlops(Value query, Value key, bool causal) {
+  auto q = llvm::cast<ShapedType>(query.getType());
+  auto k = llvm::cast<ShapedType>(key.getType());
+  int64_t rank = q.getRank();
+  double t = double(q.getDimSize(rank - 2)), tk = double(k.getDimSize(rank - 2)),
+         d = double(q.getDimSize(rank - 1));
+  double slices = elements(query) / (t * d);
+  double scores = causal ? t * (t + 1) / 2 : t * tk;
+  return slices * (4 * scores * d + 5 * scores);
+}
+
+/// FLOPs per element of the operand the kernel walks, for the ops made of a
+/// few passes over a tensor.
+constexpr double kLayerNorm = 8, kLayerNormGrad = 12, kSoftmax = 5,
+                 kCrossEntropy = 5, kCrossEntropyGrad = 4;
+
+double flopsOf(Operation *op) {
+  if (op->hasTrait<OpTrait::Elementwise>() &&
+      !isa<ConvertOp, SelectOp>(op))
+    return elements(op->getResult(0));
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([](MatmulOp m) {
+        auto lhs = llvm::cast<ShapedType>(m.getLhs().getType());
+        int64_t contracted = m.getTransposeLhs() ? lhs.getRank() - 2
+                                                 : lhs.getRank() - 1;
+        return 2 * elements(m.getResult()) *
+               double(lhs.getDimSize(contracted));
+      })
+      .Case([](AttentionOp a) {
+        return attentionFlops(a.getQuery(), a.getKey(), a.getCausal());
+      })
+      .Case([](AttentionGradOp a) {
+        return 2.5 * attentionFlops(a.getQuery(), a.getKey(), a.getCausal());
+      })
+      .Case([](SoftmaxOp s) { return kSoftmax * elements(s.getInput()); })
+      .Case([](LayerNormOp l) { return kLayerNorm * elements(l.getInput()); })
+      .Case([](LayerNormGradOp l) {
+        return kLayerNormGrad * elements(l.getInput());
+      })
+      .Case<CrossEntropyOp, ClassStatsOp>([](auto c) {
+        return kCrossEntropy * elements(c.getLogits());
+      })
+      .Case<CrossEntropyGradOp, CrossEntropyGradShardOp>([](auto c) {
+        return kCrossEntropyGrad * elements(c.getLogits());
+      })
+      .Case([](CountCorrectOp c) { return elements(c.getLogits()); })
+      .Case([](EmbeddingGradOp e) { return elements(e.getResultGrad()); })
+      .Case([](ReduceSumOp r) { return elements(r->getOperand(0)); })
+      .Case([](FusedOp f) {
+        // One FLOP per element and computing op of the body, over the
+        // iteration shape.
+        double iterations = 1;
+        for (int64_t d : f.getIterationShape())
+          iterations *= double(d);
+        double perElement = 0;
+        for (Operation &inner : f.getBody().front())
+          if (inner.hasTrait<OpTrait::Elementwise>() &&
+              !isa<ConvertOp, SelectOp>(inner))
+            ++perElement;
+        return iterations * perElement;
+      })
+      .Default([](Operation *) { return 0.0; });
+}
+
+/// Ops that move no data: a load is its global's buffer, a reshape its
+/// operand's, a constant is folded into its users.
+bool movesNothing(Operation *op) {
+  return isa<LoadOp, StoreOp, ReshapeOp, ConstantOp, YieldOp, func::ReturnOp,
+             func::CallOp>(op);
+}
+
+} // namespace
+
+Cost dt::costOf(Operation *op) {
+  Cost c;
+  if (movesNothing(op))
+    return c;
+  c.flops = flopsOf(op);
+  c.bytes = operandBytes(op);
+  return c;
+}
+
+Cost dt::costOf(func::FuncOp fn) {
+  Cost total;
+  for (Operation &op : fn.getBody().getOps())
+    total += costOf(&op);
+  return total;
+}
