@@ -1,15 +1,22 @@
 /*===- layer_norm.c - layer normalisation, forward and backward -----------===*
  *
  * Row statistics are accumulated in double (rows are short, so this is cheap)
- *and recomputed in the backward pass instead of being stored, which keeps the
- *forward activations of a layer norm to its input alone.
+ * and recomputed in the backward pass instead of being stored, which keeps the
+ * forward activations of a layer norm to its input alone. Rows run in
+ * parallel; the weight and bias gradients, sums over rows, run in parallel
+ * over columns, each summing its rows in order, so every thread count gives
+ * the same bits.
  *
- *===----------------------------------------------------------------------------===*/
+ *===----------------------------------------------------------------------===*/
 
 #include "dtk/kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Rows (or columns) per range: below 2 x this many, one thread does all. */
+enum { kRowGrain = 32, kColumnGrain = 16 };
 
 /* mean and 1/sqrt(var + eps) of one row of n values */
 static void row_stats(const float *x, int64_t n, float eps, float *mean,
@@ -26,44 +33,89 @@ static void row_stats(const float *x, int64_t n, float eps, float *mean,
   *rstd = (float)(1.0 / sqrt(ss / (double)n + eps));
 }
 
+struct ln_args {
+  const float *x, *w, *b, *dy;
+  float *y, *dx, *dw, *db;
+  /* Per row: mean and 1/std (the backward's). */
+  float *stats;
+  int64_t rows, cols;
+  float eps;
+};
+
+static void ln_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct ln_args *a = ctx;
+  int64_t cols = a->cols;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *xr = a->x + r * cols; /* (cols) */
+    float *yr = a->y + r * cols;
+    float mean, rstd;
+    row_stats(xr, cols, a->eps, &mean, &rstd);
+    for (int64_t j = 0; j < cols; ++j)
+      yr[j] = (xr[j] - mean) * rstd * a->w[j] + a->b[j];
+  }
+}
+
 void dtk_layer_norm_f32(const float *x, const float *w, const float *b,
                         float *y, int64_t rows, int64_t cols, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * cols; /* (cols) */
-    float *yr = y + r * cols;
+  struct ln_args a = {x, w, b, NULL, y, NULL, NULL, NULL, NULL, rows, cols, eps};
+  dtk_parallel_for(rows, kRowGrain, ln_rows, &a);
+}
+
+/* dx of each row: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+ * dxhat = dy * w; keeps each row's statistics for the columns' pass. */
+static void ln_grad_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct ln_args *a = ctx;
+  int64_t cols = a->cols;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *xr = a->x + r * cols, *dyr = a->dy + r * cols; /* (cols) */
+    float *dxr = a->dx + r * cols;
     float mean, rstd;
-    row_stats(xr, cols, eps, &mean, &rstd);
-    for (int64_t j = 0; j < cols; ++j)
-      yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    row_stats(xr, cols, a->eps, &mean, &rstd);
+    a->stats[2 * r] = mean;
+    a->stats[2 * r + 1] = rstd;
+    double mean_d = 0.0, mean_dx = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xr[j] - mean) * rstd;
+      float d = dyr[j] * a->w[j];
+      mean_d += d;
+      mean_dx += (double)d * xhat;
+    }
+    float md = (float)(mean_d / (double)cols),
+          mdx = (float)(mean_dx / (double)cols);
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xr[j] - mean) * rstd;
+      dxr[j] = rstd * (dyr[j] * a->w[j] - md - xhat * mdx);
+    }
+  }
+}
+
+/* dw[j] = sum over rows of dy * xhat, db[j] = sum of dy, rows in order. */
+static void ln_grad_columns(void *ctx, int64_t begin, int64_t end) {
+  const struct ln_args *a = ctx;
+  int64_t cols = a->cols;
+  for (int64_t j = begin; j < end; ++j) {
+    a->dw[j] = 0.0f;
+    a->db[j] = 0.0f;
+  }
+  for (int64_t r = 0; r < a->rows; ++r) {
+    const float *xr = a->x + r * cols, *dyr = a->dy + r * cols;
+    float mean = a->stats[2 * r], rstd = a->stats[2 * r + 1];
+    for (int64_t j = begin; j < end; ++j) {
+      float xhat = (xr[j] - mean) * rstd;
+      a->dw[j] += dyr[j] * xhat;
+      a->db[j] += dyr[j];
+    }
   }
 }
 
 void dtk_layer_norm_grad_f32(const float *x, const float *w, const float *dy,
                              float *dx, float *dw, float *db, int64_t rows,
                              int64_t cols, float eps) {
-  memset(dw, 0, (size_t)cols * sizeof(float));
-  memset(db, 0, (size_t)cols * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * cols, *dyr = dy + r * cols; /* (cols) */
-    float *dxr = dx + r * cols;
-    float mean, rstd;
-    row_stats(xr, cols, eps, &mean, &rstd);
-    /* dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy
-     * * w */
-    double mean_d = 0.0, mean_dx = 0.0;
-    for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xr[j] - mean) * rstd;
-      float d = dyr[j] * w[j];
-      mean_d += d;
-      mean_dx += (double)d * xhat;
-      dw[j] += dyr[j] * xhat;
-      db[j] += dyr[j];
-    }
-    float md = (float)(mean_d / (double)cols),
-          mdx = (float)(mean_dx / (double)cols);
-    for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xr[j] - mean) * rstd;
-      dxr[j] = rstd * (dyr[j] * w[j] - md - xhat * mdx);
-    }
-  }
+  float *stats = malloc((size_t)(rows > 0 ? 2 * rows : 1) * sizeof(float));
+  if (!stats)
+    dtk_fail("out of memory for the layer norm's row statistics");
+  struct ln_args a = {x, w, NULL, dy, NULL, dx, dw, db, stats, rows, cols, eps};
+  dtk_parallel_for(rows, kRowGrain, ln_grad_rows, &a);
+  dtk_parallel_for(cols, kColumnGrain, ln_grad_columns, &a);
+  free(stats);
 }

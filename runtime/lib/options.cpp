@@ -323,7 +323,8 @@ std::string usageText(const std::string &prog, const Manifest &m) {
                             "checkpoint dir (a fresh");
   line("", "start if there is none), or from the checkpoint directory DIR");
   s += "Execution:\n";
-  line("--threads N", fmt::format("BLAS threads (default: {}, the CPUs this "
+  line("--threads N", fmt::format("threads of OpenBLAS and of the kernels "
+                                  "(default: {}, the CPUs this "
                                   "process may use,",
                                   availableCpus()));
   line("", "shared by the ranks of a sharded program on this machine)");

@@ -12,7 +12,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/abi.h"
-
 #include "dtrt/arena.h"
 #include "dtrt/blas.h"
 #include "dtrt/checked.h"
@@ -33,6 +32,8 @@
 #include "dtrt/options.h"
 #include "dtrt/report.h"
 #include "dtrt/signals.h"
+
+#include "dtk/kernels.h"
 
 #include <cblas.h>
 #include <chrono>
@@ -166,7 +167,9 @@ Expected<int> Run::execute(int argc, char **argv) {
   // Ranks on one machine share its CPUs unless told otherwise.
   if (!config_.threadsGiven && launch_.localWorldSize > 1)
     config_.threads = std::max(1, config_.threads / launch_.localWorldSize);
+  // OpenBLAS's threads and the kernels' pool take turns on the same cores.
   openblas_set_num_threads(config_.threads);
+  dtk_set_threads(config_.threads);
   installStopHandlers();
 
   if (Status s = openData(); !s)

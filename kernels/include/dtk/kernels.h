@@ -22,6 +22,20 @@ extern "C" {
 /// status 1.
 void dtk_fail(const char *message) __attribute__((noreturn));
 
+/// A range of iterations of a parallel loop: [begin, end) of its `n`.
+typedef void (*dtk_body)(void *ctx, int64_t begin, int64_t end);
+
+/// Runs body over [0, n) split into one contiguous range per thread of the
+/// kernels' pool, the caller running the first, and returns when all are
+/// done. Below 2 * grain iterations, or with one thread, the caller runs it
+/// whole. The ranges depend only on n and the thread count, so a kernel
+/// whose ranges share no reduction gives the same bits on any thread count.
+void dtk_parallel_for(int64_t n, int64_t grain, dtk_body body, void *ctx);
+
+/// Sizes the pool (the runtime's --threads; 1: no workers, the default).
+void dtk_set_threads(int threads);
+int dtk_threads(void);
+
 /// C = op(A) op(B) for `batch` consecutive matrices; op(A) is M x K, op(B) is K
 /// x N. A is stored M x K (K x M when trans_a), B is stored K x N (N x K when
 /// trans_b).

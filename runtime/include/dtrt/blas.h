@@ -25,9 +25,11 @@ namespace dtrt {
 /// own detection.
 std::string bestBlasCore();
 
+/// OpenBLAS reads its settings from the environment when the program loads.
 /// When OPENBLAS_CORETYPE is unset and OpenBLAS chose weaker kernels than
-/// bestBlasCore(), re-executes this program (same arguments) with it set;
-/// returns only when no re-execution happened.
+/// bestBlasCore(), or OPENBLAS_THREAD_TIMEOUT is unset (its idle threads would
+/// spin on the cores the kernels' pool needs), re-executes this program (same
+/// arguments) with them set; returns only when no re-execution happened.
 void reexecWithBetterBlas(char **argv);
 
 /// "OpenBLAS 0.3.21, SkylakeX kernels" and how they were chosen.
