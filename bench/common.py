@@ -53,13 +53,14 @@ def torch_config():
          "print(torch.__config__.show())"], capture_output=True, text=True).stdout
 
 
-def cosine_lr_factor(warmup, total):
-    """dt's cosine schedule (min 0) as a LambdaLR factor of the 0-based step:
-    lr * t / warmup for the 1-based step t <= warmup, then a half cosine to 0."""
+def cosine_lr_factor(warmup, total, min_factor=0.0):
+    """dt's cosine schedule as a LambdaLR factor of the 0-based step: lr * t / warmup
+    for the 1-based step t <= warmup, then a half cosine down to min_factor (the
+    schedule's `min` over the optimizer's lr)."""
     def factor(step):
         t = step + 1
         if t <= warmup:
             return t / warmup
         progress = min(1.0, (t - 1 - warmup) / max(1, total - warmup))
-        return 0.5 * (1 + math.cos(math.pi * progress))
+        return min_factor + (1 - min_factor) * 0.5 * (1 + math.cos(math.pi * progress))
     return factor

@@ -1,18 +1,22 @@
 #!/usr/bin/python3
-"""The PyTorch peer of examples/gpt2_124m.dt: GPT-2 small (124M parameters) as dt's
-nn.dt builds it, trained on the same token shards with the same batch, micro-batch,
-optimizer, clipping and schedule, written as a PyTorch user would. Prints one JSON line
-with tokens/s over the measured steps, their losses and the peak RSS.
+"""The PyTorch peer of dt's GPT examples: the model as dt's nn.dt builds it, trained on
+the same token shards with the same batch, micro-batch, optimizer, clipping and
+schedule, written as a PyTorch user would. Prints one JSON line with tokens/s over the
+measured steps, their losses and the peak RSS.
 
-    gpt2_torch.py --threads N [--steps S] [--warmup W] [--data FILE]
+    gpt2_torch.py [--model gpt2_124m|gpt_tiny] --threads N [--steps S] [--warmup W]
+                  [--data FILE]
 
-The model: token and position embeddings (N(0, 0.02)), 12 pre-LN blocks of causal
-self-attention (one qkv projection, 12 heads) and a GELU (tanh) MLP of width 3072, a
-final layer norm, logits through the tied token embedding. nn.Linear keeps PyTorch's
-default initialisation, which is what dt's nn.Linear reproduces. AdamW (lr 6e-4,
-betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on matrices only), global-norm clipping
-at 1.0, cosine schedule with 700 warm-up steps; 8 sequences of 1024 tokens per step in
-2 micro-batches of 4, the gradient averaged over them as dt averages it.
+The model: token and position embeddings (N(0, 0.02)), pre-LN blocks of causal
+self-attention (one qkv projection) and a GELU (tanh) MLP of 4 x the width, a final
+layer norm, logits through the tied token embedding. nn.Linear keeps PyTorch's default
+initialisation, which is what dt's nn.Linear reproduces. AdamW (betas (0.9, 0.95), eps
+1e-8, weight decay 0.1 on matrices only), global-norm clipping at 1.0, a cosine
+schedule; the gradient averaged over micro-batches as dt averages it. The recipes
+(MODELS) are examples/gpt2_124m.dt's (12 layers of width 768, 8 sequences of 1024
+tokens per step in micro-batches of 4, lr 6e-4, 700 warm-up steps) and
+examples/gpt_tiny.dt's (4 layers of width 128, vocabulary 256, 32 sequences of 128
+tokens, lr 1e-3, 50 warm-up steps, minimum lr 1e-4).
 """
 import argparse
 import json
@@ -28,7 +32,13 @@ import torch.nn.functional as F
 
 from common import cosine_lr_factor
 
-VOCAB, CTX, WIDTH, DEPTH, HEADS = 50257, 1024, 768, 12, 12
+MODELS = {
+    "gpt2_124m": dict(vocab=50257, ctx=1024, width=768, depth=12, heads=12, batch=8,
+                      micro=4, lr=6e-4, warmup=700, total=18865, min_lr=0.0),
+    "gpt_tiny": dict(vocab=256, ctx=128, width=128, depth=4, heads=4, batch=32,
+                     micro=32, lr=1e-3, warmup=50, total=600, min_lr=1e-4),
+}
+VOCAB, CTX, WIDTH, DEPTH, HEADS = 0, 0, 0, 0, 0  # set by main() from MODELS
 
 
 class Block(torch.nn.Module):
@@ -82,6 +92,7 @@ def shard(path):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpt2_124m")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3, help="measured optimizer steps")
     ap.add_argument("--warmup", type=int, default=1, help="steps run before measuring")
@@ -89,6 +100,10 @@ def main():
                                                    "text", "train.bin"))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    recipe = MODELS[args.model]
+    global VOCAB, CTX, WIDTH, DEPTH, HEADS
+    VOCAB, CTX, WIDTH, DEPTH, HEADS = (recipe[k] for k in
+                                       ("vocab", "ctx", "width", "depth", "heads"))
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -99,10 +114,11 @@ def main():
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
-    batch, micro, warmup, total = 8, 4, 700, 18865
+                            lr=recipe["lr"], betas=(0.9, 0.95), eps=1e-8)
+    batch, micro, warmup, total = (recipe[k] for k in ("batch", "micro", "warmup", "total"))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_lr_factor(warmup, total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, cosine_lr_factor(warmup, total, recipe["min_lr"] / recipe["lr"]))
     rng = np.random.default_rng(args.seed)
     losses, seconds = [], 0.0
     for step in range(args.warmup + args.steps):
@@ -125,7 +141,8 @@ def main():
             seconds += elapsed
             losses.append(step_loss)
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"peer": "pytorch", "torch": torch.__version__, "threads": args.threads,
+    print(json.dumps({"peer": "pytorch", "model": args.model, "torch": torch.__version__,
+                      "threads": args.threads,
                       "steps": args.steps, "tokens_per_s": args.steps * batch * CTX / seconds,
                       "seconds_per_step": seconds / args.steps, "losses": losses,
                       "peak_rss_mib": rss_mib}))

@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""Benchmark: GPT-2 124M (examples/gpt2_124m.dt) compiled by dt against PyTorch, side by
-side, on one rank.
+"""Benchmark: a GPT example (examples/gpt2_124m.dt, or examples/gpt_tiny.dt with
+--model gpt_tiny) compiled by dt against PyTorch, side by side, on one rank.
 
-    bench/run_gpt2.py [--steps S] [--warmup W] [--threads T] [--env KEY=VALUE ...] [--out FILE]
+    bench/run_gpt2.py [--model M] [--steps S] [--warmup W] [--threads T]
+                      [--env KEY=VALUE ...] [--out FILE]
 
-Both train the same model (GPT-2 small, f32) on the same token shards with the same
-batch (8 sequences of 1024 tokens in micro-batches of 4), optimizer (AdamW, weight decay
-on matrices), clipping and schedule, at T threads (default: the machine's cores); W
+Both train the same model (f32) on the same token shards with the same batch
+(gpt2_124m: 8 sequences of 1024 tokens in micro-batches of 4; gpt_tiny: 32 of 128),
+optimizer (AdamW, weight decay on matrices), clipping and schedule, at T threads
+(default: the machine's cores); W
 steps are run first and not timed, then S are. PyTorch runs in both of its thread
 configurations (torch T threads, or torch 1 thread over T OpenBLAS threads) and the
 faster is compared. Reported: tokens/s of each, the ratio, each one's fraction of the
@@ -19,12 +21,14 @@ dt's program chooses OpenBLAS's kernels itself when OpenBLAS under-detects the C
 so both multiply with the same code. The dt program is the example without its eval
 source and checkpoints, so that both runs time training steps only.
 
-Needs `scripts/setup.sh --bench` (python3-torch) and a built dtc. About 15 minutes on 2
-cores. Writes a Markdown report to bench/results/ (or --out).
+Needs `scripts/setup.sh --bench` (python3-torch) and a built dtc. gpt2_124m takes about
+15 minutes on 2 cores, gpt_tiny (--steps 30 --warmup 5) about 2. Writes a Markdown
+report to bench/results/ (or --out).
 """
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -32,16 +36,27 @@ import tempfile
 
 from common import ROOT, build_sgemm_roof, cpu_name, parse_size, run, sgemm_roof, torch_config
 
-PARAMS, LAYERS, WIDTH, CTX, BATCH = 124439808, 12, 768, 1024, 8
-FLOP_PER_TOKEN = 6 * PARAMS + 12 * LAYERS * WIDTH * CTX
+# Per model: parameters, layers, width, context, sequences per step, vocabulary.
+MODELS = {"gpt2_124m": (124439808, 12, 768, 1024, 8, 50257),
+          "gpt_tiny": (842496, 4, 128, 128, 32, 256)}
+PARAMS, LAYERS, WIDTH, CTX, BATCH, VOCAB = MODELS["gpt2_124m"]
+FLOP_PER_TOKEN = 0
+MODEL = "gpt2_124m"
+
+
+def choose(model):
+    global PARAMS, LAYERS, WIDTH, CTX, BATCH, VOCAB, FLOP_PER_TOKEN, MODEL
+    PARAMS, LAYERS, WIDTH, CTX, BATCH, VOCAB = MODELS[model]
+    FLOP_PER_TOKEN = 6 * PARAMS + 12 * LAYERS * WIDTH * CTX
+    MODEL = model
 
 
 def bench_program(work):
     """The example without eval and checkpoints, compiled."""
-    src = open(os.path.join(ROOT, "examples", "gpt2_124m.dt")).read()
+    src = open(os.path.join(ROOT, "examples", MODEL + ".dt")).read()
     src = "\n".join(l for l in src.splitlines()
                     if not re.match(r"\s*(eval|eval_every|checkpoint)\s*=", l))
-    path = os.path.join(work, "gpt2_124m_bench.dt")
+    path = os.path.join(work, MODEL + "_bench.dt")
     with open(path, "w") as f:
         f.write(src + "\n")
     program = os.path.join(work, "gpt2")
@@ -68,13 +83,14 @@ def run_torch(threads, blas_threads, steps, warmup, env):
     e = dict(env)
     e["OPENBLAS_NUM_THREADS"] = str(blas_threads)
     out = run(["/usr/bin/python3", os.path.join(ROOT, "bench", "gpt2_torch.py"),
-               "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)], e)
+               "--model", MODEL, "--threads", str(threads), "--steps", str(steps), "--warmup", str(warmup)], e)
     return json.loads(out.splitlines()[-1])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=sorted(MODELS), default="gpt2_124m")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -82,6 +98,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     env = dict(kv.split("=", 1) for kv in args.env)
+    choose(args.model)
 
     work = tempfile.mkdtemp(prefix="dt-bench-gpt2-")
     program = bench_program(work)
@@ -103,13 +120,13 @@ def main():
     cpu = cpu_name()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
     out = args.out or os.path.join(ROOT, "bench", "results",
-                                   f"gpt2_124m-{stamp}-{platform.node() or 'host'}.md")
+                                   f"{MODEL}-{stamp}-{platform.node() or 'host'}.md")
     lines = [
-        f"# gpt2_124m: dt against PyTorch ({stamp})", "",
+        f"# {MODEL}: dt against PyTorch ({stamp})", "",
         f"Machine: {cpu}, {os.cpu_count()} cores; {args.threads} threads. dt: {dt['blas']};",
         f"PyTorch given OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}. "
         f"{args.steps} timed optimizer steps after {args.warmup} untimed, one run each;",
-        "8 sequences of 1024 tokens per step (2 micro-batches of 4), f32, AdamW, clipping.",
+        f"{BATCH} sequences of {CTX} tokens per step, f32, AdamW, clipping.",
         f"FLOPs per token: 6 N + 12 L d T = {FLOP_PER_TOKEN / 1e9:.3f} GFLOP; roof: OpenBLAS sgemm "
         f"2048^3 at {args.threads} threads = {roof:.1f} GFLOP/s.", "",
         "| | tokens/s | s/step | % of sgemm roof | peak RSS |",
@@ -122,9 +139,10 @@ def main():
         f"{t['peak_rss_mib']:.0f} MiB |", "",
         f"**dt / PyTorch: {ratio:.2f}x** tokens/s.", "",
         "Losses of the timed steps (different random initialisations and batches; both start "
-        f"near ln 50257 = 10.8): dt {[round(x, 4) for x in dt['losses']]}, PyTorch "
+        f"near ln {VOCAB} = {math.log(VOCAB):.2f}): dt {[round(x, 4) for x in dt['losses']]}, PyTorch "
         f"{[round(x, 4) for x in t['losses']]}.", "",
-        "Reproduce: `scripts/setup.sh --bench && bench/run_gpt2.py" +
+        f"Reproduce: `scripts/setup.sh --bench && bench/run_gpt2.py --model {MODEL}"
+        f" --threads {args.threads} --steps {args.steps} --warmup {args.warmup}" +
         "".join(f" --env {k}={v}" for k, v in env.items()) + "`", "",
         "<details><summary>All runs and torch.__config__.show()</summary>", "", "```json",
         json.dumps({"dt": dt, "torch": {f"torch {c[0]}, openblas {c[1]}": r
