@@ -447,7 +447,8 @@ void Trainer::printPipeline() {
                           "the pipeline's times"))
     return;
   std::string each, waits, copies;
-  // A stage's mean pass over the ranks that run it.
+  // Each stage's time, averaged over the ranks that run it (every stage runs
+  // as many passes, so totals weigh the stages as their mean passes do).
   std::vector<double> forward(stages, 0), backward(stages, 0);
   std::vector<int> runs(stages, 0);
   for (int r = 0; r < s_.comm->worldSize(); ++r) {

@@ -344,7 +344,6 @@ Expected<double> PipelineRunner::step(
   if (Status s = comm_->finishSends("the pipeline's last messages"); !s)
     return s.error();
   total_ += secondsSince(begin);
-  passes_ += spec_->microbatches;
   return loss;
 }
 

@@ -91,11 +91,11 @@ public:
   /// The stash ring's bytes (outside the arena).
   size_t stashBytes() const;
   /// Per virtual stage, the seconds this rank has spent in its forward and
-  /// backward passes since the start (0 for other ranks' stages), and how
-  /// many of each it ran.
+  /// backward passes since the start (0 for other ranks' stages). Every stage
+  /// runs as many passes of each, so the sums weigh the stages as their
+  /// means do.
   const std::vector<double> &forwardSeconds() const { return forwardTime_; }
   const std::vector<double> &backwardSeconds() const { return backwardTime_; }
-  int64_t passesPerStage() const { return passes_; }
 
 private:
   struct Stage {
@@ -133,7 +133,6 @@ private:
   std::vector<Stage> stages_;
   double busy_ = 0, total_ = 0, wait_ = 0, stashCopy_ = 0;
   std::vector<double> forwardTime_, backwardTime_;
-  int64_t passes_ = 0;
 };
 
 } // namespace dtrt
