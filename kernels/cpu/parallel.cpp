@@ -54,10 +54,15 @@ public:
   int threads() const { return int(workers_.size()) + 1; }
 
   void run(int64_t n, dtk_body body, void *ctx) {
-    // Calls from inside a range (a kernel calling a kernel) and calls from
-    // other threads while one runs go serially.
+    // Calls from inside a range (a kernel calling a kernel; checked first, as
+    // the caller's range runs under callMutex_) and calls from other threads
+    // while one runs go serially.
+    if (inside_ || workers_.empty()) {
+      body(ctx, 0, n);
+      return;
+    }
     std::unique_lock<std::mutex> call(callMutex_, std::try_to_lock);
-    if (!call.owns_lock() || inside_ || workers_.empty()) {
+    if (!call.owns_lock()) {
       body(ctx, 0, n);
       return;
     }

@@ -33,6 +33,7 @@ typedef void (*dtk_body)(void *ctx, int64_t begin, int64_t end);
 void dtk_parallel_for(int64_t n, int64_t grain, dtk_body body, void *ctx);
 
 /// Sizes the pool (the runtime's --threads; 1: no workers, the default).
+/// Call it while no kernel runs.
 void dtk_set_threads(int threads);
 int dtk_threads(void);
 

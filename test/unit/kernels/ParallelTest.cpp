@@ -73,6 +73,26 @@ TEST(ParallelTest, EveryRangeRunsOnceAndTheCallerWaitsForAll) {
   dtk_set_threads(1);
 }
 
+TEST(ParallelTest, ACallFromInsideARangeRunsSerially) {
+  dtk_set_threads(2);
+  struct Counts {
+    std::atomic<int> inner{0};
+  } counts;
+  dtk_parallel_for(
+      64, 1,
+      [](void *ctx, int64_t begin, int64_t end) {
+        dtk_parallel_for(
+            end - begin, 1,
+            [](void *c, int64_t b, int64_t e) {
+              static_cast<Counts *>(c)->inner.fetch_add(int(e - b));
+            },
+            ctx);
+      },
+      &counts);
+  EXPECT_EQ(counts.inner.load(), 64);
+  dtk_set_threads(1);
+}
+
 TEST(ParallelTest, LayerNormAndItsGradientsAreTheSameOnAnyThreadCount) {
   const int64_t rows = 512, cols = 96;
   std::vector<float> x = randomVector(rows * cols, 1), w = randomVector(cols, 2),
