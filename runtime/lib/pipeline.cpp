@@ -189,6 +189,20 @@ int PipelineRunner::tag(bool forward, int64_t stage,
              microbatch);
 }
 
+void PipelineRunner::copyStash(Stage &st, size_t slot, bool toRing) {
+  auto begin = Clock::now();
+  char *ring = st.ring.data() + slot * st.slotBytes;
+  char *base = arena_->base();
+  for (const BufferDesc *b : st.stash) {
+    if (toRing)
+      std::memcpy(ring, base + b->offset, b->bytes);
+    else
+      std::memcpy(base + b->offset, ring, b->bytes);
+    ring += b->bytes;
+  }
+  stashCopy_ += secondsSince(begin);
+}
+
 Status PipelineRunner::spill(Stage &st, int64_t stage) {
   if (st.inArena < 0)
     return Status::ok();
@@ -202,15 +216,20 @@ Status PipelineRunner::spill(Stage &st, int64_t stage) {
                              stage, st.slotUsed.size()));
   st.slotUsed[slot] = true;
   st.slotOf[st.inArena] = slot;
-  auto copyBegin = Clock::now();
-  char *to = st.ring.data() + slot * st.slotBytes;
-  const char *base = arena_->base();
-  for (const BufferDesc *b : st.stash) {
-    std::memcpy(to, base + b->offset, b->bytes);
-    to += b->bytes;
-  }
-  stashCopy_ += secondsSince(copyBegin);
+  copyStash(st, slot, /*toRing=*/true);
   st.inArena = -1;
+  return Status::ok();
+}
+
+Status PipelineRunner::run(Program::Entry entry, const char *what,
+                           double &stageSeconds) {
+  auto begin = Clock::now();
+  entry(arena_->base());
+  if (Status s = checkCollectivesDone(what); !s)
+    return s;
+  double took = secondsSince(begin);
+  busy_ += took;
+  stageSeconds += took;
   return Status::ok();
 }
 
@@ -256,13 +275,10 @@ Status PipelineRunner::pass(const PipelineAction &a,
       stageBatch(a.microbatch);
     if (Status s = receive(st.recv, -1, true); !s)
       return s;
-    auto begin = Clock::now();
-    st.forward(base);
-    if (Status s = checkCollectivesDone("a pipeline stage's forward"); !s)
+    if (Status s = run(st.forward, "a pipeline stage's forward",
+                       forwardTime_[size_t(a.stage)]);
+        !s)
       return s;
-    double took = secondsSince(begin);
-    busy_ += took;
-    forwardTime_[size_t(a.stage)] += took;
     if (Status s = send(st.send, +1, true, a.stage + 1); !s)
       return s;
     if (a.stage + 1 == int64_t(stages_.size()))
@@ -280,13 +296,7 @@ Status PipelineRunner::pass(const PipelineAction &a,
                                "micro-batch {} before its forward; the "
                                "manifest's schedule is inconsistent",
                                a.stage, a.microbatch));
-    auto copyBegin = Clock::now();
-    const char *from = st.ring.data() + it->second * st.slotBytes;
-    for (const BufferDesc *b : st.stash) {
-      std::memcpy(base + b->offset, from, b->bytes);
-      from += b->bytes;
-    }
-    stashCopy_ += secondsSince(copyBegin);
+    copyStash(st, it->second, /*toRing=*/false);
     st.slotUsed[it->second] = false;
     st.slotOf.erase(it);
   }
@@ -294,13 +304,10 @@ Status PipelineRunner::pass(const PipelineAction &a,
   st.inArena = -1;
   if (Status s = receive(st.gradRecv, +1, false); !s)
     return s;
-  auto begin = Clock::now();
-  st.backward(base);
-  if (Status s = checkCollectivesDone("a pipeline stage's backward"); !s)
+  if (Status s = run(st.backward, "a pipeline stage's backward",
+                     backwardTime_[size_t(a.stage)]);
+      !s)
     return s;
-  double took = secondsSince(begin);
-  busy_ += took;
-  backwardTime_[size_t(a.stage)] += took;
   return send(st.gradSend, -1, false, a.stage - 1);
 }
 

@@ -117,6 +117,11 @@ private:
 
   /// Moves the stash `st` holds in the arena to a free ring slot.
   Status spill(Stage &st, int64_t stage);
+  /// Copies `st`'s stash buffers between the arena and ring slot `slot`.
+  void copyStash(Stage &st, size_t slot, bool toRing);
+  /// Runs a stage's entry point, counting its time as busy and as the
+  /// stage's.
+  Status run(Program::Entry entry, const char *what, double &stageSeconds);
 
   Status pass(const PipelineAction &a,
               const std::function<void(int64_t)> &stageBatch, double &loss);
