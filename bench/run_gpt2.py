@@ -3,7 +3,7 @@
 --model gpt_tiny) compiled by dt against PyTorch, side by side, on one rank.
 
     bench/run_gpt2.py [--model M] [--steps S] [--warmup W] [--threads T]
-                      [--env KEY=VALUE ...] [--out FILE]
+                      [--repeats R] [--env KEY=VALUE ...] [--out FILE]
 
 Both train the same model (f32) on the same token shards with the same batch
 (gpt2_124m: 8 sequences of 1024 tokens in micro-batches of 4; gpt_tiny: 32 of 128),
@@ -11,7 +11,9 @@ optimizer (AdamW, weight decay on matrices), clipping and schedule, at T threads
 (default: the machine's cores); W
 steps are run first and not timed, then S are. PyTorch runs in both of its thread
 configurations (torch T threads, or torch 1 thread over T OpenBLAS threads) and the
-faster is compared. Reported: tokens/s of each, the ratio, each one's fraction of the
+faster is compared. With --repeats R every peer runs R times, interleaved (dt, then each
+PyTorch configuration, R rounds), and each one's best run is compared: on a shared VM
+whose speed drifts, the best of a few runs is the steadiest estimate. Reported: tokens/s of each, the ratio, each one's fraction of the
 machine's sgemm roof (a 2048^3 product through the same OpenBLAS, same threads) counting
 6 N + 12 L d T FLOPs per token (N parameters, L layers, width d, context T; the
 convention of llm.c and PaLM's MFU), and peak RSS against dt's planned arena.
@@ -94,6 +96,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both peers")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -104,14 +107,22 @@ def main():
     program = bench_program(work)
     roof_tool = build_sgemm_roof(work)
 
-    dt = run_dt(program, args.threads, args.steps, args.warmup, work, env)
+    fastest = lambda runs: max(runs, key=lambda r: r["tokens_per_s"])
+    dt_runs = [run_dt(program, args.threads, args.steps, args.warmup, work, env)]
     # The kernels dt's program multiplies with, for the roof and for PyTorch.
-    core = re.match(r"OpenBLAS [0-9.]+, (\S+) kernels", dt["blas"]).group(1)
+    core = re.match(r"OpenBLAS [0-9.]+, (\S+) kernels", dt_runs[0]["blas"]).group(1)
     peer_env = dict(env)
     peer_env.setdefault("OPENBLAS_CORETYPE", core)
     roof = sgemm_roof(roof_tool, args.threads, peer_env)
     configs = [(args.threads, 1)] + ([(1, args.threads)] if args.threads > 1 else [])
-    torch_runs = {c: run_torch(c[0], c[1], args.steps, args.warmup, peer_env) for c in configs}
+    all_torch = {c: [] for c in configs}
+    for round_ in range(args.repeats):
+        if round_ > 0:
+            dt_runs.append(run_dt(program, args.threads, args.steps, args.warmup, work, env))
+        for c in configs:
+            all_torch[c].append(run_torch(c[0], c[1], args.steps, args.warmup, peer_env))
+    dt = fastest(dt_runs)
+    torch_runs = {c: fastest(runs) for c, runs in all_torch.items()}
     best = max(configs, key=lambda c: torch_runs[c]["tokens_per_s"])
     t = torch_runs[best]
     ratio = dt["tokens_per_s"] / t["tokens_per_s"]
@@ -125,7 +136,9 @@ def main():
         f"# {MODEL}: dt against PyTorch ({stamp})", "",
         f"Machine: {cpu}, {os.cpu_count()} cores; {args.threads} threads. dt: {dt['blas']};",
         f"PyTorch given OPENBLAS_CORETYPE={peer_env['OPENBLAS_CORETYPE']}. "
-        f"{args.steps} timed optimizer steps after {args.warmup} untimed, one run each;",
+        f"{args.steps} timed optimizer steps after {args.warmup} untimed; "
+        + ("one run each;" if args.repeats == 1 else
+           f"best of {args.repeats} interleaved runs each;"),
         f"{BATCH} sequences of {CTX} tokens per step, f32, AdamW, clipping.",
         f"FLOPs per token: 6 N + 12 L d T = {FLOP_PER_TOKEN / 1e9:.3f} GFLOP; roof: OpenBLAS sgemm "
         f"2048^3 at {args.threads} threads = {roof:.1f} GFLOP/s.", "",
@@ -143,10 +156,16 @@ def main():
         f"{[round(x, 4) for x in t['losses']]}.", "",
         f"Reproduce: `scripts/setup.sh --bench && bench/run_gpt2.py --model {MODEL}"
         f" --threads {args.threads} --steps {args.steps} --warmup {args.warmup}" +
+        (f" --repeats {args.repeats}" if args.repeats > 1 else "") +
         "".join(f" --env {k}={v}" for k, v in env.items()) + "`", "",
         "<details><summary>All runs and torch.__config__.show()</summary>", "", "```json",
         json.dumps({"dt": dt, "torch": {f"torch {c[0]}, openblas {c[1]}": r
                                         for c, r in torch_runs.items()},
+                    "tokens_per_s_of_every_run": {
+                        "dt": [round(r["tokens_per_s"]) for r in dt_runs],
+                        **{f"torch {c[0]}, openblas {c[1]}":
+                           [round(r["tokens_per_s"]) for r in runs]
+                           for c, runs in all_torch.items()}},
                     "sgemm_roof_gflops": roof}, indent=2),
         "```", "", "```", torch_config().strip(), "```", "</details>", ""]
     os.makedirs(os.path.dirname(out), exist_ok=True)

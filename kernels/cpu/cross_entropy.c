@@ -8,6 +8,7 @@
  *===----------------------------------------------------------------------===*/
 
 #include "checks.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,13 +17,21 @@
 /* Rows per range: below 2 x this many, one thread does them all. */
 enum { kRowGrain = 64 };
 
-/* log(sum(exp(row))) with the maximum subtracted first */
+/* log(sum(exp(row))) with the maximum subtracted first, eight lanes at a
+ * time and the remainder after */
 static float log_sum_exp(const float *row, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; ++j)
+  const int64_t whole = n - n % 8;
+  dtk_v8 mx8 = dtk_splat8(-INFINITY);
+  for (int64_t j = 0; j < whole; j += 8)
+    mx8 = dtk_max8(mx8, dtk_load8u(row + j));
+  float mx = dtk_hmax8(mx8);
+  for (int64_t j = whole; j < n; ++j)
     mx = fmaxf(mx, row[j]);
-  float s = 0.0f;
-  for (int64_t j = 0; j < n; ++j)
+  dtk_v8 s8 = {0};
+  for (int64_t j = 0; j < whole; j += 8)
+    s8 += dtk_exp8(dtk_load8u(row + j) - mx);
+  float s = dtk_hsum8(s8);
+  for (int64_t j = whole; j < n; ++j)
     s += expf(row[j] - mx);
   return mx + logf(s);
 }
@@ -78,7 +87,10 @@ static void ce_grad_rows(void *ctx, int64_t begin, int64_t end) {
     }
     dtk_check_label(a->labels[r], classes);
     float lse = log_sum_exp(row, classes);
-    for (int64_t j = 0; j < classes; ++j)
+    const int64_t whole = classes - classes % 8;
+    for (int64_t j = 0; j < whole; j += 8)
+      dtk_store8u(d + j, dtk_exp8(dtk_load8u(row + j) - lse) * a->scale);
+    for (int64_t j = whole; j < classes; ++j)
       d[j] = expf(row[j] - lse) * a->scale;
     d[a->labels[r]] -= a->scale;
   }

@@ -177,7 +177,7 @@ module attributes {dt.arena_bytes = 4096 : i64} {
     %c0 = arith.constant 0 : index
     %c1 = arith.constant 1 : index
     %x = memref.view %arena[%c0][] {dt.buffer = array<i64: 0, 64>} : memref<4096xi8> to memref<16xf32>
-    // expected-error @+1 {{'scf.for' has bounds that are not constants}}
+    // expected-error @+1 {{'scf.for' has bounds that are not constants (nor the range of an outlined parallel loop)}}
     scf.for %i = %c0 to %n step %c1 {
       %v = memref.load %x[%i] : memref<16xf32>
     }
@@ -232,5 +232,45 @@ module attributes {dt.arena_bytes = 8192 : i64} {
     // expected-error @+1 {{'llvm.call' to dtk_softmax_f32 touches, through argument 0, bytes [0, 512) of the arena, outside every planned buffer}}
     llvm.call @dtk_softmax_f32(%x, %y, %one, %n, %one) : (!llvm.ptr, !llvm.ptr, i64, i64, i64) -> ()
     llvm.return
+  }
+}
+
+// -----
+
+// An outlined parallel loop handed a wider range than it was built for.
+module attributes {dt.arena_bytes = 4096 : i64} {
+  func.func private @dtk_parallel_for(i64, i64, (memref<4096xi8>, index, index) -> (), memref<4096xi8>)
+  func.func private @dt_step_loop0(%arena: memref<4096xi8>, %begin: index, %end: index) attributes {dt.plan = array<i64: 0, 64>, dt.parallel_range = 16 : i64} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %x = memref.view %arena[%c0][] {dt.buffer = array<i64: 0, 64>} : memref<4096xi8> to memref<16xf32>
+    scf.for %i = %begin to %end step %c1 {
+      %v = memref.load %x[%i] : memref<16xf32>
+    }
+    return
+  }
+  func.func @dt_step(%arena: memref<4096xi8>) attributes {dt.plan = array<i64: 0, 64>} {
+    %loop = constant @dt_step_loop0 : (memref<4096xi8>, index, index) -> ()
+    %n = arith.constant 32 : i64
+    %grain = arith.constant 1 : i64
+    // expected-error @+1 {{runs dt_step_loop0 over [0, 32), which is not the range it was built for}}
+    call @dtk_parallel_for(%n, %grain, %loop, %arena) : (i64, i64, (memref<4096xi8>, index, index) -> (), memref<4096xi8>) -> ()
+    return
+  }
+}
+
+// -----
+
+// An outlined parallel loop whose range reaches past the view it indexes.
+module attributes {dt.arena_bytes = 4096 : i64} {
+  func.func private @dt_step_loop0(%arena: memref<4096xi8>, %begin: index, %end: index) attributes {dt.plan = array<i64: 0, 64>, dt.parallel_range = 17 : i64} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %x = memref.view %arena[%c0][] {dt.buffer = array<i64: 0, 64>} : memref<4096xi8> to memref<16xf32>
+    scf.for %i = %begin to %end step %c1 {
+      // expected-error @+1 {{'memref.load' indexes dimension 0 (of 16) at 0..16}}
+      %v = memref.load %x[%i] : memref<16xf32>
+    }
+    return
   }
 }

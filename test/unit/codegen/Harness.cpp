@@ -128,6 +128,7 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   add("dtk_count_correct_f32", (void *)&dtk_count_correct_f32);
   add("dtk_attention_f32", (void *)&dtk_attention_f32);
   add("dtk_attention_grad_f32", (void *)&dtk_attention_grad_f32);
+  add("dtk_parallel_for", (void *)&dtk_parallel_for);
 #ifdef DT_HAVE_BUILTINS
   add("__truncsfbf2", (void *)&__truncsfbf2);
 #endif

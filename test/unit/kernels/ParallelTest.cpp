@@ -111,6 +111,37 @@ TEST(ParallelTest, LayerNormAndItsGradientsAreTheSameOnAnyThreadCount) {
         threads);
 }
 
+TEST(ParallelTest, EmbeddingGradientIsTheSameOnAnyThreadCount) {
+  // 3000 ids into 2500 rows of 96: most rows hit once or not at all, a few
+  // many times (their sums' order is the ids' order on any thread count).
+  const int64_t n = 3000, count = 2500, width = 96;
+  std::vector<float> dout = randomVector(n * width, 10);
+  std::vector<int32_t> ids(n);
+  std::mt19937 rng(11);
+  for (int64_t i = 0; i < n; ++i)
+    ids[i] = i % 7 == 0 ? int32_t(rng() % 5) : int32_t(rng() % count);
+  for (int threads : {2, 3})
+    expectSameBits(
+        [&] {
+          std::vector<float> dtable(count * width, 42.0f);
+          dtk_embedding_grad_f32(ids.data(), dout.data(), dtable.data(), n,
+                                 count, width);
+          return std::vector<std::vector<float>>{dtable};
+        },
+        threads);
+  // And it is the scatter-add it stands for.
+  std::vector<double> want(count * width, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < width; ++j)
+      want[ids[i] * width + j] += dout[i * width + j];
+  std::vector<float> got(count * width, 42.0f);
+  dtk_set_threads(2);
+  dtk_embedding_grad_f32(ids.data(), dout.data(), got.data(), n, count, width);
+  dtk_set_threads(1);
+  for (int64_t e = 0; e < count * width; ++e)
+    ASSERT_NEAR(got[e], want[e], 1e-5) << "element " << e;
+}
+
 TEST(ParallelTest, CrossEntropyAndItsGradientAreTheSameOnAnyThreadCount) {
   const int64_t rows = 700, classes = 50;
   std::vector<float> logits = randomVector(rows * classes, 5);

@@ -35,6 +35,10 @@ namespace dt {
 
 inline constexpr llvm::StringLiteral kPlanAttr = "dt.plan";
 inline constexpr llvm::StringLiteral kBufferAttr = "dt.buffer";
+/// On a loop outlined from an entry point to run on the kernels' thread pool,
+/// `func(%arena, %begin, %end)`: the n of its [0, n), which holds every range
+/// [begin, end) it is called with.
+inline constexpr llvm::StringLiteral kParallelRangeAttr = "dt.parallel_range";
 
 /// Bytes [offset, offset + bytes) of the arena.
 struct ArenaSpan {
@@ -80,6 +84,15 @@ getPlan(mlir::Operation *fn) {
   for (int64_t i = 0; i < plan.size(); i += 2)
     spans.push_back({plan[i], plan[i + 1]});
   return spans;
+}
+
+/// The n of an outlined parallel loop's [0, n) (dt.parallel_range), or
+/// nullopt for an entry point.
+inline std::optional<int64_t> getParallelRange(mlir::Operation *fn) {
+  auto n = fn->getAttrOfType<mlir::IntegerAttr>(kParallelRangeAttr);
+  if (!n)
+    return std::nullopt;
+  return n.getInt();
 }
 
 } // namespace dt

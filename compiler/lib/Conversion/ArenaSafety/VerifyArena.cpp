@@ -22,8 +22,11 @@
 //      argument (KernelFootprint.h, from the call's size arguments), which
 //      must lie inside the pointer's buffer;
 //   5. loads and stores index their view within its shape, for every value
-//      the loop induction variables take (intervals over constant scf.for
-//      bounds through index arithmetic); subviews lie inside their source.
+//      the loop induction variables take (intervals over scf.for bounds
+//      through index arithmetic); subviews lie inside their source. A loop
+//      outlined to run on the kernels' pool (dt.parallel_range = n) takes its
+//      [begin, end) inside [0, n), and its entry point hands it to
+//      dtk_parallel_for with that n.
 //      linalg ops and copies work on whole views, which linalg's and memref's
 //      own verifiers keep consistent with the operands' shapes.
 //
@@ -191,6 +194,7 @@ public:
               .Case([&](memref::ExtractAlignedPointerAsIndexOp p) {
                 return checkBase(p);
               })
+              .Case([&](func::CallOp call) { return checkParallelFor(call); })
               .Default([&](Operation *op) {
                 return internalError(op)
                        << "uses the arena in a way dt-verify-arena cannot "
@@ -226,6 +230,34 @@ private:
     if (failed(checkInside(v, {*shift, *bytes}, *buffer, "views")))
       return failure();
     return checkUses(v.getResult());
+  }
+
+  /// call @dtk_parallel_for(n, grain, @loop, %arena): @loop is an outlined
+  /// loop whose own range is [0, n), so its accesses, checked against that
+  /// range, are the ones this call makes.
+  LogicalResult checkParallelFor(func::CallOp call) {
+    auto fail = [&] {
+      return internalError(call)
+             << "passes the arena to a call dt-verify-arena cannot check"
+             << kReport;
+    };
+    if (call.getCallee() != "dtk_parallel_for" || call.getNumOperands() != 4 ||
+        call.getOperand(3) != fn->getRegion(0).getArgument(0))
+      return fail();
+    auto loop = call.getOperand(2).getDefiningOp<func::ConstantOp>();
+    std::optional<int64_t> n = constantOf(call.getOperand(0));
+    if (!loop || !n)
+      return fail();
+    Operation *callee = SymbolTable::lookupNearestSymbolFrom(
+        call, loop.getValueAttr());
+    std::optional<int64_t> range =
+        callee ? getParallelRange(callee) : std::nullopt;
+    if (!range || *range != *n)
+      return internalError(call)
+             << "runs " << loop.getValue() << " over [0, "
+             << (n ? *n : -1) << "), which is not the range it was built for"
+             << kReport;
+    return success();
   }
 
   /// The base address chain: extract_aligned_pointer_as_index, index_cast,
@@ -415,17 +447,48 @@ private:
   FailureOr<Range> computeRange(Operation *user, Value v) {
     if (std::optional<int64_t> c = constantOf(v))
       return Range{*c, *c};
+    // The [begin, end) of an outlined parallel loop lie in [0, n].
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v);
+        arg && arg.getOwner()->isEntryBlock() &&
+        arg.getOwner()->getParentOp() == fn && arg.getArgNumber() > 0)
+      if (std::optional<int64_t> n = getParallelRange(fn))
+        return Range{0, *n};
     if (scf::ForOp loop = scf::getForInductionVarOwner(v)) {
-      std::optional<int64_t> lb = constantOf(loop.getLowerBound()),
-                             ub = constantOf(loop.getUpperBound()),
-                             step = constantOf(loop.getStep());
-      if (!lb || !ub || !step || *step <= 0)
-        return internalError(loop) << "has bounds that are not constants"
+      std::optional<int64_t> step = constantOf(loop.getStep());
+      if (!step || *step <= 0)
+        return internalError(loop) << "has a step that is not a positive "
+                                      "constant"
                                    << kReport;
-      if (*lb >= *ub)
+      std::optional<int64_t> lb = constantOf(loop.getLowerBound()),
+                             ub = constantOf(loop.getUpperBound());
+      if (lb && ub) {
+        if (*lb >= *ub)
+          return Range{0, 0, true};
+        __int128 last = *lb + (__int128(*ub) - 1 - *lb) / *step * *step;
+        return Range{*lb, last};
+      }
+      // Bounds that vary: only an outlined loop's [begin, end), whose every
+      // value lies in [0, n).
+      auto rangeArg = [&](Value bound) -> std::optional<Range> {
+        if (std::optional<int64_t> c = constantOf(bound))
+          return Range{*c, *c};
+        auto arg = llvm::dyn_cast<BlockArgument>(bound);
+        std::optional<int64_t> n = getParallelRange(fn);
+        if (!arg || !n || arg.getOwner()->getParentOp() != fn ||
+            arg.getArgNumber() == 0)
+          return std::nullopt;
+        return Range{0, *n};
+      };
+      std::optional<Range> lo = rangeArg(loop.getLowerBound()),
+                           hi = rangeArg(loop.getUpperBound());
+      if (!lo || !hi)
+        return internalError(loop)
+               << "has bounds that are not constants (nor the range of an "
+                  "outlined parallel loop)"
+               << kReport;
+      if (lo->lo >= hi->hi)
         return Range{0, 0, true};
-      __int128 last = *lb + (__int128(*ub) - 1 - *lb) / *step * *step;
-      return Range{*lb, last};
+      return Range{lo->lo, hi->hi - 1};
     }
     Operation *def = v.getDefiningOp();
     auto binary = [&](auto combine) -> FailureOr<Range> {

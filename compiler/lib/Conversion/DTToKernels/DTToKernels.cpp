@@ -81,12 +81,7 @@ public:
     target->setAttr(kPlanAttr, b.getDenseI64ArrayAttr(planOf(source)));
     Block *entry = target.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    arena = entry->getArgument(0);
-    Value address =
-        b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, arena);
-    Value asInt = b.create<arith::IndexCastOp>(loc, b.getI64Type(), address);
-    base =
-        b.create<LLVM::IntToPtrOp>(loc, LLVM::LLVMPointerType::get(ctx), asInt);
+    enterFunction(entry->getArgument(0));
 
     for (Operation &op : source.getBody().front()) {
       loc = op.getLoc();
@@ -97,6 +92,19 @@ public:
   }
 
 private:
+  /// Makes `arenaArg` the arena of the function being built, and its base
+  /// address (from which kernel pointers are made, and after which views go)
+  /// the first thing in it.
+  void enterFunction(Value arenaArg) {
+    arena = arenaArg;
+    views.clear();
+    Value address =
+        b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, arena);
+    Value asInt = b.create<arith::IndexCastOp>(loc, b.getI64Type(), address);
+    base = b.create<LLVM::IntToPtrOp>(
+        loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
+  }
+
   ModuleOp module;
   func::FuncOp source, target;
   OpBuilder b;
@@ -107,6 +115,8 @@ private:
   ArrayRef<int64_t> meshShape;
   Value arena, base;
   llvm::DenseMap<std::pair<int64_t, Type>, Value> views;
+  /// Loops outlined from `target` so far (they are named after it).
+  unsigned outlined = 0;
 
   //===--------------------------------------------------------------------===//
   // Arena access
@@ -435,10 +445,86 @@ private:
     body(loop.getInductionVar());
   }
 
-  /// Loops over `shape` but its last dimension, then over the last dimension in
-  /// steps of `lanes` (calling `body(indices, lanes)`) and one by one for the
-  /// rest
-  /// (`body(indices, 1)`).
+  void forLoop(Value lb, Value ub, int64_t step, function_ref<void(Value)> body) {
+    auto loop = b.create<scf::ForOp>(loc, lb, ub, index(step));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The kernels' thread pool
+  //===--------------------------------------------------------------------===//
+
+  /// Elements below which a loop stays on the calling thread: waking the pool
+  /// costs a few microseconds, about what one core takes for this many.
+  static constexpr int64_t kMinParallelElements = 1 << 15;
+  /// Elements per range at least (dtk_parallel_for's grain in iterations).
+  static constexpr int64_t kParallelGrainElements = 1 << 13;
+
+  /// Whether a loop of `n` independent iterations of `work` elements each is
+  /// worth running on the pool.
+  static bool worthParallel(int64_t n, int64_t work) {
+    return n >= 2 && n * work >= kMinParallelElements;
+  }
+
+  /// Pattern: a loop over [0, n) of independent iterations, `work` elements
+  /// each
+  ///   => func.func private @<entry>_loopK(%arena, %begin: index, %end: index)
+  ///        {dt.plan = <the entry's>, dt.parallel_range = n}
+  ///        (what `build(%begin, %end)` makes: its views and scalars, and a
+  ///        loop over [begin, end))
+  ///      call @dtk_parallel_for(n, grain, @<entry>_loopK, %arena)
+  /// With the bare-pointer calling convention of dt-lower-to-llvm the outlined
+  /// function is `void (char *arena, int64_t begin, int64_t end)`, the pool's
+  /// dtk_body, and the arena its context. Iterations must write disjoint
+  /// elements and each compute its results in a fixed order: then the result
+  /// is the same bits on any thread count.
+  void parallelLoop(int64_t n, int64_t work,
+                    function_ref<void(Value, Value)> build) {
+    MLIRContext *ctx = b.getContext();
+    auto fnType = FunctionType::get(
+        ctx, {arena.getType(), b.getIndexType(), b.getIndexType()}, {});
+    func::FuncOp loop;
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(target);
+      loop = b.create<func::FuncOp>(
+          loc, (target.getSymName() + "_loop" + Twine(outlined++)).str(),
+          fnType);
+      loop.setPrivate();
+      // Internal to the program's object file, like the symbol it is.
+      loop->setAttr("llvm.linkage",
+                    LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal));
+      loop->setAttr(kPlanAttr, target->getAttr(kPlanAttr));
+      loop->setAttr(kParallelRangeAttr, b.getI64IntegerAttr(n));
+      Block *entry = loop.addEntryBlock();
+      b.setInsertionPointToStart(entry);
+      Value outerArena = arena, outerBase = base;
+      auto outerViews = std::move(views);
+      enterFunction(entry->getArgument(0));
+      build(entry->getArgument(1), entry->getArgument(2));
+      b.create<func::ReturnOp>(loc);
+      arena = outerArena, base = outerBase, views = std::move(outerViews);
+    }
+    Value body = b.create<func::ConstantOp>(loc, fnType,
+                                            SymbolRefAttr::get(loop));
+    int64_t grain = std::max<int64_t>(
+        1, (kParallelGrainElements + work - 1) / std::max<int64_t>(work, 1));
+    call("dtk_parallel_for", {i64(n), i64(grain), body, arena});
+  }
+
+  /// Loops over [lb, ub) in steps of `lanes` (calling `body(iv, lanes)`) and
+  /// one by one for the rest (`body(iv, 1)`).
+  void vectorRange(int64_t lb, int64_t ub, unsigned lanes,
+                   function_ref<void(Value, unsigned)> body) {
+    int64_t vectorEnd = lanes > 1 ? lb + (ub - lb) / lanes * lanes : lb;
+    forLoop(lb, vectorEnd, lanes, [&](Value iv) { body(iv, lanes); });
+    forLoop(vectorEnd, ub, 1, [&](Value iv) { body(iv, 1); });
+  }
+
+  /// Loops over `shape` but its last dimension, then over the last dimension
+  /// with vectorRange, calling `body(indices, width)`.
   void vectorLoopNest(ArrayRef<int64_t> shape, unsigned lanes,
                       function_ref<void(ArrayRef<Value>, unsigned)> body) {
     SmallVector<Value> ivs;
@@ -451,17 +537,11 @@ private:
         });
         return;
       }
-      int64_t n = shape.back(), vectorEnd = n - n % lanes;
-      auto inner = [&](unsigned width) {
-        return [&, width](Value iv) {
-          ivs.push_back(iv);
-          body(ivs, width);
-          ivs.pop_back();
-        };
-      };
-      if (lanes > 1)
-        forLoop(0, vectorEnd, lanes, inner(lanes));
-      forLoop(lanes > 1 ? vectorEnd : 0, n, 1, inner(1));
+      vectorRange(0, shape.back(), lanes, [&](Value iv, unsigned width) {
+        ivs.push_back(iv);
+        body(ivs, width);
+        ivs.pop_back();
+      });
     };
     nest(0);
   }
@@ -564,12 +644,18 @@ private:
     return lanesFor(widest);
   }
 
+  /// Elements per range of a flat elementwise loop on the pool (a multiple of
+  /// every vector width).
+  static constexpr int64_t kFlatBlock = 4096;
+
   /// Pattern: dt.fused => a loop nest whose innermost loop runs `lanes`
   /// elements at a time (explicit vectors; the memory plan guarantees distinct
   /// buffers, so nothing is left to LLVM's alias analysis) with a scalar
   /// remainder. 0-d operands are loaded once before the loops; an operand
   /// broadcast along the innermost dimension is read as a scalar and splatted;
-  /// when nothing broadcasts the nest is one flat loop.
+  /// when nothing broadcasts the nest is one flat loop. Large nests run on the
+  /// pool (parallelLoop): a flat loop in blocks of kFlatBlock elements (the
+  /// remainder on the calling thread), a nest over its outer dimension.
   LogicalResult lowerFused(FusedOp f) {
     if (f.isReduction())
       return lowerFusedReduction(f);
@@ -582,28 +668,74 @@ private:
     if (collapse)
       iteration = {product(iteration)};
     unsigned lanes = iteration.empty() ? 1 : lanesFor(f);
-    SmallVector<FusedOperand> operands = prepareOperands(
-        f, collapse ? std::optional<int64_t>(iteration[0]) : std::nullopt,
-        lanes);
+    // What the body reads and writes, made in the function being built.
+    SmallVector<FusedOperand> operands;
     SmallVector<Value> outputs;
-    for (Value r : f.getResults())
-      outputs.push_back(view(bufferOf(r), iteration, elementOf(r)));
+    auto prepare = [&] {
+      operands = prepareOperands(
+          f, collapse ? std::optional<int64_t>(iteration[0]) : std::nullopt,
+          lanes);
+      outputs.clear();
+      for (Value r : f.getResults())
+        outputs.push_back(view(bufferOf(r), iteration, elementOf(r)));
+    };
     auto emit = [&](ArrayRef<Value> ivs, unsigned width) {
       for (auto [v, out] :
            llvm::zip(evaluateBody(f, operands, ivs, iteration, width), outputs))
         write(v, out, ivs, width);
     };
-    if (iteration.empty())
+    auto emitAt = [&](Value iv, unsigned width) { emit({iv}, width); };
+
+    if (iteration.empty()) {
+      prepare();
       emit({}, 1);
-    else
-      vectorLoopNest(iteration, lanes, emit);
+      return success();
+    }
+    int64_t total = product(iteration);
+    if (iteration.size() == 1 &&
+        worthParallel(total / kFlatBlock, kFlatBlock)) {
+      int64_t blocks = total / kFlatBlock;
+      parallelLoop(blocks, kFlatBlock, [&](Value begin, Value end) {
+        prepare();
+        forLoop(begin, end, 1, [&](Value block) {
+          Value first = b.create<arith::MulIOp>(loc, block, index(kFlatBlock));
+          forLoop(0, kFlatBlock, lanes, [&](Value j) {
+            emitAt(b.create<arith::AddIOp>(loc, first, j), lanes);
+          });
+        });
+      });
+      if (blocks * kFlatBlock < total) {
+        prepare();
+        vectorRange(blocks * kFlatBlock, total, lanes, emitAt);
+      }
+      return success();
+    }
+    if (iteration.size() > 1 &&
+        worthParallel(iteration.front(), total / iteration.front())) {
+      parallelLoop(iteration.front(), total / iteration.front(),
+                   [&](Value begin, Value end) {
+                     prepare();
+                     forLoop(begin, end, 1, [&](Value outer) {
+                       vectorLoopNest(
+                           ArrayRef<int64_t>(iteration).drop_front(), lanes,
+                           [&](ArrayRef<Value> ivs, unsigned width) {
+                             SmallVector<Value> all{outer};
+                             all.append(ivs.begin(), ivs.end());
+                             emit(all, width);
+                           });
+                     });
+                   });
+      return success();
+    }
+    prepare();
+    vectorLoopNest(iteration, lanes, emit);
     return success();
   }
 
   /// Pattern: dt.fused {reduce_axes} => the body evaluated over the flattened
   /// iteration space and summed: over trailing axes in vector registers (one
-  /// accumulator per result, a horizontal sum, the remainder), over leading
-  /// axes into the output row.
+  /// accumulator per result, a horizontal sum, the remainder), rows on the
+  /// pool when there is enough work; over leading axes into the output row.
   LogicalResult lowerFusedReduction(FusedOp f) {
     ArrayRef<int64_t> shape = f.getIterationShape();
     ArrayRef<int64_t> axes = *f.getReduceAxes();
@@ -620,7 +752,6 @@ private:
           "is a reduction the lowering does not vectorise (sums over the "
           "leading or trailing axes of unbroadcast operands only)");
     unsigned lanes = lanesFor(f);
-    SmallVector<FusedOperand> operands = prepareOperands(f, total, lanes);
     SmallVector<int64_t> flat{total};
     SmallVector<Type> elems;
     for (Value r : f.getResults())
@@ -629,9 +760,7 @@ private:
     if (trailing) {
       int64_t n = product(shape.take_back(axes.size())), outer = total / n;
       int64_t vectorEnd = n - n % lanes;
-      SmallVector<Value> outs;
-      for (auto [r, elem] : llvm::zip(f.getResults(), elems))
-        outs.push_back(view(bufferOf(r), {outer}, elem));
+      SmallVector<FusedOperand> operands;
       // A loop over [lb, ub) carrying one accumulator per result.
       auto accumulate = [&](Value base, int64_t lb, int64_t ub, unsigned width,
                             SmallVector<Value> accs) -> SmallVector<Value> {
@@ -651,35 +780,47 @@ private:
         b.create<scf::YieldOp>(loc, next);
         return SmallVector<Value>(loop.getResults());
       };
-      forLoop(0, outer, 1, [&](Value o) {
-        Value base = b.create<arith::MulIOp>(loc, o, index(n));
-        SmallVector<Value> sums;
-        if (vectorEnd > 0) {
-          SmallVector<Value> zeros;
-          for (Type elem : elems) {
-            Type acc = accumulatorOf(elem);
-            zeros.push_back(b.create<arith::ConstantOp>(
-                loc, DenseElementsAttr::get(VectorType::get({lanes}, acc),
-                                            b.getZeroAttr(acc))));
+      auto rows = [&](Value begin, Value end) {
+        operands = prepareOperands(f, total, lanes);
+        SmallVector<Value> outs;
+        for (auto [r, elem] : llvm::zip(f.getResults(), elems))
+          outs.push_back(view(bufferOf(r), {outer}, elem));
+        forLoop(begin, end, 1, [&](Value o) {
+          Value base = b.create<arith::MulIOp>(loc, o, index(n));
+          SmallVector<Value> sums;
+          if (vectorEnd > 0) {
+            SmallVector<Value> zeros;
+            for (Type elem : elems) {
+              Type acc = accumulatorOf(elem);
+              zeros.push_back(b.create<arith::ConstantOp>(
+                  loc, DenseElementsAttr::get(VectorType::get({lanes}, acc),
+                                              b.getZeroAttr(acc))));
+            }
+            for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
+              sums.push_back(b.create<vector::ReductionOp>(
+                  loc, vector::CombiningKind::ADD, v));
+          } else {
+            for (Type elem : elems) {
+              Type acc = accumulatorOf(elem);
+              sums.push_back(
+                  b.create<arith::ConstantOp>(loc, b.getZeroAttr(acc)));
+            }
           }
-          for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
-            sums.push_back(b.create<vector::ReductionOp>(
-                loc, vector::CombiningKind::ADD, v));
-        } else {
-          for (Type elem : elems) {
-            Type acc = accumulatorOf(elem);
-            sums.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(acc)));
-          }
-        }
-        sums = accumulate(base, vectorEnd, n, 1, sums);
-        for (auto [sum, out, elem] : llvm::zip(sums, outs, elems))
-          write(narrow(sum, elem), out, {o}, 1);
-      });
+          sums = accumulate(base, vectorEnd, n, 1, sums);
+          for (auto [sum, out, elem] : llvm::zip(sums, outs, elems))
+            write(narrow(sum, elem), out, {o}, 1);
+        });
+      };
+      if (worthParallel(outer, n))
+        parallelLoop(outer, n, rows);
+      else
+        rows(index(0), index(outer));
       return success();
     }
 
     // Leading axes: out[j] = sum_i body(i * n + j), accumulated into the output
     // row.
+    SmallVector<FusedOperand> operands = prepareOperands(f, total, lanes);
     int64_t n = product(shape.drop_front(axes.size())), rows = total / n;
     SmallVector<Value> outs;
     for (auto [r, elem] : llvm::zip(f.getResults(), elems)) {
@@ -817,82 +958,125 @@ private:
     return success();
   }
 
+  /// How one side of a copy is indexed from the iteration's indices: its
+  /// dimension k is iteration dimension dims[k], plus offsets[k].
+  struct CopySide {
+    ArenaSpan buffer;
+    SmallVector<int64_t> shape;
+    SmallVector<unsigned> dims;
+    SmallVector<int64_t> offsets;
+  };
+
+  /// The side of a copy that is `v` itself, indexed like the iteration.
+  CopySide wholeSide(Value v) {
+    CopySide side{bufferOf(v), SmallVector<int64_t>(shapeOf(v)), {}, {}};
+    for (unsigned d = 0; d < side.shape.size(); ++d)
+      side.dims.push_back(d), side.offsets.push_back(0);
+    return side;
+  }
+
+  /// Pattern: a copy over `shape`, out[out(idx)] = in[in(idx)]
+  ///   => a loop nest over `shape` whose innermost loop moves `lanes`
+  ///      elements at a time when the innermost iteration dimension is the
+  ///      innermost dimension of both sides (contiguous runs), else one by
+  ///      one; its outer dimension on the pool when large (parallelLoop).
+  /// Transposes, splits, concats, slices and pads are all such copies.
+  void lowerCopy(const CopySide &in, const CopySide &out,
+                 ArrayRef<int64_t> shape, Type elem) {
+    int64_t rank = shape.size(), total = product(shape);
+    if (total == 0)
+      return;
+    bool contiguous = rank > 0 && in.dims.back() == rank - 1 &&
+                      out.dims.back() == rank - 1;
+    unsigned lanes =
+        contiguous ? lanesFor(elem.getIntOrFloatBitWidth()) : 1u;
+    auto indices = [&](const CopySide &side, ArrayRef<Value> ivs) {
+      SmallVector<Value> idx;
+      for (auto [d, off] : llvm::zip(side.dims, side.offsets))
+        idx.push_back(off ? b.create<arith::AddIOp>(loc, ivs[d], index(off))
+                                .getResult()
+                          : ivs[d]);
+      return idx;
+    };
+    Value from, to;
+    auto prepare = [&] {
+      from = view(in.buffer, in.shape, elem);
+      to = view(out.buffer, out.shape, elem);
+    };
+    auto move = [&](ArrayRef<Value> ivs, unsigned width) {
+      write(read(from, indices(in, ivs), width), to, indices(out, ivs), width);
+    };
+    if (rank == 0) {
+      prepare();
+      move({}, 1);
+      return;
+    }
+    if (rank > 1 && worthParallel(shape.front(), total / shape.front())) {
+      parallelLoop(shape.front(), total / shape.front(),
+                   [&](Value begin, Value end) {
+                     prepare();
+                     forLoop(begin, end, 1, [&](Value outer) {
+                       vectorLoopNest(shape.drop_front(), lanes,
+                                      [&](ArrayRef<Value> ivs, unsigned w) {
+                                        SmallVector<Value> all{outer};
+                                        all.append(ivs.begin(), ivs.end());
+                                        move(all, w);
+                                      });
+                     });
+                   });
+      return;
+    }
+    prepare();
+    vectorLoopNest(shape, lanes, move);
+  }
+
+  /// Pattern: dt.transpose => lowerCopy, the input's dimension perm[i] read
+  /// at the result's index i.
   LogicalResult lowerTranspose(TransposeOp t) {
     ArrayRef<int64_t> perm = t.getPerm();
-    // Result dim i is input dim perm[i]: the input is indexed by the inverse
-    // permutation.
-    SmallVector<AffineExpr> inExprs(perm.size());
+    CopySide in = wholeSide(t.getInput()), out = wholeSide(t.getResult());
     for (auto [i, p] : llvm::enumerate(perm))
-      inExprs[p] = b.getAffineDimExpr(i);
-    SmallVector<AffineMap> maps{
-        AffineMap::get(perm.size(), 0, inExprs, b.getContext()),
-        b.getMultiDimIdentityMap(perm.size())};
-    SmallVector<utils::IteratorType> iterators(perm.size(),
-                                               utils::IteratorType::parallel);
-    b.create<linalg::GenericOp>(
-        loc, TypeRange{}, ValueRange{viewOf(t.getInput())},
-        ValueRange{viewOf(t.getResult())}, maps, iterators,
-        [](OpBuilder &nb, Location nl, ValueRange args) {
-          nb.create<linalg::YieldOp>(nl, args[0]);
-        });
+      in.dims[p] = i;
+    lowerCopy(in, out, shapeOf(t.getResult()), elementOf(t.getResult()));
     return success();
   }
 
-  /// Copies between `whole` and consecutive slices of it along `axis`.
+  /// Pattern: dt.split / dt.concat => one lowerCopy per piece, between the
+  /// piece and its place along `axis` of `whole`.
   LogicalResult lowerSplitOrConcat(Operation *, Value whole, ValueRange pieces,
                                    int64_t axis, bool fromWhole) {
-    Value wholeView = viewOf(whole);
-    ArrayRef<int64_t> shape = shapeOf(whole);
     int64_t start = 0;
     for (Value piece : pieces) {
-      SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes,
-          strides(shape.size(), b.getIndexAttr(1));
-      for (int64_t d : shapeOf(piece))
-        sizes.push_back(b.getIndexAttr(d));
-      offsets[axis] = b.getIndexAttr(start);
-      Value slice =
-          b.create<memref::SubViewOp>(loc, wholeView, offsets, sizes, strides);
-      Value pieceView = viewOf(piece);
+      CopySide part = wholeSide(whole), own = wholeSide(piece);
+      part.offsets[axis] = start;
       if (fromWhole)
-        b.create<linalg::CopyOp>(loc, slice, pieceView);
+        lowerCopy(part, own, shapeOf(piece), elementOf(piece));
       else
-        b.create<linalg::CopyOp>(loc, pieceView, slice);
+        lowerCopy(own, part, shapeOf(piece), elementOf(piece));
       start += shapeOf(piece)[axis];
     }
     return success();
   }
 
-  /// The subview of `whole` that is `[start, start + size)` along `axis`.
-  Value sliceView(Value whole, ArrayRef<int64_t> shape, int64_t axis,
-                  int64_t start, int64_t size) {
-    SmallVector<OpFoldResult> offsets(shape.size(), b.getIndexAttr(0)), sizes,
-        strides(shape.size(), b.getIndexAttr(1));
-    for (int64_t d : shape)
-      sizes.push_back(b.getIndexAttr(d));
-    offsets[axis] = b.getIndexAttr(start);
-    sizes[axis] = b.getIndexAttr(size);
-    return b.create<memref::SubViewOp>(loc, whole, offsets, sizes, strides);
-  }
-
-  /// Pattern: dt.slice => linalg.copy(subview(in), out).
+  /// Pattern: dt.slice => lowerCopy from `[start, start + size)` along the
+  /// axis of the input.
   LogicalResult lowerSlice(SliceOp s) {
-    Value from = sliceView(viewOf(s.getInput()), shapeOf(s.getInput()),
-                           s.getAxis(), s.getStart(),
-                           shapeOf(s.getResult())[s.getAxis()]);
-    b.create<linalg::CopyOp>(loc, from, viewOf(s.getResult()));
+    CopySide in = wholeSide(s.getInput());
+    in.offsets[s.getAxis()] = s.getStart();
+    lowerCopy(in, wholeSide(s.getResult()), shapeOf(s.getResult()),
+              elementOf(s.getResult()));
     return success();
   }
 
-  /// Pattern: dt.pad => fill(out, 0); linalg.copy(in, subview(out)).
+  /// Pattern: dt.pad => fill(out, 0); lowerCopy(in, the front of out).
   LogicalResult lowerPad(PadOp p) {
     Value out = viewOf(p.getResult());
     Type elem = elementOf(p.getResult());
     b.create<linalg::FillOp>(
         loc, b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)).getResult(),
         out);
-    Value into = sliceView(out, shapeOf(p.getResult()), p.getAxis(), 0,
-                           shapeOf(p.getInput())[p.getAxis()]);
-    b.create<linalg::CopyOp>(loc, viewOf(p.getInput()), into);
+    lowerCopy(wholeSide(p.getInput()), wholeSide(p.getResult()),
+              shapeOf(p.getInput()), elem);
     return success();
   }
 
