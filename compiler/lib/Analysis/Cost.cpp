@@ -55,6 +55,13 @@ double attentionFlops(Value query, Value key, bool causal) {
   return slices * (4 * scores * d + 5 * scores);
 }
 
+/// 2 M N K for every matrix of a batched product.
+double productFlops(Value lhs, Value result, bool transposeLhs) {
+  auto a = llvm::cast<ShapedType>(lhs.getType());
+  int64_t contracted = transposeLhs ? a.getRank() - 2 : a.getRank() - 1;
+  return 2 * elements(result) * double(a.getDimSize(contracted));
+}
+
 /// FLOPs per element of the operand the kernel walks, for the ops made of a
 /// few passes over a tensor.
 constexpr double kLayerNorm = 8, kLayerNormGrad = 12, kSoftmax = 5,
@@ -66,11 +73,12 @@ double flopsOf(Operation *op) {
     return elements(op->getResult(0));
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case([](MatmulOp m) {
-        auto lhs = llvm::cast<ShapedType>(m.getLhs().getType());
-        int64_t contracted = m.getTransposeLhs() ? lhs.getRank() - 2
-                                                 : lhs.getRank() - 1;
-        return 2 * elements(m.getResult()) *
-               double(lhs.getDimSize(contracted));
+        return productFlops(m.getLhs(), m.getResult(), m.getTransposeLhs());
+      })
+      .Case([](MatmulBiasOp m) {
+        // The bias is one addition per element of the result.
+        return productFlops(m.getLhs(), m.getResult(), m.getTransposeLhs()) +
+               elements(m.getResult());
       })
       .Case([](AttentionOp a) {
         return attentionFlops(a.getQuery(), a.getKey(), a.getCausal());

@@ -681,6 +681,15 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
                               m.getTransposeLhs(), m.getTransposeRhs(),
                               shape(m.getResult()))};
       })
+      .Case([&](MatmulBiasOp m) {
+        Tensor c = matmul(get(m.getLhs()), get(m.getRhs()), m.getTransposeLhs(),
+                          m.getTransposeRhs(), shape(m.getResult()));
+        const Tensor &bias = get(m.getBias());
+        int64_t n = bias.numel();
+        for (int64_t i = 0; i < c.numel(); ++i)
+          c.data[i] += bias.data[i % n];
+        return Results{c};
+      })
       .Case([&](SoftmaxOp s) {
         return Results{softmax(get(s.getInput()), s.getAxis())};
       })

@@ -351,7 +351,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
 
     // Scalars shared by all parameters.
     const Recipe &r = *recipe;
-    Value bc1, bc2Sqrt;
+    Value bc1, invBc2Sqrt;
     if (r.kind != "sgd") {
       // Adam counts the updates it made, as PyTorch's does: the steps loss
       // scaling skipped are not among them (the schedule counts every step).
@@ -366,7 +366,10 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
                   b.create<PowOp>(loc, e.splat(f32, r.beta1), tf));
       Value bc2 = e.sub(e.splat(f32, 1),
                         b.create<PowOp>(loc, e.splat(f32, r.beta2), tf));
-      bc2Sqrt = e.sqrt(bc2);
+      // Its reciprocal, once: each element then multiplies by it. A division
+      // per element would double the work of the divider, which bounds the
+      // update's loop (sqrt(v) and m / denom already use it).
+      invBc2Sqrt = e.div(e.splat(f32, 1), e.sqrt(bc2));
     }
 
     for (auto [k, pair] : llvm::enumerate(params)) {
@@ -420,7 +423,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
                       e.mul(g, e.splat(type, 1 - r.beta1)));
       Value v = e.add(e.mul(v0, e.splat(type, r.beta2)),
                       e.mul(e.mul(g, g), e.splat(type, 1 - r.beta2)));
-      Value denom = e.add(e.div(e.sqrt(v), e.broadcast(bc2Sqrt, type)),
+      Value denom = e.add(e.mul(e.sqrt(v), e.broadcast(invBc2Sqrt, type)),
                           e.splat(type, r.eps));
       Value stepSize = e.div(*lr, bc1);
       e.store(keep(e.sub(p, e.div(e.mul(e.broadcast(stepSize, type), m),

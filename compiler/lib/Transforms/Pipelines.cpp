@@ -47,6 +47,7 @@ void dt::buildPartitionPipeline(OpPassManager &pm, int64_t bucketBytes,
 
 void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(createFuseElementwise());
+  pm.addNestedPass<func::FuncOp>(createFuseEpilogues());
   pm.addPass(createPlanMemory());
 }
 

@@ -43,6 +43,10 @@ int dtk_threads(void);
 void dtk_matmul_f32(const float *a, const float *b, float *c, int64_t batch,
                     int64_t m, int64_t n, int64_t k, int32_t trans_a,
                     int32_t trans_b);
+/// dtk_matmul_f32 plus `bias` (N values) added to every row of every C.
+void dtk_matmul_bias_f32(const float *a, const float *b, const float *bias,
+                         float *c, int64_t batch, int64_t m, int64_t n,
+                         int64_t k, int32_t trans_a, int32_t trans_b);
 
 /// Softmax of x viewed as [outer, n, inner] along the middle dimension.
 void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,

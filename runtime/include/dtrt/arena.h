@@ -37,6 +37,13 @@ public:
   const Manifest &manifest() const { return *manifest_; }
   Device &device() { return *device_; }
 
+  /// The buffer itself when the arena is host memory (the CPU backend), to
+  /// fill in place; null when it lives on a device and takes a copy.
+  char *hostData(const BufferDesc &buffer) {
+    return device_->backend() == Backend::Cpu ? base_ + buffer.offset
+                                              : nullptr;
+  }
+
   /// Copies `buffer.bytes` host bytes from `src` into the buffer.
   void write(const BufferDesc &buffer, const void *src);
   /// Copies the buffer's bytes into `dst` (`buffer.bytes` long).

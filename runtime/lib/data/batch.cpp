@@ -4,8 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Batches are assembled in host memory and copied into the arena once per
-// buffer, so the arena may live on a device.
+// Batches are assembled in place in a host arena, and in host memory then
+// copied once per buffer into an arena on a device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,17 +91,28 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
 void BatchStager::stage(Arena &arena, const int64_t *indices, int64_t valid) {
   // Rows [first_, first_ + mine) of the batch are real samples here.
   int64_t mine = std::clamp<int64_t>(valid - first_, 0, real_);
+  // Samples come in a random order: each is a cache miss unless asked for
+  // this many samples ahead.
+  constexpr int64_t kAhead = 4;
   for (Slot &slot : slots_) {
-    char *dst = slot.host.data();
-    for (int64_t r = 0; r < mine; ++r)
+    // A host arena is filled in place; a device's takes one copy.
+    char *inPlace = arena.hostData(*slot.buffer);
+    char *dst = inPlace ? inPlace : slot.host.data();
+    for (int64_t r = 0; r < std::min(kAhead, mine); ++r)
+      source_->prefetch(slot.field, indices[first_ + r]);
+    for (int64_t r = 0; r < mine; ++r) {
+      if (r + kAhead < mine)
+        source_->prefetch(slot.field, indices[first_ + r + kAhead]);
       source_->read(slot.field, indices[first_ + r],
                     dst + size_t(r) * slot.rowBytes);
+    }
     char *pad = dst + size_t(mine) * slot.rowBytes;
     size_t padBytes = size_t(localRows_ - mine) * slot.rowBytes;
     // Labels are integers; all bytes 0xff is -1 in two's complement, whatever
     // the width.
     std::memset(pad, slot.isLabel ? 0xff : 0, padBytes);
-    arena.write(*slot.buffer, dst);
+    if (!inPlace)
+      arena.write(*slot.buffer, dst);
   }
 }
 

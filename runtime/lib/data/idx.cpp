@@ -168,7 +168,17 @@ public:
     }
   }
 
+  void prefetch(size_t field, int64_t index) const override {
+    if (field != 0)
+      return;
+    const uint8_t *row = images_.data.data() + index * rowBytes_;
+    for (int64_t at = 0; at < rowBytes_; at += kCacheLine)
+      __builtin_prefetch(row + at);
+  }
+
 private:
+  static constexpr int64_t kCacheLine = 64;
+
   IdxArray images_, labels_;
   DataSpec spec_;
   int64_t rowBytes_ = 0;

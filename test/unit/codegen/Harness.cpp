@@ -118,6 +118,7 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
                            llvm::JITSymbolFlags::Exported};
   };
   add("dtk_matmul_f32", (void *)&dtk_matmul_f32);
+  add("dtk_matmul_bias_f32", (void *)&dtk_matmul_bias_f32);
   add("dtk_softmax_f32", (void *)&dtk_softmax_f32);
   add("dtk_layer_norm_f32", (void *)&dtk_layer_norm_f32);
   add("dtk_layer_norm_grad_f32", (void *)&dtk_layer_norm_grad_f32);

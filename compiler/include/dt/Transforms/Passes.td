@@ -247,6 +247,19 @@ def FuseElementwise : Pass<"dt-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["::dt::DTDialect"];
 }
 
+def FuseEpilogues : Pass<"dt-fuse-epilogues", "mlir::func::FuncOp"> {
+  let summary = "Folds a bias that every use of a product adds into the product";
+  let description = [{
+    After dt-fuse-elementwise: a `dt.matmul` whose every use is a `dt.fused` region
+    that adds the same bias vector (broadcast over the rows) to it before anything else
+    becomes a `dt.matmul_bias`, and the regions read the biased product instead. A
+    region left with nothing to compute (`y = x + b` alone) disappears. The library
+    starts the product's output from the bias, so the addition costs no pass over
+    memory of its own.
+  }];
+  let dependentDialects = ["::dt::DTDialect"];
+}
+
 def PlanMemory : Pass<"dt-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns every global and every tensor value a static arena offset";
   let description = [{

@@ -65,18 +65,32 @@ struct Row {
 
 constexpr int64_t kF32 = 4, kI32 = 4;
 
+/// A, B, (the bias,) C of a product kernel, whose sizes follow the pointers:
+/// batch, m, n, k.
+llvm::SmallVector<int64_t> productFootprint(Sizes &s, bool withBias) {
+  unsigned at = withBias ? 4 : 3;
+  int64_t batch = s.arg(at), m = s.arg(at + 1), n = s.arg(at + 2),
+          k = s.arg(at + 3);
+  llvm::SmallVector<int64_t> bytes{s.mul({batch, m, k, kF32}),
+                                   s.mul({batch, k, n, kF32})};
+  if (withBias)
+    bytes.push_back(s.mul({n, kF32}));
+  bytes.push_back(s.mul({batch, m, n, kF32}));
+  return bytes;
+}
+
 const llvm::StringMap<Row> &table() {
   static const llvm::StringMap<Row> rows = [] {
     llvm::StringMap<Row> t;
     // (a, b, c, batch, m, n, k, trans_a, trans_b): C = op(A) op(B), M x N.
     t["dtk_matmul_f32"] = {9, [](Sizes &s) {
-                             int64_t batch = s.arg(3), m = s.arg(4),
-                                     n = s.arg(5), k = s.arg(6);
-                             return llvm::SmallVector<int64_t>{
-                                 s.mul({batch, m, k, kF32}),
-                                 s.mul({batch, k, n, kF32}),
-                                 s.mul({batch, m, n, kF32})};
+                             return productFootprint(s, /*withBias=*/false);
                            }};
+    // (a, b, bias, c, batch, m, n, k, trans_a, trans_b): the same plus the
+    // bias, N values, on every row.
+    t["dtk_matmul_bias_f32"] = {10, [](Sizes &s) {
+                                  return productFootprint(s, /*withBias=*/true);
+                                }};
     // (x, y, outer, n, inner)
     t["dtk_softmax_f32"] = {5, [](Sizes &s) {
                               int64_t all =

@@ -10,6 +10,8 @@
 //            => linalg.generic ins(view a, view b) outs(view y) { scalar body }
 // Pattern: %c = dt.matmul %a, %b
 //            => call @dtk_matmul_f32(ptr a, ptr b, ptr c, batch, m, n, k, ta, tb)
+// Pattern: %c = dt.matmul_bias %a, %b, %bias
+//            => call @dtk_matmul_bias_f32(ptr a, ptr b, ptr bias, ptr c, ...)
 //
 //===----------------------------------------------------------------------===//
 
@@ -304,6 +306,7 @@ private:
                                  c.getResult(), c.getMeshAxes());
         })
         .Case([&](MatmulOp m) { return lowerMatmul(m); })
+        .Case([&](MatmulBiasOp m) { return lowerMatmulBias(m); })
         .Case([&](SoftmaxOp s) { return lowerSoftmax(s); })
         .Case([&](LayerNormOp l) { return lowerLayerNorm(l); })
         .Case([&](LayerNormGradOp l) { return lowerLayerNormGrad(l); })
@@ -1156,18 +1159,33 @@ private:
     return success();
   }
 
-  LogicalResult lowerMatmul(MatmulOp m) {
+  /// dt.matmul and dt.matmul_bias: the operands' pointers, then the sizes
+  /// and transposes every product kernel takes.
+  template <typename Op>
+  LogicalResult lowerProduct(Op m, StringRef kernel,
+                             ArrayRef<Value> pointers) {
     if (failed(requireF32(m, {m.getLhs(), m.getRhs()})))
       return failure();
     ArrayRef<int64_t> a = shapeOf(m.getLhs()), c = shapeOf(m.getResult());
     size_t r = a.size();
     int64_t k = m.getTransposeLhs() ? a[r - 2] : a[r - 1];
-    call("dtk_matmul_f32",
-         {pointerOf(m.getLhs()), pointerOf(m.getRhs()),
-          pointerOf(m.getResult()), i64(product(a.drop_back(2))), i64(c[r - 2]),
-          i64(c[r - 1]), i64(k), i32(m.getTransposeLhs()),
-          i32(m.getTransposeRhs())});
+    SmallVector<Value> args(pointers);
+    args.append({i64(product(a.drop_back(2))), i64(c[r - 2]), i64(c[r - 1]),
+                 i64(k), i32(m.getTransposeLhs()), i32(m.getTransposeRhs())});
+    call(kernel, args);
     return success();
+  }
+
+  LogicalResult lowerMatmul(MatmulOp m) {
+    return lowerProduct(m, "dtk_matmul_f32",
+                        {pointerOf(m.getLhs()), pointerOf(m.getRhs()),
+                         pointerOf(m.getResult())});
+  }
+
+  LogicalResult lowerMatmulBias(MatmulBiasOp m) {
+    return lowerProduct(m, "dtk_matmul_bias_f32",
+                        {pointerOf(m.getLhs()), pointerOf(m.getRhs()),
+                         pointerOf(m.getBias()), pointerOf(m.getResult())});
   }
 
   LogicalResult lowerSoftmax(SoftmaxOp s) {

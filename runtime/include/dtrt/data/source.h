@@ -51,6 +51,10 @@ public:
   /// Writes field `field` (an index into fields()) of sample `index` into
   /// `dst`, `fields()[field].elements` elements of its dtype.
   virtual void read(size_t field, int64_t index, void *dst) const = 0;
+  /// Hints that read(field, index) comes soon: a source holding its samples
+  /// in memory starts loading them into the cache (a random sample of a file
+  /// larger than the cache is otherwise a miss per line).
+  virtual void prefetch(size_t field, int64_t index) const {}
   /// Tokens per sample for a token source (throughput is then reported in
   /// tokens/s), 0 otherwise.
   virtual int64_t tokensPerSample() const { return 0; }

@@ -338,25 +338,46 @@ LogicalResult ReduceSumOp::verify() {
   return success();
 }
 
-LogicalResult MatmulOp::verify() {
-  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs()),
-                    c = shapeOf(getResult());
+/// The shapes of C = op(A) op(B), shared by dt.matmul and dt.matmul_bias.
+static LogicalResult verifyProduct(Operation *op, Value lhs, Value rhs,
+                                   Value result, bool transposeLhs,
+                                   bool transposeRhs) {
+  ArrayRef<int64_t> a = shapeOf(lhs), b = shapeOf(rhs), c = shapeOf(result);
   if (a.size() < 2 || a.size() != b.size() || c.size() != a.size())
-    return emitOpError("operands and result must have one rank, at least 2");
+    return op->emitOpError("operands and result must have one rank, at least 2");
   size_t r = a.size();
   if (a.drop_back(2) != b.drop_back(2) || a.drop_back(2) != c.drop_back(2))
-    return emitOpError("batch dimensions differ");
-  int64_t m = getTransposeLhs() ? a[r - 1] : a[r - 2];
-  int64_t k = getTransposeLhs() ? a[r - 2] : a[r - 1];
-  int64_t kb = getTransposeRhs() ? b[r - 1] : b[r - 2];
-  int64_t n = getTransposeRhs() ? b[r - 2] : b[r - 1];
+    return op->emitOpError("batch dimensions differ");
+  int64_t m = transposeLhs ? a[r - 1] : a[r - 2];
+  int64_t k = transposeLhs ? a[r - 2] : a[r - 1];
+  int64_t kb = transposeRhs ? b[r - 1] : b[r - 2];
+  int64_t n = transposeRhs ? b[r - 2] : b[r - 1];
   if (k != kb)
-    return emitOpError("contracting dimensions differ: ") << k << " vs " << kb;
+    return op->emitOpError("contracting dimensions differ: ")
+           << k << " vs " << kb;
   if (c[r - 2] != m || c[r - 1] != n)
-    return emitOpError("result must be ") << m << "x" << n;
-  Type e = getLhs().getType().getElementType();
-  if (getRhs().getType().getElementType() != e ||
-      getType().getElementType() != e)
+    return op->emitOpError("result must be ") << m << "x" << n;
+  Type e = tensorType(lhs).getElementType();
+  if (tensorType(rhs).getElementType() != e ||
+      tensorType(result).getElementType() != e)
+    return op->emitOpError("element types differ");
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  return verifyProduct(*this, getLhs(), getRhs(), getResult(),
+                       getTransposeLhs(), getTransposeRhs());
+}
+
+LogicalResult MatmulBiasOp::verify() {
+  if (failed(verifyProduct(*this, getLhs(), getRhs(), getResult(),
+                           getTransposeLhs(), getTransposeRhs())))
+    return failure();
+  ArrayRef<int64_t> c = shapeOf(getResult());
+  if (shapeOf(getBias()) != c.take_back(1))
+    return emitOpError("bias must be a vector of the result's last dimension, ")
+           << c.back();
+  if (tensorType(getBias()).getElementType() != getType().getElementType())
     return emitOpError("element types differ");
   return success();
 }

@@ -411,6 +411,28 @@ def DT_MatmulOp : DT_Op<"matmul", [ShardableOp, Pure, DifferentiableOp]> {
   let hasCanonicalizer = 1;
 }
 
+def DT_MatmulBiasOp : DT_Op<"matmul_bias", [Pure]> {
+  let summary = "matrix product plus a bias added to every row, in the product's output pass";
+  let description = [{
+    `dt.matmul` (same operands, transposes and result) with `bias`, a vector of the
+    result's last dimension, added to every row. Made only after fusion, by
+    `dt-fuse-epilogues`, from a product whose every use adds the same bias first: the
+    library starts the output from the bias and accumulates the product into it, so
+    the sum never makes a pass of its own over memory.
+
+    ```mlir
+    %h = dt.matmul_bias %x, %w, %b {transpose_rhs}
+        : tensor<128x784xf32>, tensor<256x784xf32>, tensor<256xf32> -> tensor<128x256xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$lhs, DT_FloatTensor:$rhs, DT_FloatTensor:$bias,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` type($lhs) `,` type($rhs) "
+                       "`,` type($bias) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Neural-network ops (hand-written kernels) and their gradients
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,179 @@
+// RUN: dt-opt %s -split-input-file -dt-fuse-epilogues | FileCheck %s
+
+// Pattern: fused(mm, b) { s = add(a0, a1); relu(s) } => fused(mm_bias(x, w, b)) { relu(a0) }
+// The backward's twin region recomputes the same sum from the product: it reads the
+// biased product too, and neither region reads the bias any more.
+// CHECK-LABEL: func.func @linear_relu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<16x8xf32>, %[[B:.*]]: tensor<16xf32>, %[[G:.*]]: tensor<4x16xf32>)
+func.func @linear_relu(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
+                       %g: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  // CHECK-NOT: dt.matmul %
+  // CHECK: %[[MM:.*]] = dt.matmul_bias %[[X]], %[[W]], %[[B]] {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<4x16xf32>
+  // CHECK: dt.fused(%[[MM]]) : (tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<4x16xf32>):
+  // CHECK-NEXT:   %[[R:.*]] = dt.relu %[[A0]]
+  // CHECK-NEXT:   dt.yield %[[R]]
+  // CHECK: dt.fused(%[[MM]], %[[G]]) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // CHECK-NEXT: ^bb0(%[[C0:.*]]: tensor<4x16xf32>, %[[C1:.*]]: tensor<4x16xf32>):
+  // CHECK-NEXT:   %[[S:.*]] = dt.step %[[C0]]
+  // CHECK-NEXT:   dt.mul %[[C1]], %[[S]]
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %h = dt.fused(%mm, %b) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<4x16xf32>
+    %r = dt.relu %s : tensor<4x16xf32>
+    dt.yield %r : tensor<4x16xf32>
+  }
+  %dh = dt.fused(%mm, %b, %g) : (tensor<4x16xf32>, tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%c0: tensor<4x16xf32>, %c1: tensor<4x16xf32>, %c2: tensor<4x16xf32>):
+    %s = dt.add %c1, %c0 : tensor<4x16xf32>
+    %t = dt.step %s : tensor<4x16xf32>
+    %u = dt.mul %c2, %t : tensor<4x16xf32>
+    dt.yield %u : tensor<4x16xf32>
+  }
+  return %h, %dh : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// Pattern: fused(mm, b) { yield add(a0, a1) } => mm_bias(x, w, b)
+// A region that only added the bias is gone; a result that forwarded the sum is read
+// from the product itself. The bias is loaded after the product, so the product moves
+// after the load.
+dt.global param @bias : tensor<16xf32> {init = {kind = "constant", value = 0.0 : f64}}
+// CHECK-LABEL: func.func @linear
+func.func @linear(%x: tensor<2x3x8xf32>, %w: tensor<2x8x16xf32>) -> (tensor<2x3x16xf32>, tensor<2x3x16xf32>) {
+  // CHECK: %[[B:.*]] = dt.load @bias
+  // CHECK-NEXT: %[[MM:.*]] = dt.matmul_bias %{{.*}}, %{{.*}}, %[[B]] : tensor<2x3x8xf32>, tensor<2x8x16xf32>, tensor<16xf32> -> tensor<2x3x16xf32>
+  // CHECK-NEXT: %[[T:.*]] = dt.fused(%[[MM]])
+  // CHECK: dt.tanh
+  // CHECK: return %[[MM]], %[[T]]
+  %mm = dt.matmul %x, %w : tensor<2x3x8xf32>, tensor<2x8x16xf32> -> tensor<2x3x16xf32>
+  %b = dt.load @bias : tensor<16xf32>
+  %y = dt.fused(%mm, %b) : (tensor<2x3x16xf32>, tensor<16xf32>) -> tensor<2x3x16xf32> {
+  ^bb0(%a0: tensor<2x3x16xf32>, %a1: tensor<2x3x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<2x3x16xf32>
+    dt.yield %s : tensor<2x3x16xf32>
+  }
+  %t = dt.fused(%mm, %b) : (tensor<2x3x16xf32>, tensor<16xf32>) -> (tensor<2x3x16xf32>) {
+  ^bb0(%a0: tensor<2x3x16xf32>, %a1: tensor<2x3x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<2x3x16xf32>
+    %r = dt.tanh %s : tensor<2x3x16xf32>
+    dt.yield %r : tensor<2x3x16xf32>
+  }
+  return %y, %t : tensor<2x3x16xf32>, tensor<2x3x16xf32>
+}
+
+// -----
+
+// A product some use reads without the bias keeps its own pass: the store needs the
+// bare product.
+dt.global output @out : tensor<4x16xf32>
+// CHECK-LABEL: func.func @bare_use
+func.func @bare_use(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  // CHECK: dt.matmul %
+  // CHECK-NOT: dt.matmul_bias
+  %mm = dt.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y = dt.fused(%mm, %b) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<4x16xf32>
+    dt.yield %s : tensor<4x16xf32>
+  }
+  dt.store %mm, @out : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// Nothing folds when the regions add different biases, when the product reaches the
+// body's sum only after another op, or when the addend is not a row vector.
+// CHECK-LABEL: func.func @no_common_bias
+func.func @no_common_bias(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>,
+                          %c: tensor<16xf32>, %d: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  // CHECK-NOT: dt.matmul_bias
+  %m1 = dt.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y1 = dt.fused(%m1, %b) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<4x16xf32>
+    dt.yield %s : tensor<4x16xf32>
+  }
+  %y2 = dt.fused(%m1, %c) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<4x16xf32>
+    dt.yield %s : tensor<4x16xf32>
+  }
+  %m2 = dt.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y3 = dt.fused(%m2, %b) : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %r = dt.relu %a0 : tensor<4x16xf32>
+    %s = dt.add %r, %a1 : tensor<4x16xf32>
+    dt.yield %s : tensor<4x16xf32>
+  }
+  %m3 = dt.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %y4 = dt.fused(%m3, %d) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %s = dt.add %a0, %a1 : tensor<4x16xf32>
+    dt.yield %s : tensor<4x16xf32>
+  }
+  return %y1, %y2, %y3, %y4 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// A sum over the rows of the biased product stays a reduction region: it still has
+// work to do after the addition goes.
+// CHECK-LABEL: func.func @summed
+func.func @summed(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
+  // CHECK: %[[MM:.*]] = dt.matmul_bias
+  // CHECK: dt.fused(%[[MM]]) {reduce_axes = array<i64: 0>} : (tensor<4x16xf32>) -> tensor<16xf32>
+  // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x16xf32>):
+  // CHECK-NEXT: dt.yield %[[A]]
+  %mm = dt.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %s = dt.fused(%mm, %b) {reduce_axes = array<i64: 0>} : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<16xf32> {
+  ^bb0(%a0: tensor<4x16xf32>, %a1: tensor<4x16xf32>):
+    %y = dt.add %a0, %a1 : tensor<4x16xf32>
+    dt.yield %y : tensor<4x16xf32>
+  }
+  return %s : tensor<16xf32>
+}
+
+// -----
+
+// Pattern: fused(reshape(mm), b) { add(a0, a1) } => reshape(mm_bias(x, w, b))
+// MLIRGen flattens x[B, T, C] @ w into one 2-D product and reshapes it back; the
+// reshape keeps the rows, so the bias still lands on each. The product and its reshape
+// move after the bias's load; the region that only added it is gone.
+dt.global param @qkv.bias : tensor<24xf32> {init = {kind = "constant", value = 0.0 : f64}}
+// CHECK-LABEL: func.func @flattened
+func.func @flattened(%x: tensor<6x8xf32>, %w: tensor<24x8xf32>) -> tensor<2x3x24xf32> {
+  // CHECK: %[[B:.*]] = dt.load @qkv.bias
+  // CHECK-NEXT: %[[MM:.*]] = dt.matmul_bias %{{.*}}, %{{.*}}, %[[B]] {transpose_rhs}
+  // CHECK-NEXT: %[[R:.*]] = dt.reshape %[[MM]] : tensor<6x24xf32> -> tensor<2x3x24xf32>
+  // CHECK-NEXT: return %[[R]]
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<6x8xf32>, tensor<24x8xf32> -> tensor<6x24xf32>
+  %r = dt.reshape %mm : tensor<6x24xf32> -> tensor<2x3x24xf32>
+  %b = dt.load @qkv.bias : tensor<24xf32>
+  %y = dt.fused(%r, %b) : (tensor<2x3x24xf32>, tensor<24xf32>) -> tensor<2x3x24xf32> {
+  ^bb0(%a0: tensor<2x3x24xf32>, %a1: tensor<2x3x24xf32>):
+    %s = dt.add %a0, %a1 : tensor<2x3x24xf32>
+    dt.yield %s : tensor<2x3x24xf32>
+  }
+  return %y : tensor<2x3x24xf32>
+}
+
+// -----
+
+// A reshape that mixes columns into rows would put the bias on the wrong elements.
+// CHECK-LABEL: func.func @columns_moved
+func.func @columns_moved(%x: tensor<6x8xf32>, %w: tensor<4x8xf32>, %b: tensor<2xf32>) -> tensor<12x2xf32> {
+  // CHECK-NOT: dt.matmul_bias
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<6x8xf32>, tensor<4x8xf32> -> tensor<6x4xf32>
+  %r = dt.reshape %mm : tensor<6x4xf32> -> tensor<12x2xf32>
+  %y = dt.fused(%r, %b) : (tensor<12x2xf32>, tensor<2xf32>) -> tensor<12x2xf32> {
+  ^bb0(%a0: tensor<12x2xf32>, %a1: tensor<12x2xf32>):
+    %s = dt.add %a0, %a1 : tensor<12x2xf32>
+    dt.yield %s : tensor<12x2xf32>
+  }
+  return %y : tensor<12x2xf32>
+}
