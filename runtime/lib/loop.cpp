@@ -431,12 +431,12 @@ void Trainer::printPipeline() {
   const PipelineRunner &p = *s_.pipeline;
   const PipelineSpec &spec = *m_.pipeline;
   size_t stages = spec.stages.size();
-  // Per rank: busy, step, wait and stash-copy time, then each stage's
-  // forward and backward time (microseconds; 0 for other ranks' stages).
-  size_t fields = 4 + 2 * stages;
-  std::vector<int64_t> mine = {
-      int64_t(p.busySeconds() * 1e6), int64_t(p.stepSeconds() * 1e6),
-      int64_t(p.waitSeconds() * 1e6), int64_t(p.stashSeconds() * 1e6)};
+  // Per rank: busy, step and wait time, then each stage's forward and
+  // backward time (microseconds; 0 for other ranks' stages).
+  size_t fields = 3 + 2 * stages;
+  std::vector<int64_t> mine = {int64_t(p.busySeconds() * 1e6),
+                               int64_t(p.stepSeconds() * 1e6),
+                               int64_t(p.waitSeconds() * 1e6)};
   for (const std::vector<double> *times :
        {&p.forwardSeconds(), &p.backwardSeconds()})
     for (double t : *times)
@@ -446,7 +446,7 @@ void Trainer::printPipeline() {
                           DType::I64, s_.comm->mesh().allAxes(),
                           "the pipeline's times"))
     return;
-  std::string each, waits, copies;
+  std::string each, waits;
   // Each stage's time, averaged over the ranks that run it (every stage runs
   // as many passes, so totals weigh the stages as their mean passes do).
   std::vector<double> forward(stages, 0), backward(stages, 0);
@@ -460,11 +460,10 @@ void Trainer::printPipeline() {
     };
     percent(each, total - double(f[0]));
     percent(waits, double(f[2]));
-    percent(copies, double(f[3]));
     for (size_t s = 0; s < stages; ++s)
-      if (f[4 + s] > 0) {
-        forward[s] += double(f[4 + s]);
-        backward[s] += double(f[4 + stages + s]);
+      if (f[3 + s] > 0) {
+        forward[s] += double(f[3 + s]);
+        backward[s] += double(f[3 + stages + s]);
         ++runs[s];
       }
   }
@@ -478,9 +477,9 @@ void Trainer::printPipeline() {
                              100.0 * idle);
   fmt::print("pipeline: ranks idle {} % of their steps (the schedule's "
              "bubble: {:.1f} %; with its stages' measured times, pipeline "
-             "ranks idle {} %): waiting for messages {} %, copying stashes "
-             "{} %; the stash of in-flight micro-batches holds {} on rank 0\n",
-             each, 100.0 * scheduleBubble(spec), predicted, waits, copies,
+             "ranks idle {} %): waiting for messages {} %; the stash of "
+             "in-flight micro-batches holds {} of rank 0's arena\n",
+             each, 100.0 * scheduleBubble(spec), predicted, waits,
              formatBytes(double(p.stashBytes())));
 }
 

@@ -530,6 +530,8 @@ PipelineSpec parsePipeline(const json &j, const Manifest &m) {
     st.stash = names(stages[s], "stash", at);
     st.stashSlots = getInt(member(stages[s], "stash_slots", at),
                            at + ".stash_slots");
+    if (const json *index = optional(stages[s], "slot_index"))
+      st.slotIndex = getString(*index, at + ".slot_index");
     if (const json *e = optional(stages[s], "eval")) {
       st.eval = getString(*e, at + ".eval");
       const json &reads = member(stages[s], "eval_reads_batch", at);

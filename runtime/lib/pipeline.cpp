@@ -162,10 +162,13 @@ Expected<PipelineRunner> PipelineRunner::create(const Program &program,
     st.gradSend = buffers(ps.gradSend);
     st.gradRecv = buffers(ps.gradRecv);
     st.stash = buffers(ps.stash);
-    if (st.forward) {
-      for (const BufferDesc *b : st.stash)
-        st.slotBytes += b->bytes;
-      st.ring.resize(st.slotBytes * size_t(ps.stashSlots));
+    if (st.forward && !st.stash.empty()) {
+      st.slotIndex = ps.slotIndex.empty() ? nullptr : m.find(ps.slotIndex);
+      if (!st.slotIndex)
+        return Error(fmt::format("pipeline stage {} keeps a stash but the "
+                                 "manifest names no slot index for it; "
+                                 "rebuild the program with this dtc",
+                                 s));
       st.slotUsed.assign(size_t(ps.stashSlots), false);
     }
     r.stages_.push_back(std::move(st));
@@ -178,7 +181,8 @@ Expected<PipelineRunner> PipelineRunner::create(const Program &program,
 size_t PipelineRunner::stashBytes() const {
   size_t total = 0;
   for (const Stage &s : stages_)
-    total += s.ring.size();
+    for (const BufferDesc *b : s.stash)
+      total += b->bytes * s.slotUsed.size();
   return total;
 }
 
@@ -189,36 +193,9 @@ int PipelineRunner::tag(bool forward, int64_t stage,
              microbatch);
 }
 
-void PipelineRunner::copyStash(Stage &st, size_t slot, bool toRing) {
-  auto begin = Clock::now();
-  char *ring = st.ring.data() + slot * st.slotBytes;
-  char *base = arena_->base();
-  for (const BufferDesc *b : st.stash) {
-    if (toRing)
-      std::memcpy(ring, base + b->offset, b->bytes);
-    else
-      std::memcpy(base + b->offset, ring, b->bytes);
-    ring += b->bytes;
-  }
-  stashCopy_ += secondsSince(begin);
-}
-
-Status PipelineRunner::spill(Stage &st, int64_t stage) {
-  if (st.inArena < 0)
-    return Status::ok();
-  size_t slot = 0;
-  while (slot < st.slotUsed.size() && st.slotUsed[slot])
-    ++slot;
-  if (slot == st.slotUsed.size())
-    return Error(fmt::format("pipeline stage {} holds more micro-batches "
-                             "than its {} stash slots; the manifest's "
-                             "schedule is inconsistent",
-                             stage, st.slotUsed.size()));
-  st.slotUsed[slot] = true;
-  st.slotOf[st.inArena] = slot;
-  copyStash(st, slot, /*toRing=*/true);
-  st.inArena = -1;
-  return Status::ok();
+void PipelineRunner::useSlot(Stage &st, int64_t slot) {
+  if (st.slotIndex)
+    arena_->writeI64(*st.slotIndex, slot);
 }
 
 Status PipelineRunner::run(Program::Entry entry, const char *what,
@@ -267,10 +244,20 @@ Status PipelineRunner::pass(const PipelineAction &a,
   };
 
   if (a.forward) {
-    // The forward overwrites the stash buffers: a micro-batch still waiting
-    // there for its backward moves to the ring first.
-    if (Status s = spill(st, a.stage); !s)
-      return s;
+    // The micro-batch keeps its stash in a free slot until its backward.
+    if (!st.slotUsed.empty()) {
+      size_t slot = 0;
+      while (slot < st.slotUsed.size() && st.slotUsed[slot])
+        ++slot;
+      if (slot == st.slotUsed.size())
+        return Error(fmt::format("pipeline stage {} holds more micro-batches "
+                                 "than its {} stash slots; the manifest's "
+                                 "schedule is inconsistent",
+                                 a.stage, st.slotUsed.size()));
+      st.slotUsed[slot] = true;
+      st.slotOf[a.microbatch] = int64_t(slot);
+      useSlot(st, int64_t(slot));
+    }
     if (st.readsBatch)
       stageBatch(a.microbatch);
     if (Status s = receive(st.recv, -1, true); !s)
@@ -283,25 +270,21 @@ Status PipelineRunner::pass(const PipelineAction &a,
       return s;
     if (a.stage + 1 == int64_t(stages_.size()))
       loss += arena_->readScalar(*lossBuf_);
-    st.inArena = a.microbatch;
     return Status::ok();
   }
 
-  if (st.inArena != a.microbatch) {
-    if (Status s = spill(st, a.stage); !s)
-      return s;
+  if (!st.slotUsed.empty()) {
     auto it = st.slotOf.find(a.microbatch);
     if (it == st.slotOf.end())
       return Error(fmt::format("pipeline stage {} runs the backward of "
                                "micro-batch {} before its forward; the "
                                "manifest's schedule is inconsistent",
                                a.stage, a.microbatch));
-    copyStash(st, it->second, /*toRing=*/false);
-    st.slotUsed[it->second] = false;
+    // The backward only reads the slot: it is free once it starts.
+    useSlot(st, it->second);
+    st.slotUsed[size_t(it->second)] = false;
     st.slotOf.erase(it);
   }
-  // The arena's copy is consumed by this backward (which only reads it).
-  st.inArena = -1;
   if (Status s = receive(st.gradRecv, +1, false); !s)
     return s;
   if (Status s = run(st.backward, "a pipeline stage's backward",

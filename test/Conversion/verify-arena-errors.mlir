@@ -274,3 +274,45 @@ module attributes {dt.arena_bytes = 4096 : i64} {
     return
   }
 }
+
+// -----
+
+// A view into a ring of 2 slots of 64 bytes at 64, its slot number read from the
+// arena: clamped to [0, 1] it stays inside the ring; clamped to [0, 2] it can reach
+// the slot past its end.
+module attributes {dt.arena_bytes = 1024 : i64} {
+  func.func @dt_step(%arena: memref<1024xi8>) attributes {dt.plan = array<i64: 0, 8, 64, 128>} {
+    %c0 = arith.constant 0 : index
+    %ix = memref.view %arena[%c0][] {dt.buffer = array<i64: 0, 8>} : memref<1024xi8> to memref<i64>
+    %k64 = memref.load %ix[] : memref<i64>
+    %k = arith.index_cast %k64 : i64 to index
+    %zero = arith.constant 0 : index
+    %last = arith.constant 2 : index
+    %lo = arith.maxsi %k, %zero : index
+    %slot = arith.minsi %lo, %last : index
+    %stride = arith.constant 64 : index
+    %ring = arith.constant 64 : index
+    %within = arith.muli %slot, %stride : index
+    %shift = arith.addi %ring, %within : index
+    // expected-error @+1 {{'memref.view' views bytes [64, 256) of the arena, outside its planned buffer [64, 192)}}
+    %v = memref.view %arena[%shift][] {dt.buffer = array<i64: 64, 128>} : memref<1024xi8> to memref<16xf32>
+    return
+  }
+}
+
+// -----
+
+// The slot number unclamped: no bound at all.
+module attributes {dt.arena_bytes = 1024 : i64} {
+  func.func @dt_step(%arena: memref<1024xi8>) attributes {dt.plan = array<i64: 0, 8, 64, 128>} {
+    %c0 = arith.constant 0 : index
+    %ix = memref.view %arena[%c0][] {dt.buffer = array<i64: 0, 8>} : memref<1024xi8> to memref<i64>
+    %k64 = memref.load %ix[] : memref<i64>
+    %k = arith.index_cast %k64 : i64 to index
+    %stride = arith.constant 64 : index
+    %within = arith.muli %k, %stride : index
+    // expected-error @+1 {{internal error: 'memref.view' addresses the arena at an offset dt-verify-arena cannot bound}}
+    %v = memref.view %arena[%within][] {dt.buffer = array<i64: 64, 128>} : memref<1024xi8> to memref<16xf32>
+    return
+  }
+}

@@ -117,3 +117,31 @@ module {
     return
   }
 }
+
+// -----
+
+// A ring of slots (a pipeline stage's stash): as many aligned copies as dt.slots, one
+// after another; the global's offset and its values' are slot 0's, and the next global
+// follows the last slot.
+// CHECK: module attributes {dt.arena_bytes = 384 : i64, dt.persistent_bytes = 384 : i64}
+module {
+  // CHECK: dt.global pipe @slot : tensor<i64> {offset = 0 : i64}
+  dt.global pipe @slot : tensor<i64>
+  // CHECK: dt.global pipe @stash : tensor<5xf32> {dt.slot_bytes = 64 : i64, dt.slot_index = @slot, dt.slots = 3 : i64, offset = 64 : i64}
+  dt.global pipe @stash : tensor<5xf32> {dt.slots = 3 : i64, dt.slot_index = @slot}
+  // CHECK: dt.global pipe @after : tensor<32xf32> {offset = 256 : i64}
+  dt.global pipe @after : tensor<32xf32>
+
+  // CHECK-LABEL: func.func @keep
+  func.func @keep(%x: tensor<5xf32>) {
+    // Computed in its slot: the store writes nothing more.
+    // CHECK: dt.fused(%{{.*}}) {dt.offsets = [64]}
+    %y = dt.fused(%x) : (tensor<5xf32>) -> tensor<5xf32> {
+    ^bb0(%a: tensor<5xf32>):
+      %e = dt.exp %a : tensor<5xf32>
+      dt.yield %e : tensor<5xf32>
+    }
+    dt.store %y, @stash : tensor<5xf32>
+    return
+  }
+}

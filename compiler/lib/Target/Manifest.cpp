@@ -102,20 +102,6 @@ void dt::numberCollectives(ModuleOp module) {
   });
 }
 
-FailureOr<pipeline::Schedule> dt::buildSchedule(ModuleOp module,
-                                               const PipelineInfo &info) {
-  std::optional<pipeline::Kind> kind = pipeline::parseKind(info.schedule);
-  if (!kind)
-    return module.emitError("unknown pipeline schedule '")
-               << info.schedule << "'",
-           failure();
-  llvm::Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
-      *kind, info.ranks, info.microbatches, info.chunks);
-  if (!schedule)
-    return module.emitError(llvm::toString(schedule.takeError())), failure();
-  return std::move(*schedule);
-}
-
 /// The manifest's `pipeline`: per virtual stage its entry points and pipe
 /// buffers, and per pipeline rank the order of its passes (docs/abi.md).
 static FailureOr<std::optional<llvm::json::Object>>
@@ -163,6 +149,10 @@ pipelineJSON(ModuleOp module) {
         {"grad_recv", list(bwd, "dt.pipe_recv")},
         {"stash", list(fwd, "dt.pipe_stash")},
         {"stash_slots", slots}};
+    // The slot of the stash each pass uses: the runtime writes it first.
+    if (auto index = module.lookupSymbol<GlobalOp>(
+            ("pipe/s" + Twine(s) + "/slot").str()))
+      stage["slot_index"] = index.getSymName().str();
     if (auto eval = module.lookupSymbol<func::FuncOp>(
             ("pipe_eval_" + Twine(s)).str())) {
       bool evalReadsBatch = false;

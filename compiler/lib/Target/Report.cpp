@@ -134,7 +134,9 @@ FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
       case Role::input:
       case Role::output:
       case Role::pipe:
-        m.state.buffers += bytes;
+        // A stash ring is the stash column's (all its slots).
+        if (!g->hasAttr(names::kSlotsAttr))
+          m.state.buffers += bytes;
         break;
       }
     }
@@ -145,7 +147,7 @@ FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
         m.activations = std::max(m.activations, transient.getInt());
     }
     // Each of its stages keeps its stash for as many micro-batches as the
-    // schedule has in flight there.
+    // schedule has in flight there: a ring of that many slots in the arena.
     for (int64_t s = r; s < p.numStages(); s += p.ranks) {
       auto fwd =
           module.lookupSymbol<func::FuncOp>(("pipe_fwd_" + Twine(s)).str());

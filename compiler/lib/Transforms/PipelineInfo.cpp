@@ -105,3 +105,17 @@ int64_t dt::pipelineRankOf(Operation *global) {
   auto a = global->getAttrOfType<IntegerAttr>(names::kPipelineRankAttr);
   return a ? a.getInt() : -1;
 }
+
+FailureOr<pipeline::Schedule> dt::buildSchedule(ModuleOp module,
+                                               const PipelineInfo &info) {
+  std::optional<pipeline::Kind> kind = pipeline::parseKind(info.schedule);
+  if (!kind)
+    return module.emitError("unknown pipeline schedule '")
+               << info.schedule << "'",
+           failure();
+  llvm::Expected<pipeline::Schedule> schedule = pipeline::buildSchedule(
+      *kind, info.ranks, info.microbatches, info.chunks);
+  if (!schedule)
+    return module.emitError(llvm::toString(schedule.takeError())), failure();
+  return std::move(*schedule);
+}

@@ -15,9 +15,10 @@
 //     stage: the runtime only ever talks to neighbours);
 //   - backward T -> backward S < T: the same downwards, `gsend` and `grecv`;
 //   - forward -> backward of one stage S: forward stores it in
-//     `pipe/sS/stash/I`; the runtime copies the stash aside after forward and
-//     back before the same micro-batch's backward, since other micro-batches'
-//     forwards run in between.
+//     `pipe/sS/stash/I`, a ring of as many slots as the schedule keeps
+//     micro-batches of stage S in flight (`dt.slots`); the runtime sets
+//     `pipe/sS/slot` to the micro-batch's slot before its forward and its
+//     backward, since other micro-batches' forwards run in between.
 //
 // Loads of parameters and optimizer state (they change only in @apply_step),
 // constants, and the views and conversions of those (a transposed weight, a
@@ -69,7 +70,10 @@ public:
   LogicalResult run() {
     if (failed(place()) || failed(analyse()))
       return failure();
-    build();
+    FailureOr<pipeline::Schedule> schedule = buildSchedule(module, info);
+    if (failed(schedule))
+      return failure();
+    build(*schedule);
     grad.erase();
     return success();
   }
@@ -261,7 +265,9 @@ private:
     return f.mapping.lookup(v);
   }
 
-  void build() {
+  /// The stage functions; `schedule` says how many micro-batches each stage
+  /// keeps in flight (the slots of its stash).
+  void build(const pipeline::Schedule &schedule) {
     int64_t stages = info.numStages();
     MLIRContext *ctx = module.getContext();
     std::vector<Function> fns(size_t(2 * stages));
@@ -314,12 +320,26 @@ private:
         fns[size_t(backwardOf(k))].incoming[v] = in;
       }
     }
-    for (int64_t s = 0; s < stages; ++s)
+    // A stage's stash holds every micro-batch its schedule keeps in flight,
+    // each in its own slot: the runtime names the slot, nothing is copied.
+    for (int64_t s = 0; s < stages; ++s) {
+      if (stash[size_t(s)].empty())
+        continue;
+      GlobalOp index = *getOrCreateGlobal(
+          module, ("pipe/s" + Twine(s) + "/slot").str(),
+          RankedTensorType::get({}, b.getI64Type()), Role::pipe);
+      index->setAttr(names::kPipelineRankAttr,
+                     b.getI64IntegerAttr(info.rankOf(s)));
       for (auto [i, v] : llvm::enumerate(stash[size_t(s)])) {
         GlobalOp g = pipeGlobal(s, "stash", i, v);
+        g->setAttr(names::kSlotsAttr,
+                   b.getI64IntegerAttr(schedule.peakInFlight(s)));
+        g->setAttr(names::kSlotIndexAttr,
+                   FlatSymbolRefAttr::get(index.getSymNameAttr()));
         stashes[size_t(s)].push_back(g);
         fns[size_t(backwardOf(s))].incoming[v] = g;
       }
+    }
 
     // Bodies in program order.
     for (Operation &op : grad.getBody().front().without_terminator()) {

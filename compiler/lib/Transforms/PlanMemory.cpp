@@ -18,6 +18,10 @@
 //      do); otherwise the store copies. A load whose value is read after a
 //      store to its global gets a buffer of its own (the lowering copies into
 //      it).
+//      A global that is a ring of slots (`dt.slots`, a pipeline stage's
+//      stash) takes that many aligned copies; the offsets of its values are
+//      slot 0's, and lowering adds the offset of the slot the entry point
+//      is called for.
 //   3. Transient region: the other values get offsets after the persistent
 //      region by liveness over the straight-line body, best fit among free
 //      blocks; entry points share the region, which is as large as the
@@ -130,7 +134,13 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       at = alignUp(at);
       g.setOffset(at);
       globalOffset[g.getSymName()] = at;
-      at += byteSize(g.getType());
+      int64_t bytes = byteSize(g.getType());
+      // A ring of slots: one copy per slot, each aligned.
+      if (auto slots = g->getAttrOfType<IntegerAttr>(names::kSlotsAttr)) {
+        g->setAttr(names::kSlotBytesAttr, b.getI64IntegerAttr(alignUp(bytes)));
+        bytes = alignUp(bytes) * slots.getInt();
+      }
+      at += bytes;
       if (at > kMaxArenaBytes)
         return tooLarge(g, at);
       return success();

@@ -132,8 +132,10 @@ struct PipelineStage {
   /// one; backward's gradients the other way; what forward keeps for
   /// backward.
   std::vector<std::string> send, recv, gradSend, gradRecv, stash;
-  /// Micro-batches whose stash is kept at once.
+  /// Micro-batches whose stash is kept at once (the slots of its ring), and
+  /// the i64 buffer naming the slot a pass uses ("" without a stash).
   int64_t stashSlots = 0;
+  std::string slotIndex;
   /// Evaluation's forward (empty without an eval source), what it sends to
   /// the next stage and receives from the previous one.
   std::string eval;

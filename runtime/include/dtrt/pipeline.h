@@ -10,9 +10,11 @@
 // The runner plays this rank's list for one optimizer step: before a pass it
 // receives what the neighbouring stage sent (activations from the previous
 // stage, gradients from the next), after it it sends its own; a forward's
-// stash (what the same micro-batch's backward reads) is copied aside into a
-// ring of the schedule's in-flight micro-batches and back before backward
-// (only when another pass of the stage needs the buffers in between).
+// stash (what the same micro-batch's backward reads) is a ring in the arena
+// with a slot per micro-batch the schedule keeps in flight: the runner writes
+// the micro-batch's slot number into the stage's slot index before its
+// forward and its backward, and the entry points address that slot. Nothing
+// is copied.
 // Sends do not wait for the receiver, so a rank busy with another
 // micro-batch never holds its neighbour up and no order of passes that the
 // schedule allows can deadlock.
@@ -85,10 +87,9 @@ public:
   /// rank's idle fraction is 1 - busy / total.
   double busySeconds() const { return busy_; }
   double stepSeconds() const { return total_; }
-  /// Of the idle time: waiting for messages, and copying stashes.
+  /// Of the idle time: waiting for messages.
   double waitSeconds() const { return wait_; }
-  double stashSeconds() const { return stashCopy_; }
-  /// The stash ring's bytes (outside the arena).
+  /// The bytes of this rank's stash rings (in the arena).
   size_t stashBytes() const;
   /// Per virtual stage, the seconds this rank has spent in its forward and
   /// backward passes since the start (0 for other ranks' stages). Every stage
@@ -103,22 +104,15 @@ private:
     bool readsBatch = false;
     std::vector<const BufferDesc *> send, recv, gradSend, gradRecv, stash,
         evalSend, evalRecv;
-    size_t slotBytes = 0;
-    std::vector<char> ring;
+    /// The i64 the entry points read to find their stash slot.
+    const BufferDesc *slotIndex = nullptr;
     std::vector<bool> slotUsed;
-    /// Micro-batch -> ring slot, while its backward is pending.
-    std::map<int64_t, size_t> slotOf;
-    /// The micro-batch whose stash the arena's stash buffers hold, its
-    /// backward pending (-1: none). It stays there until another forward of
-    /// the stage or another micro-batch's backward needs the buffers, so a
-    /// backward that directly follows its forward copies nothing.
-    int64_t inArena = -1;
+    /// Micro-batch -> its stash slot, while its backward is pending.
+    std::map<int64_t, int64_t> slotOf;
   };
 
-  /// Moves the stash `st` holds in the arena to a free ring slot.
-  Status spill(Stage &st, int64_t stage);
-  /// Copies `st`'s stash buffers between the arena and ring slot `slot`.
-  void copyStash(Stage &st, size_t slot, bool toRing);
+  /// Tells stage `st`'s entry points to use stash slot `slot`.
+  void useSlot(Stage &st, int64_t slot);
   /// Runs a stage's entry point, counting its time as busy and as the
   /// stage's.
   Status run(Program::Entry entry, const char *what, double &stageSeconds);
@@ -136,7 +130,7 @@ private:
   const BufferDesc *lossBuf_ = nullptr;
   Program::Entry apply_ = nullptr;
   std::vector<Stage> stages_;
-  double busy_ = 0, total_ = 0, wait_ = 0, stashCopy_ = 0;
+  double busy_ = 0, total_ = 0, wait_ = 0;
   std::vector<double> forwardTime_, backwardTime_;
 };
 

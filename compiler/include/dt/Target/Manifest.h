@@ -27,11 +27,6 @@ namespace dt {
 /// Numbers the collectives first (numberCollectives).
 mlir::FailureOr<std::string> buildManifest(mlir::ModuleOp module);
 
-/// The static schedule of a pipelined module's `dt.pipeline` (an error at the
-/// module if it cannot be built).
-mlir::FailureOr<pipeline::Schedule> buildSchedule(mlir::ModuleOp module,
-                                                  const PipelineInfo &info);
-
 /// Gives every mesh collective of `module` its `dt.id`, its index in the
 /// manifest's "collectives" (entry points in module order, ops in program
 /// order); the lowering passes it to the runtime, which names the collective

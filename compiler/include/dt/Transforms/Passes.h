@@ -60,6 +60,15 @@ inline constexpr llvm::StringLiteral kBackwardAttr = "dt.backward";
 /// (parameters used by one rank's stages, their gradients and optimizer
 /// state, the stages' pipe buffers). Globals without it are on every rank.
 inline constexpr llvm::StringLiteral kPipelineRankAttr = "dt.pp_rank";
+/// On a global: it is a ring of this many copies (slots), and the entry
+/// points address the copy the scalar i64 global named by kSlotIndexAttr
+/// holds (set by the runtime before each call). A pipeline stage's stash is
+/// one: each micro-batch in flight keeps its activations in its own slot, so
+/// nothing is ever copied aside. dt-plan-memory lays the slots out one after
+/// another, each kSlotBytesAttr bytes (64-byte aligned).
+inline constexpr llvm::StringLiteral kSlotsAttr = "dt.slots";
+inline constexpr llvm::StringLiteral kSlotIndexAttr = "dt.slot_index";
+inline constexpr llvm::StringLiteral kSlotBytesAttr = "dt.slot_bytes";
 /// On the module: the paths of the layers whose activations backward
 /// recomputes (`recompute = ...`). An op belongs to the layer its location's
 /// name says (MLIRGen's NameLoc), or to one below it.

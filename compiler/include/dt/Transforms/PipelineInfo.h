@@ -15,6 +15,7 @@
 #define DT_TRANSFORMS_PIPELINEINFO_H
 
 #include "dt/Dialect/DT/IR/Sharding.h"
+#include "dt/Pipeline/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -46,6 +47,11 @@ struct PipelineInfo {
   /// `ppRank` (ranks are row-major over the mesh).
   std::vector<int64_t> worldRanksAt(int64_t ppRank) const;
 };
+
+/// The static schedule of a pipelined module's `dt.pipeline` (an error at the
+/// module if it cannot be built).
+mlir::FailureOr<pipeline::Schedule> buildSchedule(mlir::ModuleOp module,
+                                                  const PipelineInfo &info);
 
 /// The layer path in an op's location (MLIRGen names ops after the layer whose
 /// forward emitted them; rewrites keep or fuse locations), or "".

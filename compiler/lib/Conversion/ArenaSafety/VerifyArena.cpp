@@ -17,7 +17,9 @@
 //      (dt.buffer), which must be a buffer of the function's plan (dt.plan)
 //      and lie inside the arena;
 //   3. a view covers [shift, shift + its bytes), which must lie inside its
-//      buffer; the shift must be a constant;
+//      buffer for every value of the shift: a constant, or in a ring of
+//      slots (a pipeline stage's stash) the start of slot k, the number the
+//      runtime wrote, clamped to the ring, times the slot's size;
 //   4. a kernel call touches [offset, offset + footprint) through each pointer
 //      argument (KernelFootprint.h, from the call's size arguments), which
 //      must lie inside the pointer's buffer;
@@ -221,15 +223,28 @@ private:
     FailureOr<ArenaSpan> buffer = tagOf(v);
     if (failed(buffer))
       return failure();
-    std::optional<int64_t> shift = constantOf(v.getByteShift());
     std::optional<int64_t> bytes = staticBytes(v.getType());
-    if (!shift || !bytes || !v.getSizes().empty())
-      return internalError(v) << "is not a view of constant offset and static "
-                                 "shape"
-                              << kReport;
-    if (failed(checkInside(v, {*shift, *bytes}, *buffer, "views")))
+    if (!bytes || !v.getSizes().empty())
+      return internalError(v) << "is not a view of static shape" << kReport;
+    FailureOr<ArenaSpan> covered = spanOf(v, v.getByteShift(), *bytes);
+    if (failed(covered) || failed(checkInside(v, *covered, *buffer, "views")))
       return failure();
     return checkUses(v.getResult());
+  }
+
+  /// The bytes that `bytes` bytes from `shift` cover for every value `shift`
+  /// takes: a constant, or a slot of a ring (the runtime's slot number,
+  /// clamped, times the slot's size).
+  FailureOr<ArenaSpan> spanOf(Operation *op, Value shift, int64_t bytes) {
+    FailureOr<Range> r = rangeOf(op, shift);
+    if (failed(r))
+      return failure();
+    __int128 end = r->hi + bytes;
+    if (r->empty || r->lo < INT64_MIN || end > INT64_MAX)
+      return internalError(op) << "addresses the arena at an offset "
+                                  "dt-verify-arena cannot bound"
+                               << kReport;
+    return ArenaSpan{int64_t(r->lo), int64_t(end - r->lo)};
   }
 
   /// call @dtk_parallel_for(n, grain, @loop, %arena): @loop is an outlined
@@ -284,23 +299,17 @@ private:
     return success();
   }
 
-  /// The byte offset of a tagged `gep` from the base.
-  FailureOr<int64_t> pointerOffset(LLVM::GEPOp gep) {
+  /// The bytes that `bytes` bytes from a tagged `gep` cover, for every byte
+  /// offset it takes from the base.
+  FailureOr<ArenaSpan> pointerSpan(LLVM::GEPOp gep, int64_t bytes) {
     auto indices = gep.getIndices();
     if (indices.size() != 1 || !gep.getElemType().isInteger(8))
       return internalError(gep) << "is not a byte offset from the arena's base"
                                 << kReport;
     auto index = *indices.begin();
-    std::optional<int64_t> offset;
     if (auto attr = llvm::dyn_cast_if_present<IntegerAttr>(index))
-      offset = attr.getInt();
-    else
-      offset = constantOf(llvm::cast<Value>(index));
-    if (!offset)
-      return internalError(gep) << "offsets the arena's base by a value that is "
-                                   "not a constant"
-                                << kReport;
-    return *offset;
+      return ArenaSpan{attr.getInt(), bytes};
+    return spanOf(gep, llvm::cast<Value>(index), bytes);
   }
 
   /// A pointer: its buffer, and its offset inside it.
@@ -308,9 +317,8 @@ private:
     FailureOr<ArenaSpan> buffer = tagOf(gep);
     if (failed(buffer))
       return failure();
-    FailureOr<int64_t> offset = pointerOffset(gep);
-    if (failed(offset) ||
-        failed(checkInside(gep, {*offset, 0}, *buffer, "points at")))
+    FailureOr<ArenaSpan> at = pointerSpan(gep, 0);
+    if (failed(at) || failed(checkInside(gep, *at, *buffer, "points at")))
       return failure();
     for (Operation *user : gep->getUsers()) {
       auto call = llvm::dyn_cast<func::CallOp>(user);
@@ -341,14 +349,14 @@ private:
       FailureOr<ArenaSpan> buffer = tagOf(gep);
       if (failed(buffer))
         return failure();
-      FailureOr<int64_t> offset = pointerOffset(gep);
-      if (failed(offset))
+      FailureOr<ArenaSpan> touched = pointerSpan(gep, (*bytes)[p++]);
+      if (failed(touched))
         return failure();
       std::string what =
           llvm::formatv("to {0} touches, through argument {1},",
                         call.getCallee(), i)
               .str();
-      if (failed(checkInside(call, {*offset, (*bytes)[p++]}, *buffer, what)))
+      if (failed(checkInside(call, *touched, *buffer, what)))
         return failure();
     }
     return success();
@@ -513,9 +521,22 @@ private:
         __int128 p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
         return Range{*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
       });
+    if (llvm::isa_and_present<arith::MaxSIOp>(def))
+      return binary([](Range a, Range b) {
+        return Range{std::max(a.lo, b.lo), std::max(a.hi, b.hi)};
+      });
+    if (llvm::isa_and_present<arith::MinSIOp>(def))
+      return binary([](Range a, Range b) {
+        return Range{std::min(a.lo, b.lo), std::min(a.hi, b.hi)};
+      });
     if (llvm::isa_and_present<arith::IndexCastOp>(def))
       return rangeOf(user, def->getOperand(0));
-    return internalError(user) << "indexes an arena view with a value "
+    // A number the arena holds (a ring's slot number): any i64, which only a
+    // clamp above can bound.
+    if (auto load = llvm::dyn_cast_or_null<memref::LoadOp>(def);
+        load && load.getType().isInteger(64))
+      return Range{INT64_MIN, INT64_MAX};
+    return internalError(user) << "addresses the arena with a value "
                                   "dt-verify-arena cannot bound"
                                << kReport;
   }

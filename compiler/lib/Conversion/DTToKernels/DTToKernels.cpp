@@ -20,6 +20,7 @@
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -65,14 +66,26 @@ int64_t bytesOf(Type type) {
                                   ((t.getElementTypeBitWidth() + 7) / 8));
 }
 
+/// A global that is a ring of `count` slots of `stride` bytes (a pipeline
+/// stage's stash): its values are planned in slot 0, and an entry point
+/// addresses the slot that the i64 in `index` names.
+struct Ring {
+  ArenaSpan whole, index;
+  int64_t stride = 0, count = 0;
+  /// The pipeline rank that holds it (-1: every rank). Ranks' own globals
+  /// share offsets, so a function sees only its rank's rings.
+  int64_t ppRank = -1;
+};
+
 /// Lowers the body of one entry point into a new function over the arena.
 class EntryLowering {
 public:
   EntryLowering(ModuleOp module, func::FuncOp fn, int64_t arenaBytes,
                 const llvm::StringMap<ArenaSpan> &globals,
-                ArrayRef<int64_t> meshShape)
+                ArrayRef<Ring> rings, ArrayRef<int64_t> meshShape)
       : module(module), source(fn), b(module.getContext()), loc(fn.getLoc()),
-        arenaBytes(arenaBytes), globals(globals), meshShape(meshShape) {}
+        arenaBytes(arenaBytes), globals(globals), rings(rings),
+        meshShape(meshShape) {}
 
   LogicalResult run() {
     MLIRContext *ctx = module.getContext();
@@ -100,6 +113,7 @@ private:
   void enterFunction(Value arenaArg) {
     arena = arenaArg;
     views.clear();
+    slotShifts.clear();
     Value address =
         b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, arena);
     Value asInt = b.create<arith::IndexCastOp>(loc, b.getI64Type(), address);
@@ -113,10 +127,13 @@ private:
   Location loc;
   int64_t arenaBytes;
   const llvm::StringMap<ArenaSpan> &globals;
+  ArrayRef<Ring> rings;
   /// The sizes of the mesh's axes (empty without a mesh).
   ArrayRef<int64_t> meshShape;
   Value arena, base;
   llvm::DenseMap<std::pair<int64_t, Type>, Value> views;
+  /// Per ring (by its offset), the byte offset of the slot this call uses.
+  llvm::DenseMap<int64_t, Value> slotShifts;
   /// Loops outlined from `target` so far (they are named after it).
   unsigned outlined = 0;
 
@@ -162,18 +179,74 @@ private:
                 b.getDenseI64ArrayAttr({buffer.offset, buffer.bytes}));
   }
 
+  /// The ring whose slot 0 holds `buffer`, if any.
+  const Ring *ringOf(ArenaSpan buffer) {
+    for (const Ring &r : rings)
+      if (r.ppRank == pipelineRankOf(source) &&
+          buffer.offset >= r.whole.offset &&
+          buffer.offset < r.whole.offset + r.stride)
+        return &r;
+    return nullptr;
+  }
+
+  /// The byte offset (an index) of the slot of `ring` this call uses: the
+  /// runtime's slot number, kept inside [0, count) so that no value of it can
+  /// address outside the ring. Made once, at the top of the function.
+  Value slotShift(const Ring &ring) {
+    Value &shift = slotShifts[ring.whole.offset];
+    if (shift)
+      return shift;
+    Value index = view(ring.index, {}, b.getI64Type());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(index.getDefiningOp());
+    auto constant = [&](int64_t v) {
+      return b.create<arith::ConstantIndexOp>(loc, v);
+    };
+    Value k = b.create<arith::IndexCastOp>(
+        loc, b.getIndexType(),
+        b.create<memref::LoadOp>(loc, index, ValueRange{}));
+    k = b.create<arith::MaxSIOp>(loc, k, constant(0));
+    k = b.create<arith::MinSIOp>(loc, k, constant(ring.count - 1));
+    shift = b.create<arith::AddIOp>(
+        loc, constant(ring.whole.offset),
+        b.create<arith::MulIOp>(loc, k, constant(ring.stride)));
+    return shift;
+  }
+
+  /// The shift of `buffer` from the arena's start: a constant, or inside a
+  /// ring, its place in the slot this call uses. Made at the builder's
+  /// insertion point, which must follow the ring's slot shift.
+  Value shiftOf(ArenaSpan buffer, const Ring *ring) {
+    if (!ring)
+      return b.create<arith::ConstantIndexOp>(loc, buffer.offset);
+    Value shift = slotShift(*ring);
+    if (buffer.offset == ring->whole.offset)
+      return shift;
+    return b.create<arith::AddIOp>(
+        loc, shift,
+        b.create<arith::ConstantIndexOp>(loc,
+                                         buffer.offset - ring->whole.offset));
+  }
+
   /// A view of `buffer` with `shape` and `elem` (identity layout).
   Value view(ArenaSpan buffer, ArrayRef<int64_t> shape, Type elem) {
     auto type = MemRefType::get(shape, elem);
     Value &slot = views[{buffer.offset, type}];
     if (!slot) {
       // Views are made at the top of the function so that every use is
-      // dominated.
+      // dominated (after the slot's shift in a ring).
+      const Ring *ring = ringOf(buffer);
+      Operation *after =
+          ring ? slotShift(*ring).getDefiningOp() : base.getDefiningOp();
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointAfter(base.getDefiningOp());
-      Value shift = b.create<arith::ConstantIndexOp>(loc, buffer.offset);
-      slot = b.create<memref::ViewOp>(loc, type, arena, shift, ValueRange{});
-      tag(slot.getDefiningOp(), buffer);
+      b.setInsertionPointAfter(after);
+      Value shift = shiftOf(buffer, ring);
+      Value made =
+          b.create<memref::ViewOp>(loc, type, arena, shift, ValueRange{});
+      tag(made.getDefiningOp(), ring ? ring->whole : buffer);
+      // `slot` may have moved: slotShift can add views to the map.
+      views[{buffer.offset, type}] = made;
+      return made;
     }
     return slot;
   }
@@ -188,9 +261,15 @@ private:
   /// would silently wrap for offsets of 256 MiB and more.
   Value pointer(ArenaSpan buffer) {
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    const Ring *ring = ringOf(buffer);
+    Value offset =
+        ring ? b.create<arith::IndexCastOp>(loc, b.getI64Type(),
+                                            shiftOf(buffer, ring))
+                   .getResult()
+             : i64(buffer.offset);
     auto gep = b.create<LLVM::GEPOp>(loc, ptr, b.getI8Type(), base,
-                                     ValueRange{i64(buffer.offset)});
-    tag(gep, buffer);
+                                     ValueRange{offset});
+    tag(gep, ring ? ring->whole : buffer);
     return gep;
   }
   Value pointerOf(Value v) { return pointer(bufferOf(v)); }
@@ -505,10 +584,12 @@ private:
       b.setInsertionPointToStart(entry);
       Value outerArena = arena, outerBase = base;
       auto outerViews = std::move(views);
+      auto outerShifts = std::move(slotShifts);
       enterFunction(entry->getArgument(0));
       build(entry->getArgument(1), entry->getArgument(2));
       b.create<func::ReturnOp>(loc);
       arena = outerArena, base = outerBase, views = std::move(outerViews);
+      slotShifts = std::move(outerShifts);
     }
     Value body = b.create<func::ConstantOp>(loc, fnType,
                                             SymbolRefAttr::get(loop));
@@ -1455,6 +1536,25 @@ struct ConvertDTToKernelsPass
       }
       globals[g.getSymName()] = {int64_t(*g.getOffset()), bytesOf(g.getType())};
     }
+    // Rings of slots: the whole ring is the global's buffer.
+    SmallVector<Ring> rings;
+    for (GlobalOp g : module.getOps<GlobalOp>()) {
+      auto count = g->getAttrOfType<IntegerAttr>(names::kSlotsAttr);
+      if (!count)
+        continue;
+      auto stride = g->getAttrOfType<IntegerAttr>(names::kSlotBytesAttr);
+      auto index = g->getAttrOfType<FlatSymbolRefAttr>(names::kSlotIndexAttr);
+      if (!stride || !index || !globals.count(index.getValue()) ||
+          count.getInt() < 1) {
+        g.emitError("internal error: a ring of slots needs dt.slot_bytes from "
+                    "dt-plan-memory and a dt.slot_index global");
+        return signalPassFailure();
+      }
+      ArenaSpan &whole = globals[g.getSymName()];
+      whole.bytes = stride.getInt() * count.getInt();
+      rings.push_back({whole, globals.lookup(index.getValue()),
+                       stride.getInt(), count.getInt(), pipelineRankOf(g)});
+    }
     SmallVector<int64_t> meshShape;
     if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh"))
       meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
@@ -1463,7 +1563,8 @@ struct ConvertDTToKernelsPass
       if (!fn.isExternal())
         entries.push_back(fn);
     for (func::FuncOp fn : entries) {
-      EntryLowering lowering(module, fn, arena.getInt(), globals, meshShape);
+      EntryLowering lowering(module, fn, arena.getInt(), globals, rings,
+                             meshShape);
       if (failed(lowering.run()))
         return signalPassFailure();
       fn.erase();
