@@ -182,7 +182,7 @@ private:
   /// The ring whose slot 0 holds `buffer`, if any.
   const Ring *ringOf(ArenaSpan buffer) {
     for (const Ring &r : rings)
-      if (r.ppRank == pipelineRankOf(source) &&
+      if ((r.ppRank < 0 || r.ppRank == pipelineRankOf(source)) &&
           buffer.offset >= r.whole.offset &&
           buffer.offset < r.whole.offset + r.stride)
         return &r;
