@@ -76,7 +76,6 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
           role, field, info.elements, dtypeName(info.dtype), source.describe(),
           b.name, perRow, dtypeName(b.dtype), shapeString(b.shape)));
     Slot slot{&b, f, size_t(perRow) * dtypeSize(b.dtype), info.isLabel, {}};
-    slot.host.resize(b.bytes);
     if (info.isLabel)
       stager.labelsPerSample_ = info.elements;
     stager.slots_.push_back(std::move(slot));
@@ -97,6 +96,8 @@ void BatchStager::stage(Arena &arena, const int64_t *indices, int64_t valid) {
   for (Slot &slot : slots_) {
     // A host arena is filled in place; a device's takes one copy.
     char *inPlace = arena.hostData(*slot.buffer);
+    if (!inPlace)
+      slot.host.resize(slot.buffer->bytes);
     char *dst = inPlace ? inPlace : slot.host.data();
     for (int64_t r = 0; r < std::min(kAhead, mine); ++r)
       source_->prefetch(slot.field, indices[first_ + r]);

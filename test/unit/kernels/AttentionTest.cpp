@@ -15,11 +15,12 @@
 
 #include "dtk/kernels.h"
 
+#include "RandomVector.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <vector>
 
 namespace {
@@ -105,15 +106,6 @@ double relativeError(const std::vector<float> &got,
     top = std::max(top, std::abs(want[i]));
   }
   return err / std::max(top, 1e-30);
-}
-
-std::vector<float> randomVector(size_t n, unsigned seed, float spread) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, spread);
-  std::vector<float> x(n);
-  for (float &e : x)
-    e = normal(rng);
-  return x;
 }
 
 TEST(AttentionTest, MatchesTheFormulaAndItsGradients) {

@@ -16,6 +16,8 @@
 #include "dtk/cuda_kernels.h"
 #include "dtk/kernels.h"
 
+#include "RandomVector.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -68,15 +70,6 @@ private:
   size_t size_;
 };
 
-std::vector<float> randomFloats(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = normal(rng);
-  return v;
-}
-
 void expectClose(const std::vector<float> &got, const std::vector<float> &want,
                  double relative, const char *what) {
   ASSERT_EQ(got.size(), want.size());
@@ -94,7 +87,7 @@ TEST(CudaKernelTest, SoftmaxAlongEachDimension) {
                                      37, 1000, 1},
                                  {3, 77, 5},
                                  {1, 50257, 1}}) {
-    std::vector<float> x = randomFloats(size_t(outer * n * inner), 1, 3.0f);
+    std::vector<float> x = randomVector(size_t(outer * n * inner), 1, 3.0f);
     std::vector<float> want(x.size());
     dtk_softmax_f32(x.data(), want.data(), outer, n, inner);
     DeviceBuffer<float> dx(x), dy(x.size());
@@ -109,10 +102,10 @@ TEST(CudaKernelTest, LayerNormAndItsGradients) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 768},
                             {1000, 37},
                             {5, 4100}}) {
-    std::vector<float> x = randomFloats(size_t(rows * cols), 2, 2.0f),
-                       w = randomFloats(size_t(cols), 3),
-                       b = randomFloats(size_t(cols), 4),
-                       dy = randomFloats(size_t(rows * cols), 5);
+    std::vector<float> x = randomVector(size_t(rows * cols), 2, 2.0f),
+                       w = randomVector(size_t(cols), 3),
+                       b = randomVector(size_t(cols), 4),
+                       dy = randomVector(size_t(rows * cols), 5);
     std::vector<float> y(x.size()), dx(x.size()), dw(static_cast<size_t>(cols)),
         db(static_cast<size_t>(cols));
     dtk_layer_norm_f32(x.data(), w.data(), b.data(), y.data(), rows, cols,
@@ -142,8 +135,8 @@ TEST(CudaKernelTest, EmbeddingLookupsAndDeterministicGradients) {
   std::vector<int32_t> ids(n);
   for (int32_t &id : ids)
     id = int32_t(rng() % 20); // repeated ids: rows sum several gradients
-  std::vector<float> table = randomFloats(size_t(count * width), 7),
-                     dout = randomFloats(size_t(n * width), 8);
+  std::vector<float> table = randomVector(size_t(count * width), 7),
+                     dout = randomVector(size_t(n * width), 8);
   std::vector<float> out(size_t(n * width)), dtable(table.size());
   dtk_embedding_f32(table.data(), ids.data(), out.data(), n, count, width);
   dtk_embedding_grad_f32(ids.data(), dout.data(), dtable.data(), n, count,
@@ -165,7 +158,7 @@ TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
   for (auto [rows, classes] : {std::pair<int64_t, int64_t>{70, 50257},
                                {1000, 10},
                                {3, 1}}) {
-    std::vector<float> logits = randomFloats(size_t(rows * classes), 9, 2.0f);
+    std::vector<float> logits = randomVector(size_t(rows * classes), 9, 2.0f);
     std::mt19937 rng(10);
     std::vector<int32_t> labels(static_cast<size_t>(rows));
     for (int32_t &y : labels) // some rows unlabelled (padding)
@@ -204,8 +197,8 @@ TEST(CudaKernelTest, AttentionForwardAndBackward) {
         {2, 129, 33, 0},
         {1, 300, 256, 1}}) {
     size_t n = size_t(slices * t * d);
-    std::vector<float> q = randomFloats(n, 11), k = randomFloats(n, 12),
-                       v = randomFloats(n, 13), dout = randomFloats(n, 14);
+    std::vector<float> q = randomVector(n, 11), k = randomVector(n, 12),
+                       v = randomVector(n, 13), dout = randomVector(n, 14);
     std::vector<float> o(n), dq(n), dk(n), dv(n);
     dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
                       causal);

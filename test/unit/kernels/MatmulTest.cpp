@@ -13,23 +13,15 @@
 
 #include "dtk/kernels.h"
 
+#include "RandomVector.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 namespace {
-
-std::vector<float> randomVector(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = u(rng);
-  return v;
-}
 
 /// op(A) op(B) (+ bias) in double, by the definition.
 std::vector<double> reference(const std::vector<float> &a,

@@ -12,6 +12,8 @@
 
 #include "dtk/kernels.h"
 
+#include "RandomVector.h"
+
 #include <cblas.h>
 #include <gtest/gtest.h>
 
@@ -21,15 +23,6 @@
 #include <vector>
 
 namespace {
-
-std::vector<float> randomVector(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = normal(rng);
-  return v;
-}
 
 /// Runs `kernel` on 1 thread and on `threads`, and expects equal bits in
 /// every output it writes. OpenBLAS runs on one thread throughout, as it does

@@ -45,8 +45,8 @@ public:
   int64_t labelsPerSample() const { return labelsPerSample_; }
 
   /// Stages the batch of samples `indices[0..valid)` (rows past `valid` are
-  /// padding): this rank's rows of it, then copies every buffer into the
-  /// arena.
+  /// padding): this rank's rows of it, written in place into a host arena,
+  /// or assembled in host memory and copied into a device's.
   void stage(Arena &arena, const int64_t *indices, int64_t valid);
 
 private:
@@ -55,6 +55,8 @@ private:
     size_t field;
     size_t rowBytes;
     bool isLabel;
+    /// Where the rows are assembled for an arena on a device (made on first
+    /// use: a host arena needs none).
     std::vector<char> host;
   };
 
