@@ -3,7 +3,7 @@
 #   1. installs the Debian packages the project needs (only those missing),
 #   2. lays out the data sets the contract programs name (data/fashion, data/text),
 #   3. configures and builds the project into build/ (build/bin/dtc, dt-opt, ...).
-# Flags: --bench also installs the PyTorch peer for bench/; --no-build skips step 3.
+# Flags: --bench also installs hyperfine for bench/; --no-build skips step 3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,10 +28,10 @@ packages=(
   # data
   dataset-fashion-mnist fortunes python3
   # tests: the AWS CLI checks packaged SageMaker requests offline; jq runs in their
-  # entry points
-  awscli jq
+  # entry points; PyTorch (and NumPy) is the oracle of the Hugging Face weight tests
+  awscli jq python3-torch python3-numpy
 )
-if [ "$want_bench" = 1 ]; then packages+=(python3-torch hyperfine); fi
+if [ "$want_bench" = 1 ]; then packages+=(hyperfine); fi
 
 missing=()
 for p in "${packages[@]}"; do

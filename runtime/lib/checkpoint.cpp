@@ -41,6 +41,38 @@ static constexpr const char *kPrefix = "step_";
 static constexpr const char *kTmpPrefix = ".tmp-";
 static constexpr size_t kTensorAlign = 64;
 
+Status agreeAcrossRanks(Communicator &comm, const Status &mine,
+                        const char *stage, const char *outcome) {
+  int32_t ok = mine ? 1 : 0;
+  std::vector<int32_t> all(size_t(comm.worldSize()));
+  if (Status s = comm.allGather(&ok, all.data(), 1, DType::I32,
+                                comm.mesh().allAxes(), stage);
+      !s)
+    return s;
+  if (!mine)
+    return mine;
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (!all[size_t(r)])
+      return Error(fmt::format("rank {} could not {} (its message says why); "
+                               "{}",
+                               r, stage, outcome));
+  return Status::ok();
+}
+
+bool writesPiece(const BufferDesc &b, const std::vector<int> &coords,
+                 int pipelineAxis) {
+  for (size_t a = 0; a < coords.size(); ++a) {
+    bool used = false;
+    if (b.layout)
+      for (const DimLayout &d : b.layout->dims)
+        used |= std::find(d.axes.begin(), d.axes.end(), int(a)) != d.axes.end();
+    int writer = int(a) == pipelineAxis && b.ppRank >= 0 ? b.ppRank : 0;
+    if (!used && coords[a] != writer)
+      return false;
+  }
+  return true;
+}
+
 std::string checkpointName(int64_t step) {
   return fmt::format("{}{:08d}", kPrefix, step);
 }
@@ -183,46 +215,7 @@ static Expected<std::string> writeWhole(const std::string &root, Arena &arena,
 
 namespace {
 
-/// Whether every rank succeeded at a stage of a sharded checkpoint; a rank
-/// that failed has printed nothing yet and returns its own error, the others
-/// say which rank failed.
-Status agree(Communicator &comm, const Status &mine, const char *stage) {
-  int32_t ok = mine ? 1 : 0;
-  std::vector<int32_t> all(size_t(comm.worldSize()));
-  if (Status s = comm.allGather(&ok, all.data(), 1, DType::I32,
-                                comm.mesh().allAxes(), "the checkpoint");
-      !s)
-    return s;
-  if (!mine)
-    return mine;
-  for (int r = 0; r < comm.worldSize(); ++r)
-    if (!all[size_t(r)])
-      return Error(fmt::format("rank {} could not {} (its message says why); "
-                               "no checkpoint was written",
-                               r, stage));
-  return Status::ok();
-}
-
 std::string shardName(int rank) { return fmt::format("shard_{:05d}", rank); }
-
-/// Whether this rank writes `b`: the rank at coordinate 0 of every mesh axis
-/// the buffer is not split over (one writer per piece), except on the
-/// pipeline axis for a buffer one pipeline rank holds: that rank.
-bool writesPiece(const BufferDesc &b, const std::vector<int> &coords,
-                 int pipelineAxis) {
-  for (size_t a = 0; a < coords.size(); ++a) {
-    bool used = false;
-    if (b.layout)
-      for (const DimLayout &d : b.layout->dims)
-        used |= std::find(d.axes.begin(), d.axes.end(), int(a)) != d.axes.end();
-    int writer = int(a) == pipelineAxis && b.ppRank >= 0 ? b.ppRank : 0;
-    if (!used && coords[a] != writer)
-      return false;
-  }
-  return true;
-}
-
-
 
 ojson layoutJSON(const Layout &l) {
   ojson dims = ojson::array();
@@ -265,7 +258,8 @@ Expected<std::string> writeSharded(const std::string &root, Arena &arena,
         made = Error(fmt::format("cannot create '{}': {}", tmp, ec.message()));
     }
   }
-  if (Status s = agree(comm, made, "create the checkpoint directory"); !s)
+  if (Status s = agreeAcrossRanks(comm, made, "create the checkpoint directory",
+                                    "no checkpoint was written"); !s)
     return s.error();
 
   // 2. Every rank its pieces.
@@ -285,7 +279,8 @@ Expected<std::string> writeSharded(const std::string &root, Arena &arena,
     return writeFileSynced(tmp + "/" + shardName(rank) + ".json",
                            index.dump(1) + "\n");
   }();
-  if (Status s = agree(comm, wrote, "write its part of the checkpoint"); !s)
+  if (Status s = agreeAcrossRanks(comm, wrote, "write its part of the checkpoint",
+                                    "no checkpoint was written"); !s)
     return s.error();
 
   // 3. Rank 0 describes the whole and publishes it.
@@ -335,7 +330,8 @@ Expected<std::string> writeSharded(const std::string &root, Arena &arena,
         return s;
       return renameSynced(tmp, final);
     }();
-  if (Status s = agree(comm, published, "publish the checkpoint"); !s)
+  if (Status s = agreeAcrossRanks(comm, published, "publish the checkpoint",
+                                    "no checkpoint was written"); !s)
     return s.error();
   return final;
 }

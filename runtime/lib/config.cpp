@@ -11,6 +11,8 @@
 
 #include "dtrt/config.h"
 
+#include "dtrt/pretrained.h"
+
 #include "dtrt/data/idx.h"
 
 #include <fmt/format.h>
@@ -133,6 +135,27 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
                  "program does not have (it comes with precision = f16)",
                  kExitUsage);
   c.injectOverflowStep = o.injectOverflow.value_or(0);
+
+  if (m.pretrained) {
+    c.initPath = m.pretrained->path;
+    c.initIgnore = m.pretrained->ignore;
+  }
+  if (o.init)
+    c.initPath = *o.init;
+  if (!c.initPath.empty() && m.checkpointNames.empty())
+    return Error("--init: this program's manifest names no parameter for a "
+                 "checkpoint; compile it again with this dtc",
+                 kExitUsage);
+  c.exportDir = o.exportDir.value_or("");
+  c.exportShardBytes = o.exportShardBytes.value_or(kDefaultExportShardBytes);
+  if (!c.exportDir.empty() && m.checkpointNames.empty())
+    return Error("--export: this program's manifest names no parameter for a "
+                 "checkpoint; compile it again with this dtc",
+                 kExitUsage);
+  if (c.steps && *c.steps == 0 && c.exportDir.empty())
+    return Error("--steps 0 trains nothing; it only makes sense with "
+                 "--export DIR (to export the initial or resumed weights)",
+                 kExitUsage);
   return c;
 }
 

@@ -141,6 +141,39 @@ const json *optional(const json &obj, const char *key) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
+PretrainedSpec parsePretrained(const json &j) {
+  PretrainedSpec p;
+  p.path = getString(member(j, "path", "init"), "init.path");
+  for (const json &g : member(j, "ignore", "init"))
+    p.ignore.push_back(getString(g, "init.ignore[]"));
+  return p;
+}
+
+std::vector<CheckpointName> parseCheckpointNames(const json &j,
+                                                 const Manifest &m) {
+  std::vector<CheckpointName> names;
+  const std::string where = "checkpoint_names[]";
+  for (const json &t : j) {
+    CheckpointName n;
+    n.param = getString(member(t, "param", where), where + ".param");
+    n.name = getString(member(t, "name", where), where + ".name");
+    const json &tr = member(t, "transposed", where);
+    if (!tr.is_boolean())
+      bad(where + ".transposed must be a boolean");
+    n.transposed = tr.get<bool>();
+    const BufferDesc *b = m.find(n.param);
+    if (!b || b->role != Role::Param)
+      bad(fmt::format("checkpoint_names names '{}', which is no parameter",
+                      n.param));
+    if (n.transposed && b->globalShape.size() != 2)
+      bad(fmt::format("checkpoint_names transposes '{}', which is not a "
+                      "matrix",
+                      n.param));
+    names.push_back(std::move(n));
+  }
+  return names;
+}
+
 InitSpec parseInit(const json &j, const std::string &where) {
   InitSpec init;
   std::string kind = getString(member(j, "kind", where), where + ".kind");
@@ -643,6 +676,12 @@ Manifest parse(std::string_view text) {
   if (const json *p = optional(j, "pipeline"))
     m.pipeline = parsePipeline(*p, m);
   m.train = parseTrain(member(j, "train", "the manifest"));
+  if (const json *init = optional(j, "init"))
+    m.pretrained = parsePretrained(*init);
+  if (const json *names = optional(j, "checkpoint_names"))
+    m.checkpointNames = parseCheckpointNames(*names, m);
+  if (const json *config = optional(j, "hf_config"))
+    m.hfConfig = getString(*config, "hf_config");
   const json &data = member(j, "data", "the manifest");
   m.trainData = parseData(member(data, "train", "data"), "data.train");
   if (const json *e = optional(data, "eval"))

@@ -44,6 +44,9 @@ enum class Opt {
   Timeout,
   BackendOpt,
   InjectOverflow,
+  Init,
+  Export,
+  ExportShardSize,
   Help,
   Version,
   PrintManifest,
@@ -71,6 +74,9 @@ const OptionRow kOptions[] = {
     {Opt::Timeout, "timeout", "SECONDS"},
     {Opt::BackendOpt, "backend", "cpu|cuda|auto"},
     {Opt::InjectOverflow, "inject-overflow", "STEP"},
+    {Opt::Init, "init", "PATH"},
+    {Opt::Export, "export", "DIR"},
+    {Opt::ExportShardSize, "export-shard-size", "SIZE"},
     {Opt::Help, "help", nullptr},
     {Opt::Version, "version", nullptr},
     {Opt::PrintManifest, "print-manifest", nullptr},
@@ -89,6 +95,29 @@ Expected<int64_t> parseCount(std::string_view option, std::string_view text,
     return usageError(
         fmt::format("--{} {}: expected an integer >= {}", option, text, min));
   return v;
+}
+
+/// "5GB", "500MB", "1000000": bytes, with Hugging Face's decimal units
+/// (huggingface_hub's parse_size_to_int: KB, MB, GB, TB are powers of 10).
+Expected<uint64_t> parseByteSize(std::string_view text) {
+  uint64_t unit = 1;
+  for (auto [suffix, scale] :
+       {std::pair<std::string_view, uint64_t>{"TB", 1'000'000'000'000},
+        {"GB", 1'000'000'000},
+        {"MB", 1'000'000},
+        {"KB", 1'000}})
+    if (text.size() > suffix.size() &&
+        text.substr(text.size() - suffix.size()) == suffix) {
+      unit = scale;
+      text.remove_suffix(suffix.size());
+      break;
+    }
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v == 0 ||
+      v > UINT64_MAX / unit)
+    return Error("expected a positive size in bytes, or with KB, MB, GB or TB");
+  return v * unit;
 }
 
 Expected<DataOverride> parseData(std::string_view text) {
@@ -158,7 +187,8 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     Status s;
     switch (row->id) {
     case Opt::Steps:
-      s = count(1, o.steps);
+      // 0 only exports (checked with the rest of the configuration).
+      s = count(0, o.steps);
       break;
     case Opt::Epochs:
       s = count(1, o.epochs);
@@ -220,6 +250,25 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     case Opt::InjectOverflow:
       s = count(1, o.injectOverflow);
       break;
+    case Opt::Init:
+      if (value.empty())
+        return usageError("--init needs a safetensors file or directory");
+      o.init = std::string(value);
+      break;
+    case Opt::Export:
+      if (value.empty())
+        return usageError("--export needs a directory");
+      o.exportDir = std::string(value);
+      break;
+    case Opt::ExportShardSize: {
+      Expected<uint64_t> bytes = parseByteSize(value);
+      if (!bytes)
+        return usageError(
+            fmt::format("--export-shard-size {}: {}", value,
+                        bytes.error().message()));
+      o.exportShardBytes = *bytes;
+      break;
+    }
     case Opt::Help:
       o.help = true;
       break;
@@ -343,6 +392,17 @@ std::string usageText(const std::string &prog, const Manifest &m) {
          "make step STEP's gradients overflow (tests dynamic loss");
     line("", "scaling: the step is skipped and the loss scale halves)");
   }
+  s += "Pretrained weights:\n";
+  line("--init PATH",
+       fmt::format("start a fresh run from a safetensors file or directory "
+                   "(default: {})",
+                   orNone(m.pretrained ? m.pretrained->path : "")));
+  line("--export DIR", "at the end, write the model to DIR as Hugging Face "
+                       "safetensors;");
+  line("", "with --steps 0, the initial or --resume'd weights");
+  line("--export-shard-size SIZE",
+       "the most bytes in one file of the export, e.g. 5GB, 500MB "
+       "(default: 5GB)");
   s += "Information:\n";
   line("--help, -h", "this text");
   line("--version", "the program's and the runtime's versions");

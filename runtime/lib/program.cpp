@@ -26,6 +26,7 @@
 #include "dtrt/launch.h"
 #include "dtrt/loop.h"
 #include "dtrt/pipeline.h"
+#include "dtrt/pretrained.h"
 #include "dtrt/manifest.h"
 #include "dtrt/memory.h"
 #include "dtrt/metrics.h"
@@ -73,6 +74,8 @@ private:
   Status restoreOrInitialise();
   Status checkCheckpointDir();
   Status openCommunicator();
+  Status loadInitialWeights();
+  Expected<int> exportModel();
   void printBanner();
 
   const Program &program_;
@@ -91,6 +94,8 @@ private:
   int64_t stepsPerEpoch_ = 0, totalSteps_ = 0;
   std::optional<TrainPosition> resumed_;
   std::string resumedFrom_;
+  /// What --init/`init` loaded, for the banner ("" without one).
+  std::string initSummary_;
 };
 
 int Run::main(int argc, char **argv) {
@@ -199,11 +204,14 @@ Expected<int> Run::execute(int argc, char **argv) {
   printBanner();
 
   if (resumed_ && resumed_->step >= totalSteps_) {
-    fmt::print("nothing to do: the checkpoint is at step {}, and the run has "
-               "{} steps\n",
-               resumed_->step, totalSteps_);
-    return int(kExitOk);
+    if (config_.exportDir.empty() || totalSteps_ > 0)
+      fmt::print("nothing to do: the checkpoint is at step {}, and the run "
+                 "has {} steps\n",
+                 resumed_->step, totalSteps_);
+    return exportModel();
   }
+  if (totalSteps_ == 0) // --steps 0 --export DIR
+    return exportModel();
 
   TrainSetup setup;
   setup.program = &program_;
@@ -231,7 +239,64 @@ Expected<int> Run::execute(int argc, char **argv) {
     setup.elapsedBefore = resumed_->elapsedSeconds;
     setup.resumedStep = resumed_->step;
   }
-  return runTraining(setup);
+  Expected<int> trained = runTraining(setup);
+  if (!trained || *trained != int(kExitOk))
+    return trained;
+  return exportModel();
+}
+
+Status Run::loadInitialWeights() {
+  Expected<PretrainedLoad> load =
+      loadPretrained(config_.initPath, config_.initIgnore, *arena_, coords_);
+  // Every rank reads its own pieces; one that fails stops them all here,
+  // before the first collective could leave the others waiting.
+  Status mine = load ? Status::ok() : Status(load.error());
+  if (comm_)
+    mine = agreeAcrossRanks(*comm_, mine, "read the pretrained weights",
+                            "the run did not start");
+  if (!mine)
+    return mine;
+  std::string fresh;
+  for (size_t i = 0; i < load->fresh.size() && i < 8; ++i)
+    fresh += fmt::format("{}{}", i ? ", " : "", load->fresh[i]);
+  if (load->fresh.size() > 8)
+    fresh += fmt::format(" and {} more", load->fresh.size() - 8);
+  initSummary_ = fmt::format(
+      "; weights from {}: {} of {} parameters, {} read by this rank{}{}{}",
+      config_.initPath, load->loaded, load->loaded + load->fresh.size(),
+      formatBytes(double(load->bytesRead)),
+      load->prefix.empty()
+          ? ""
+          : fmt::format(", names under '{}'", load->prefix),
+      fresh.empty() ? "" : ", initialised as declared: " + fresh,
+      load->skipped.empty()
+          ? ""
+          : fmt::format(", {} file tensor{} skipped", load->skipped.size(),
+                        load->skipped.size() == 1 ? "" : "s"));
+  return Status::ok();
+}
+
+Expected<int> Run::exportModel() {
+  if (config_.exportDir.empty())
+    return int(kExitOk);
+  Expected<std::vector<std::string>> files =
+      exportPretrained(config_.exportDir, config_.exportShardBytes, *arena_,
+                       comm_.get(), coords_);
+  if (!files)
+    return files.error();
+  int64_t step = arena_->readI64(*manifest_.find("step"));
+  size_t weights = 0;
+  bool config = false, index = false;
+  for (const std::string &f : *files) {
+    weights += f.size() > 12 && f.compare(f.size() - 12, 12, ".safetensors") == 0;
+    config |= f.size() >= 11 && f.compare(f.size() - 11, 11, "config.json") == 0;
+    index |= f.size() >= 10 && f.compare(f.size() - 10, 10, "index.json") == 0;
+  }
+  fmt::print("export: the model at step {} in {} ({} safetensors file{}{}{})\n",
+             step, config_.exportDir, weights, weights == 1 ? "" : "s",
+             index ? " with their index" : "",
+             config ? ", config.json" : "");
+  return int(kExitOk);
 }
 
 Status Run::openCommunicator() {
@@ -371,8 +436,10 @@ Status Run::restoreOrInitialise() {
   }
   if (dir.empty()) {
     initParams(*arena_, config_.seed, coords_);
-    return Status::ok();
+    return config_.initPath.empty() ? Status::ok() : loadInitialWeights();
   }
+  // A resumed run continues from its checkpoint, which already started from
+  // the pretrained weights.
 
   Expected<TrainPosition> pos = loadCheckpoint(dir, *arena_, coords_);
   if (!pos)
@@ -443,7 +510,7 @@ Status Run::checkCheckpointDir() {
 
 void Run::printBanner() {
   // The whole model's parameters; on a mesh also what this rank holds.
-  int64_t params = 0;
+  int64_t params = 0, frozen = 0;
   size_t paramBytes = 0, localBytes = 0;
   for (const BufferDesc &b : manifest_.buffers)
     if (b.role == Role::Param) {
@@ -451,6 +518,9 @@ void Run::printBanner() {
       for (int64_t d : b.globalShape)
         n *= d;
       params += n;
+      // A frozen parameter (`freeze`) has no gradient.
+      if (!manifest_.find("grad/" + b.name))
+        frozen += n;
       paramBytes += size_t(n) * dtypeSize(b.dtype);
       if (manifest_.holds(b, coords_))
         localBytes += b.bytes;
@@ -469,8 +539,10 @@ void Run::printBanner() {
             : fmt::format("{}), arena {}", formatBytes(double(paramBytes)),
                           formatBytes(double(manifest_.arenaBytes)));
   std::string meeting = launch_.describeMeeting();
-  fmt::print("{}: {} parameters ({}; {}, {} thread{}, {}{}{}\n",
-             manifest_.name, params, sizes, device_->describe(),
+  fmt::print("{}: {} parameters{} ({}; {}, {} thread{}, {}{}{}\n",
+             manifest_.name, params,
+             frozen ? fmt::format(", {} of them frozen", frozen) : "", sizes,
+             device_->describe(),
              config_.threads, config_.threads == 1 ? "" : "s",
              launch_.describe(), meeting.empty() ? "" : "; ", meeting);
   if (comm_)
@@ -535,7 +607,7 @@ void Run::printBanner() {
                  was, now, t.batch, t.microBatch, t.dataParallel,
                  t.accumulation);
   } else {
-    fmt::print("  fresh start, seed {}\n", config_.seed);
+    fmt::print("  fresh start, seed {}{}\n", config_.seed, initSummary_);
   }
   std::fflush(stdout);
 }

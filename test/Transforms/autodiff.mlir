@@ -103,3 +103,34 @@ module attributes {dt.loss_scale = {init = 512.0 : f64, growth_interval = 2000 :
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// A frozen parameter (`freeze`) is a constant: no gradient global, no adjoint
+// flows into it; the layer above it still trains.
+dt.global param @frozen : tensor<4x8xf32> {dt.frozen, init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+dt.global param @head : tensor<4xf32> {init = {kind = "constant", value = 0.0 : f64}}
+dt.global input @"in/train.x" : tensor<16x8xf32>
+dt.global input @"in/train.y" : tensor<16xi32>
+
+// CHECK-NOT: dt.global grad @"grad/frozen"
+// CHECK: dt.global grad @"grad/head" : tensor<4xf32>
+// CHECK-NOT: dt.global grad @"grad/frozen"
+// CHECK-LABEL: func.func @grad_step()
+func.func @loss() -> tensor<f32> {
+  %x = dt.load @"in/train.x" : tensor<16x8xf32>
+  %y = dt.load @"in/train.y" : tensor<16xi32>
+  %w = dt.load @frozen : tensor<4x8xf32>
+  %b = dt.load @head : tensor<4xf32>
+  %h = dt.matmul %x, %w {transpose_rhs} : tensor<16x8xf32>, tensor<4x8xf32> -> tensor<16x4xf32>
+  %bb = dt.broadcast_to %b : tensor<4xf32> -> tensor<16x4xf32>
+  %logits = dt.add %h, %bb : tensor<16x4xf32>
+  %l = dt.cross_entropy %logits, %y : tensor<16x4xf32>, tensor<16xi32> -> tensor<f32>
+  // Only the bias's gradient is built: no product with the data.
+  // CHECK: dt.cross_entropy_grad
+  // CHECK-NOT: dt.matmul {{.*}}transpose_lhs
+  // CHECK: dt.store %{{.*}}, @"grad/head"
+  // CHECK-NOT: @"grad/frozen"
+  // CHECK: return
+  return %l : tensor<f32>
+}

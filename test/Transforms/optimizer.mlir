@@ -112,3 +112,21 @@ module attributes {dt.optimizer = {kind = "adam", lr = 1.0e-3 : f64},
   // CHECK: dt.store %{{.*}}, @"out/skipped_steps"
   // CHECK: dt.store %{{.*}}, @step
 }
+
+// -----
+
+// A frozen parameter has no gradient and no state: the update leaves it alone.
+module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-3 : f64, beta1 = 0.9 : f64,
+                                   beta2 = 0.95 : f64, weight_decay = 0.1 : f64}} {
+  dt.global param @frozen : tensor<4x8xf32> {dt.frozen, init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+  dt.global param @b : tensor<4xf32> {init = {kind = "constant", value = 0.0 : f64}}
+  dt.global grad @"grad/b" : tensor<4xf32>
+  // CHECK-NOT: @"adamw.m/frozen"
+  // CHECK: dt.global state @"adamw.m/b"
+  // CHECK-NOT: @"adamw.m/frozen"
+  // CHECK-LABEL: func.func @apply_step()
+  // CHECK-NOT: @frozen
+  // CHECK: dt.store %{{.*}}, @b
+  // CHECK-NOT: @frozen
+  // CHECK: return
+}

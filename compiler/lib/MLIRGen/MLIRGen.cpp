@@ -45,6 +45,8 @@ public:
       if (param.tensorDim)
         g->setAttr(names::kTensorDimAttr,
                    b.getI64IntegerAttr(*param.tensorDim));
+      if (param.frozen)
+        g->setAttr(names::kFrozenAttr, b.getUnitAttr());
       if (Attribute layout = layouts.lookup(param.name))
         g->setAttr("dt.layout", layout);
     }
@@ -365,12 +367,39 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
   });
   SmallVector<NamedAttribute> data{
       b.getNamedAttr("train", sourceAttr(b, job.data))};
-  if (job.eval)
-    data.push_back(b.getNamedAttr("eval", sourceAttr(b, *job.eval)));
+  // Every parameter's name in a Hugging Face checkpoint (what `init` reads
+  // and --export writes), and where the parameters start from.
+  SmallVector<Attribute> names;
+  for (size_t i = 0; i < job.checkpointNames.size(); ++i)
+    names.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("param", b.getStringAttr(job.params[i].name)),
+         b.getNamedAttr("name",
+                        b.getStringAttr(job.checkpointNames[i].name)),
+         b.getNamedAttr("transposed",
+                        b.getBoolAttr(job.checkpointNames[i].transposed))}));
+  Attribute init = b.getUnitAttr();
+  if (const std::optional<PretrainedConfig> &p = job.pretrained) {
+    SmallVector<Attribute> ignore;
+    for (const std::string &glob : p->ignore)
+      ignore.push_back(b.getStringAttr(glob));
+    // What dtc found when the file was there, for --report.
+    SmallVector<Attribute> fresh;
+    for (unsigned i : p->fresh)
+      fresh.push_back(b.getStringAttr(job.params[i].name));
+    init = b.getDictionaryAttr(
+        {b.getNamedAttr("path", b.getStringAttr(p->path)),
+         b.getNamedAttr("ignore", b.getArrayAttr(ignore)),
+         b.getNamedAttr("checked", b.getBoolAttr(p->checked)),
+         b.getNamedAttr("fresh", b.getArrayAttr(fresh)),
+         b.getNamedAttr("skipped", i64(int64_t(p->skipped.size())))});
+  }
   return b.getDictionaryAttr(
       {b.getNamedAttr("name", b.getStringAttr(job.name)),
        b.getNamedAttr("source", b.getStringAttr(sourcePath)),
        b.getNamedAttr("train", train),
+       b.getNamedAttr("init", init),
+       b.getNamedAttr("checkpoint_names", b.getArrayAttr(names)),
+       b.getNamedAttr("hf_config", b.getStringAttr(job.hfConfig)),
        b.getNamedAttr("data", b.getDictionaryAttr(data))});
 }
 

@@ -106,6 +106,11 @@ std::string entryPoint(const Job &job, Platform platform,
        << "args+=(--checkpoint-dir \"$checkpoints\" --log-dir \"$logs\" "
           "--resume auto)\n";
   }
+  os << "# The trained model as Hugging Face safetensors, written by the "
+        "ranks into one\n# directory: on one host, the platform's model "
+        "directory (several hosts share\n# no directory; their model is the "
+        "checkpoint copied below).\n"
+     << "if [ \"$hosts\" = 1 ]; then args+=(--export \"$model\"); fi\n";
   std::vector<int64_t> smaller = smallerHostCounts(job, hostCount(d, platform));
   os << "\n# A restarted job may get fewer hosts than it asked for: the "
         "package holds the\n# program built for each host count the mesh "

@@ -103,6 +103,21 @@ LogicalResult checkTrain(SemaContext &ctx, const ModuleScope &main,
 /// is known (not null), its rank count against the mesh.
 /// GPUs of a SageMaker instance type: 0 for a CPU instance, nullopt for a
 /// GPU instance whose count dt does not know.
+/// Names every parameter as a Hugging Face checkpoint does
+/// (Job::checkpointNames); with `init = nn.safetensors(...)` (`expr`, or
+/// null), checks it against the parameters (and the file's headers when it
+/// exists) and sets Job::pretrained.
+LogicalResult checkPretrained(SemaContext &ctx, KeyEvaluator &keys,
+                              const ast::Expr *expr, Job &job);
+
+/// Every path of the model that leads to parameters (layers, lists, items,
+/// parameters), dotted: candidates for "did you mean".
+std::vector<std::string> parameterPaths(const Job &job);
+
+/// Checks `freeze = [...]` and marks the parameters it names frozen.
+LogicalResult checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
+                          const ast::Expr &expr, Job &job);
+
 std::optional<int> sageMakerGpus(llvm::StringRef instance);
 
 LogicalResult checkDeploy(SemaContext &ctx, const ModuleScope &main,

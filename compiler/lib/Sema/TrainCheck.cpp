@@ -13,7 +13,8 @@
 //   4. the data sources, with per-sample field shapes;
 //   5. the parallel block (its data axes fix the batch layout), then the batch
 //      arithmetic: batch = micro_batch * data-parallel size * accumulation;
-//   6. recompute paths;
+//   6. recompute paths; the checkpoint `init` names (PretrainedCheck.cpp) and
+//      `freeze` (FreezeCheck.cpp);
 //   7. the loss, traced concretely over the global micro-batch
 //      (micro_batch * data-parallel size samples) for the train source and the
 //      eval source; run-time sizes (the IDX image size) unify with the model's
@@ -37,7 +38,8 @@ namespace {
 const char *const kTrainKeys[] = {
     "model",     "data",   "eval",       "loss",     "batch",     "micro_batch",
     "steps",     "epochs", "optimizer",  "schedule", "clip",      "precision",
-    "recompute", "seed",   "checkpoint", "log",      "eval_every"};
+    "recompute", "seed",   "checkpoint", "log",      "eval_every",
+    "init",      "freeze"};
 
 /// Whether `expr` calls the name `model` somewhere.
 bool callsModel(const ast::Expr &expr) {
@@ -950,6 +952,10 @@ LogicalResult TrainChecker::run() {
     }
   }
   ok &= modelOk && dataOk;
+  if (modelOk)
+    ok &= succeeded(checkPretrained(ctx, keys, get("init"), job));
+  if (const ast::Expr *e = get("freeze"); e && modelOk)
+    ok &= succeeded(checkFreeze(ctx, keys, *e, job));
 
   if (parallel && failed(checkParallel(ctx, main, *parallel, job,
                                        modelOk ? trace.root.get() : nullptr)))

@@ -166,6 +166,33 @@ FailureOr<std::optional<PipelineStages>> pipelineStages(ModuleOp module) {
 
 } // namespace
 
+/// Where the parameters start from: the checkpoint of `init`, and what dtc
+/// found in it when it could read it.
+static void printInit(ModuleOp module, size_t params, llvm::raw_ostream &os) {
+  auto job = module->getAttrOfType<DictionaryAttr>("dt.job");
+  auto init = job ? job.getAs<DictionaryAttr>("init") : DictionaryAttr();
+  if (!init)
+    return;
+  os << "init: " << init.getAs<StringAttr>("path").getValue();
+  auto checked = init.getAs<BoolAttr>("checked");
+  if (!checked || !checked.getValue()) {
+    os << " (not there when dtc ran; the program checks it when it starts)\n";
+    return;
+  }
+  auto fresh = init.getAs<ArrayAttr>("fresh");
+  auto skipped = init.getAs<IntegerAttr>("skipped");
+  os << " (headers checked): " << params - fresh.size() << " of " << params
+     << " parameters from the file";
+  if (skipped && skipped.getInt())
+    os << ", " << skipped.getInt() << " file tensors skipped";
+  os << "\n";
+  if (!fresh.empty()) {
+    os << "  initialised as declared (not in the file):\n";
+    for (Attribute name : fresh)
+      os << "    " << llvm::cast<StringAttr>(name).getValue() << "\n";
+  }
+}
+
 LogicalResult dt::printReport(ModuleOp module, bool json,
                               llvm::raw_ostream &os) {
   auto arenaAttr = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
@@ -182,7 +209,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
 
   // Memory: this rank's shard and the whole model, per kind.
   Memory rank, whole;
-  int64_t paramCount = 0;
+  int64_t paramCount = 0, frozenCount = 0, frozenBytes = 0;
   std::vector<std::pair<std::string, int64_t>> params;
   for (GlobalOp g : module.getOps<GlobalOp>()) {
     // In a pipeline, "this rank" is a rank of pipeline rank 0; the pipeline
@@ -198,7 +225,14 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       add(&Memory::params);
       paramCount += g.getGlobalTensorType().getNumElements();
       params.push_back(
-          {g.getSymName().str(), g.getGlobalTensorType().getNumElements()});
+          {(g.getSymName() +
+            (g->hasAttr(names::kFrozenAttr) ? " (frozen)" : ""))
+               .str(),
+           g.getGlobalTensorType().getNumElements()});
+      if (g->hasAttr(names::kFrozenAttr)) {
+        frozenCount += g.getGlobalTensorType().getNumElements();
+        frozenBytes += local;
+      }
       break;
     case Role::grad:
       add(&Memory::grads);
@@ -322,6 +356,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
     llvm::json::Object report{{"mesh", llvm::json::Object{{"axes",
                                                            std::move(axes)}}},
                               {"parameters", paramCount},
+                              {"frozen_parameters", frozenCount},
                               {"whole", memory(whole)},
                               {"ranks", std::move(ranks)},
                               {"tensors", std::move(tensors)}};
@@ -420,9 +455,16 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                           c.entry, c.kind, c.calls, axes, mib(c.moved), c.what);
     }
   }
-  os << "parameters\n";
+  os << "parameters";
+  if (frozenCount)
+    os << ": " << paramCount - frozenCount << " values train, " << frozenCount
+       << " are frozen (no gradient or optimizer state for "
+       << llvm::StringRef(mib(double(frozenBytes))).trim()
+       << " of this rank's parameters)";
+  os << "\n";
   for (auto &[name, count] : params)
     os << "  " << llvm::left_justify(name, 40)
        << llvm::format("%12lld", (long long)count) << "\n";
+  printInit(module, params.size(), os);
   return success();
 }

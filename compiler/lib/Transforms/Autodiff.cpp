@@ -13,7 +13,8 @@
 //      summed.
 //   3. Gradients. The adjoint of every parameter load (summed over loads of one
 //      parameter) is stored into `grad/P`, or added to it under gradient
-//      accumulation. The loss is stored into `out/loss`.
+//      accumulation. The loss is stored into `out/loss`. A frozen parameter
+//      (`dt.frozen`) is a constant: it is never varied and has no gradient.
 //
 // In a pipelined program (@loss's ops carry `dt.stage`, dt-pipeline-stages),
 // every op the sweep builds is marked `dt.backward` and takes the stage of the
@@ -201,8 +202,10 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
     for (Operation &op : body.without_terminator()) {
       bool fromParam = false;
       if (auto load = llvm::dyn_cast<LoadOp>(op)) {
+        // A frozen parameter is a constant to differentiation.
         GlobalOp g = lookupGlobal(module, load.getGlobal());
-        fromParam = g && g.getRole() == Role::param;
+        fromParam = g && g.getRole() == Role::param &&
+                    !g->hasAttr(names::kFrozenAttr);
       } else {
         fromParam = llvm::any_of(op.getOperands(),
                                  [&](Value v) { return varied.count(v); });
@@ -325,7 +328,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
 
     SmallVector<GlobalOp> params;
     for (GlobalOp global : module.getOps<GlobalOp>())
-      if (global.getRole() == Role::param)
+      if (global.getRole() == Role::param &&
+          !global->hasAttr(names::kFrozenAttr))
         params.push_back(global);
     for (GlobalOp param : params) {
       SmallVector<std::pair<int64_t, Value>> parts;

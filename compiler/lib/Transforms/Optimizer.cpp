@@ -10,6 +10,9 @@
 // script that puts the others in a no-decay parameter group takes the same
 // steps (bench/mlp_fashion_torch.py does).
 //
+// Frozen parameters (`dt.frozen`) have no gradient and no state: the update
+// leaves them alone, and the gradient norm is over the trainable ones.
+//
 // In a pipelined program each pipeline rank holds the parameters of its own
 // stages (`dt.pp_rank`), so there is one `@apply_step` variant per pipeline
 // rank (`dt.entry = "apply_step"`, `dt.ranks`): it updates that rank's
@@ -213,7 +216,7 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
     // Parameters paired with their gradients (made by dt-autodiff).
     SmallVector<std::pair<GlobalOp, GlobalOp>> params;
     for (GlobalOp g : module.getOps<GlobalOp>())
-      if (g.getRole() == Role::param) {
+      if (g.getRole() == Role::param && !g->hasAttr(names::kFrozenAttr)) {
         GlobalOp grad = lookupGlobal(module, names::gradOf(g.getSymName()));
         if (!grad)
           return g.emitError(

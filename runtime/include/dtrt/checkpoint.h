@@ -109,6 +109,19 @@ listIncompleteCheckpoints(const std::string &root);
 Expected<TrainPosition> loadCheckpoint(const std::string &dir, Arena &arena,
                                        const std::vector<int> &coords = {});
 
+/// Whether every rank succeeded at `stage` (collective over `comm`): a rank
+/// that failed returns its own error, the others name the rank that failed,
+/// followed by `outcome` ("no checkpoint was written").
+Status agreeAcrossRanks(Communicator &comm, const Status &mine,
+                        const char *stage, const char *outcome);
+
+/// Whether the rank at `coords` writes its piece of `b` to a file all ranks
+/// share: the rank at coordinate 0 of every mesh axis the buffer is not
+/// split over (one writer per piece), except on the pipeline axis for a
+/// buffer one pipeline rank holds: that rank.
+bool writesPiece(const BufferDesc &b, const std::vector<int> &coords,
+                 int pipelineAxis);
+
 /// Deletes all but the newest `keep` complete checkpoints (keep 0: none).
 Status pruneCheckpoints(const std::string &root, int64_t keep);
 

@@ -56,6 +56,13 @@ struct RunConfig {
   Backend backend = Backend::Cpu;
   /// 0: none; else the step whose gradients get an inf (--inject-overflow).
   int64_t injectOverflowStep = 0;
+  /// Pretrained weights a fresh run starts from (the program's `init`, or
+  /// --init); empty: the declared initialisers alone.
+  std::string initPath;
+  std::vector<std::string> initIgnore;
+  /// Where the run's end writes the model (--export); empty: nowhere.
+  std::string exportDir;
+  uint64_t exportShardBytes = 0;
 };
 
 /// Applies the --data overrides of `role` ("train", "eval") to its source.

@@ -209,6 +209,23 @@ struct TrainSpec {
   std::optional<CheckpointSpec> checkpoint;
 };
 
+/// A parameter's name in a Hugging Face checkpoint (docs/abi.md,
+/// "Pretrained weights"): before the file's own prefix, and whether the file
+/// stores it transposed.
+struct CheckpointName {
+  std::string param, name;
+  bool transposed = false;
+};
+
+/// The manifest's `init`: the parameters start from a safetensors
+/// checkpoint.
+struct PretrainedSpec {
+  /// As the program names it; --init overrides it.
+  std::string path;
+  /// fnmatch globs of file tensors to skip.
+  std::vector<std::string> ignore;
+};
+
 /// The parsed, validated manifest.
 struct Manifest {
   int abi = 0;
@@ -225,6 +242,12 @@ struct Manifest {
   std::optional<DataSpec> trainData;
   std::optional<DataSpec> evalData;
   std::optional<PipelineSpec> pipeline;
+  std::optional<PretrainedSpec> pretrained;
+  /// Every parameter's checkpoint name, in manifest order.
+  std::vector<CheckpointName> checkpointNames;
+  /// The Hugging Face config.json an export writes ("" for models
+  /// transformers does not know).
+  std::string hfConfig;
 
   /// Whether the rank at `coords` holds `b`: every rank does, except in a
   /// pipeline, where a buffer with a `ppRank` is only that pipeline rank's

@@ -55,6 +55,12 @@ struct Options {
   /// Fault injection for f16 programs: the step whose gradients are made to
   /// overflow.
   std::optional<int64_t> injectOverflow;
+  /// Pretrained weights to start from (overrides the program's `init`).
+  std::optional<std::string> init;
+  /// Where to write the trained model as Hugging Face safetensors, and the
+  /// byte limit of one file of it.
+  std::optional<std::string> exportDir;
+  std::optional<uint64_t> exportShardBytes;
 };
 
 /// How long a collective waits for the other ranks by default: long enough

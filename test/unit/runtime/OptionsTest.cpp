@@ -78,7 +78,12 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
                                "--backend",
                                "cpu",
                                "--eval-every",
-                               "0"});
+                               "0",
+                               "--init=gpt2",
+                               "--export",
+                               "out",
+                               "--export-shard-size",
+                               "2GB"});
   ASSERT_TRUE(bool(o)) << o.error().message();
   EXPECT_EQ(o->steps, 10);
   ASSERT_EQ(o->data.size(), 2u);
@@ -97,6 +102,9 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
   EXPECT_EQ(o->threads, 4);
   EXPECT_EQ(o->backend, Backend::Cpu);
   EXPECT_EQ(o->evalEvery, 0);
+  EXPECT_EQ(o->init, "gpt2");
+  EXPECT_EQ(o->exportDir, "out");
+  EXPECT_EQ(o->exportShardBytes, 2'000'000'000u);
 
   o = parse({"--epochs", "2", "--resume", "ck/step_00000100", "--help",
              "--version", "--print-manifest", "--backend=cuda"});
@@ -114,7 +122,13 @@ TEST(Options, RejectsBadUsage) {
             std::string::npos);
   EXPECT_NE(usageError({"--steps"}).find("--steps needs a value (N)"),
             std::string::npos);
-  EXPECT_NE(usageError({"--steps", "0"}).find("expected an integer >= 1"),
+  EXPECT_NE(usageError({"--steps", "-1"}).find("expected an integer >= 0"),
+            std::string::npos);
+  EXPECT_NE(usageError({"--export-shard-size", "5XB"})
+                .find("expected a positive size in bytes, or with KB, MB, GB "
+                      "or TB"),
+            std::string::npos);
+  EXPECT_NE(usageError({"--export-shard-size", "0"}).find("positive size"),
             std::string::npos);
   EXPECT_NE(usageError({"--steps", "12x"}).find("expected an integer"),
             std::string::npos);
@@ -214,6 +228,15 @@ TEST(Config, RejectsImpossibleCombinations) {
   ASSERT_FALSE(bool(c));
   EXPECT_NE(c.error().message().find("add --checkpoint-dir"),
             std::string::npos);
+  c = resolve(baseManifest(), {"--steps", "0"});
+  ASSERT_FALSE(bool(c));
+  EXPECT_NE(c.error().message().find("--steps 0 trains nothing"),
+            std::string::npos);
+  // A manifest without checkpoint names (from an older dtc) cannot export.
+  c = resolve(baseManifest(), {"--export", "out"});
+  ASSERT_FALSE(bool(c));
+  EXPECT_NE(c.error().message().find("names no parameter for a checkpoint"),
+            std::string::npos);
   c = resolve(baseManifest(), {"--resume", "auto"});
   ASSERT_FALSE(bool(c));
   EXPECT_EQ(c.error().exitCode(), kExitUsage);
@@ -251,6 +274,9 @@ TEST(Options, UsageNamesTheProgramAndItsDefaults) {
                         "--help",
                         "--version",
                         "--print-manifest",
+                        "--init PATH",
+                        "--export DIR",
+                        "--export-shard-size SIZE",
                         "143 stopped by SIGTERM"})
     EXPECT_NE(u.find(s), std::string::npos) << s << "\n" << u;
 }

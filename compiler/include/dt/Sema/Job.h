@@ -67,6 +67,8 @@ struct ParamInfo {
   std::optional<unsigned> tensorDim;
   /// The annotation `tensorDim` comes from.
   std::optional<Annotation> annotation;
+  /// Named by the train block's `freeze`: it does not train.
+  bool frozen = false;
   /// The parameter's declaration.
   Location loc;
   /// The layer that owns it.
@@ -242,6 +244,33 @@ struct DeployConfig {
   const Constant *get(llvm::StringRef key) const { return lookup(keys, key); }
 };
 
+/// A parameter's name in a Hugging Face checkpoint, read by `init` and
+/// written by the program's --export.
+struct CheckpointName {
+  /// Before the file's own prefix: `h.0.attn.c_attn.weight`.
+  std::string name;
+  /// Whether the file stores it transposed (GPT-2's Conv1D keeps [in, out]).
+  bool transposed = false;
+};
+
+/// `init = nn.safetensors("PATH", names = {...}, ignore = [...])`: the
+/// parameters start from a Hugging Face checkpoint.
+struct PretrainedConfig {
+  /// As written; a relative path resolves against the working directory of
+  /// dtc and of the program.
+  std::string path;
+  /// fnmatch globs of file tensors that no parameter takes, to skip.
+  std::vector<std::string> ignore;
+  /// Whether dtc found the file and checked its headers; then what it found:
+  /// the file's prefix, the parameters the file lacks (initialised as
+  /// declared) and the file tensors skipped.
+  bool checked = false;
+  std::string prefix;
+  std::vector<unsigned> fresh;
+  std::vector<std::string> skipped;
+  Location loc;
+};
+
 /// The checked `train` block and everything it refers to.
 struct Job {
   Job();
@@ -285,6 +314,13 @@ struct Job {
   /// trace scope equals or is below one of them are recomputed.
   std::vector<std::string> recompute;
   int64_t seed = 0;
+  std::optional<PretrainedConfig> pretrained;
+  /// Per parameter (as `params`): its name in a checkpoint, by the standard
+  /// library's Hugging Face names and `init`'s `names`.
+  std::vector<CheckpointName> checkpointNames;
+  /// The Hugging Face `config.json` --export writes beside the weights when
+  /// the model is one transformers knows (GPT-2); empty otherwise.
+  std::string hfConfig;
   std::optional<CheckpointConfig> checkpoint;
   std::optional<LogConfig> log;
   /// Steps between evaluations; 0: only at the end of training.

@@ -44,6 +44,9 @@ inline constexpr llvm::StringLiteral kParallelAttr = "dt.parallel";
 /// On a parameter: the dimension its `@column`/`@row`/`@vocab` annotation
 /// splits over the tensor axis.
 inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
+/// On a parameter: `freeze` names it, so it gets no gradient, no optimizer
+/// state and no gradient communication; it stays as initialised (or loaded).
+inline constexpr llvm::StringLiteral kFrozenAttr = "dt.frozen";
 /// On an input global: it holds samples of a batch (dimension 0).
 inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
 /// On the module: the pipeline, `{axis, schedule, microbatches, chunks,

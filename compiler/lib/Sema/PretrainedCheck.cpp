@@ -1,0 +1,430 @@
+//===- PretrainedCheck.cpp - `init = nn.safetensors(...)` -----------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A program that starts from pretrained weights names a Hugging Face
+// checkpoint in its train block:
+//
+//   init = nn.safetensors("gpt2/", names = {blocks: "h"}, ignore = ["lm_head.*"])
+//
+// Each parameter gets the name it has in such a file. By default that is its
+// path with the standard library's layers named as Hugging Face names them:
+// nn.Block is GPT-2's block (`ln1` is `ln_1`, the attention's `qkv` is
+// `c_attn`, its MLP's `up` is `c_fc`), and GPT-2 stores those layers' weights
+// as Conv1D does, transposed ([in, out]). `names` maps a path of the model
+// (a layer or a parameter) to the file's name for it; the rest of the path
+// keeps the default names. The file's own prefix (`transformer.`, `model.`)
+// is found by the matcher (dtrt/safetensors.h), which both dtc and the
+// program run.
+//
+// When the file exists at compile time, dtc reads its headers (never the
+// weights) and reports everything that does not fit at once: tensors of the
+// wrong shape or type, tensors no parameter takes. Parameters the file lacks
+// keep their declared initialisers (a new classifier head) and are listed by
+// --report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checks.h"
+
+#include "dtrt/safetensors.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <set>
+
+using namespace dt;
+using namespace dt::sema;
+using llvm::failure;
+using llvm::success;
+
+namespace {
+
+/// Hugging Face's name for member `member` of a standard-library layer of
+/// kind `parent`, whose own parent is of kind `grandparent`.
+std::string hfMemberName(llvm::StringRef parent, llvm::StringRef grandparent,
+                         llvm::StringRef member) {
+  if (parent == "nn.Block")
+    return llvm::StringSwitch<std::string>(member)
+        .Case("ln1", "ln_1")
+        .Case("ln2", "ln_2")
+        .Default(member.str());
+  if (parent == "nn.CausalSelfAttention")
+    return llvm::StringSwitch<std::string>(member)
+        .Case("qkv", "c_attn")
+        .Case("proj", "c_proj")
+        .Default(member.str());
+  // Only GPT-2's MLP has GPT-2's names; an MLP of its own keeps dt's.
+  if (parent == "nn.MLP" && grandparent == "nn.Block")
+    return llvm::StringSwitch<std::string>(member)
+        .Case("up", "c_fc")
+        .Case("down", "c_proj")
+        .Default(member.str());
+  return member.str();
+}
+
+/// One step of a parameter's path: dt's name for it and the file's.
+struct Component {
+  std::string dt, file;
+};
+
+/// The path of `param` from the root, component by component.
+std::vector<Component> components(const ParamInfo &param) {
+  std::vector<const ModelInstance *> chain;
+  for (const ModelInstance *i = param.owner; i; i = i->parent)
+    chain.insert(chain.begin(), i);
+  std::vector<Component> out;
+  for (size_t k = 1; k < chain.size(); ++k) {
+    const ModelInstance *parent = chain[k - 1];
+    llvm::StringRef grandparent =
+        k >= 2 ? llvm::StringRef(chain[k - 2]->model) : llvm::StringRef();
+    // What this instance adds to its parent's path: `attn`, or `blocks.3`
+    // for an item of a list.
+    llvm::StringRef rest = chain[k]->path;
+    if (!parent->path.empty())
+      rest = rest.drop_front(parent->path.size() + 1);
+    auto [member, index] = rest.split('.');
+    out.push_back(
+        {member.str(), hfMemberName(parent->model, grandparent, member)});
+    if (!index.empty())
+      out.push_back({index.str(), index.str()});
+  }
+  llvm::StringRef leaf = llvm::StringRef(param.name).rsplit('.').second;
+  if (leaf.empty())
+    leaf = param.name;
+  out.push_back({leaf.str(), leaf.str()});
+  return out;
+}
+
+/// Whether the file keeps `param` transposed: the weight of a Linear inside
+/// GPT-2's block, which Hugging Face's GPT-2 builds from Conv1D.
+bool isConv1DWeight(const ParamInfo &param) {
+  if (param.owner->model != "nn.Linear" ||
+      !llvm::StringRef(param.name).ends_with(".weight"))
+    return false;
+  for (const ModelInstance *i = param.owner->parent; i; i = i->parent)
+    if (i->model == "nn.Block")
+      return true;
+  return false;
+}
+
+/// `blocks[3].attn` -> `blocks.3.attn`.
+std::string dottedPath(llvm::StringRef path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '[')
+      out += '.';
+    else if (c != ']')
+      out += c;
+  }
+  return out;
+}
+
+std::string join(llvm::ArrayRef<std::string> parts) {
+  std::string out;
+  for (const std::string &p : parts)
+    out += (out.empty() ? "" : ".") + p;
+  return out;
+}
+
+std::string gpt2Config(const Job &job);
+
+/// Where `names` maps a model path to a file path.
+struct NameMapping {
+  std::vector<std::string> from; ///< Components of the model path.
+  std::string to;
+};
+
+class PretrainedChecker {
+public:
+  PretrainedChecker(SemaContext &ctx, KeyEvaluator &keys, Job &job)
+      : ctx(ctx), keys(keys), job(job) {}
+
+  LogicalResult check(const ast::Expr *expr);
+
+private:
+  LogicalResult checkNames(const ast::Expr &expr);
+  LogicalResult checkIgnore(const ast::Expr &expr);
+  void nameParams();
+  LogicalResult checkFile(llvm::SMLoc pathLoc);
+
+  SemaContext &ctx;
+  KeyEvaluator &keys;
+  Job &job;
+  PretrainedConfig config;
+  std::vector<NameMapping> mappings;
+};
+
+LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
+  if (!expr) {
+    nameParams();
+    job.hfConfig = gpt2Config(job);
+    return success();
+  }
+  const auto *call = llvm::dyn_cast<ast::CallExpr>(expr);
+  if (!call || ast::toSource(call->getCallee()) != "nn.safetensors") {
+    ctx.error(expr->getLoc(), "'init' must name a checkpoint, such as "
+                              "nn.safetensors(\"model.safetensors\")");
+    return failure();
+  }
+  config.loc = ctx.diag.resolve(expr->getLoc());
+  std::vector<ParamSpec> specs = {{"path"}, {"names", false}, {"ignore", false}};
+  FailureOr<std::vector<const ast::Field *>> bound = bindCallArgs(
+      ctx, call->getArgs(), specs, "nn.safetensors", call->getLoc());
+  if (failed(bound))
+    return failure();
+  const ast::Expr &pathExpr = *(*bound)[0]->value;
+  FailureOr<std::string> path =
+      keys.string(pathExpr, "the path of nn.safetensors");
+  if (failed(path))
+    return failure();
+  if (path->empty()) {
+    ctx.error(pathExpr.getLoc(), "the path of nn.safetensors is empty");
+    return failure();
+  }
+  config.path = *path;
+  bool ok = true;
+  if ((*bound)[1])
+    ok &= succeeded(checkNames(*(*bound)[1]->value));
+  if ((*bound)[2])
+    ok &= succeeded(checkIgnore(*(*bound)[2]->value));
+  if (!ok)
+    return failure();
+  nameParams();
+  job.hfConfig = gpt2Config(job);
+  if (failed(checkFile(pathExpr.getLoc())))
+    return failure();
+  job.pretrained = std::move(config);
+  return success();
+}
+
+LogicalResult PretrainedChecker::checkNames(const ast::Expr &expr) {
+  const auto *record = llvm::dyn_cast<ast::RecordExpr>(&expr);
+  if (!record) {
+    ctx.error(expr.getLoc(), "'names' of nn.safetensors must be a record "
+                             "such as {blocks: \"h\"}");
+    return failure();
+  }
+  bool ok = true;
+  for (const ast::Field &f : record->getFields()) {
+    FailureOr<std::string> to =
+        keys.string(*f.value, "the file's name for '" + f.name + "'");
+    if (failed(to)) {
+      ok = false;
+      continue;
+    }
+    std::string from = dottedPath(f.name);
+    // The path must lead to parameters: a layer, a list, an item, a
+    // parameter.
+    bool found = false;
+    for (const ParamInfo &p : job.params)
+      found |= llvm::StringRef(p.name) == from ||
+               llvm::StringRef(p.name).starts_with(from + ".");
+    std::vector<std::string> candidates = parameterPaths(job);
+    if (!found) {
+      ctx.error(f.nameLoc, "'" + f.name +
+                               "' in 'names' is no layer or parameter of "
+                               "the model" +
+                               suggest(from, candidates));
+      ok = false;
+      continue;
+    }
+    NameMapping m;
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(from).split(parts, '.');
+    for (llvm::StringRef part : parts)
+      m.from.push_back(part.str());
+    m.to = *to;
+    mappings.push_back(std::move(m));
+  }
+  return success(ok);
+}
+
+LogicalResult PretrainedChecker::checkIgnore(const ast::Expr &expr) {
+  const auto *list = llvm::dyn_cast<ast::ListExpr>(&expr);
+  if (!list) {
+    ctx.error(expr.getLoc(), "'ignore' of nn.safetensors must be a list of "
+                             "name patterns such as [\"lm_head.*\"]");
+    return failure();
+  }
+  bool ok = true;
+  for (const ast::ExprPtr &item : list->getItems()) {
+    FailureOr<std::string> glob = keys.string(*item, "a pattern of 'ignore'");
+    if (failed(glob))
+      ok = false;
+    else
+      config.ignore.push_back(*glob);
+  }
+  return success(ok);
+}
+
+void PretrainedChecker::nameParams() {
+  for (const ParamInfo &p : job.params) {
+    std::vector<Component> parts = components(p);
+    // The longest mapping that is a prefix of the path wins.
+    const NameMapping *best = nullptr;
+    for (const NameMapping &m : mappings) {
+      if (m.from.size() > parts.size() ||
+          (best && best->from.size() >= m.from.size()))
+        continue;
+      bool prefix = true;
+      for (size_t i = 0; i < m.from.size() && prefix; ++i)
+        prefix = parts[i].dt == m.from[i];
+      if (prefix)
+        best = &m;
+    }
+    std::vector<std::string> names;
+    size_t from = 0;
+    if (best) {
+      if (!best->to.empty())
+        names.push_back(best->to);
+      from = best->from.size();
+    }
+    for (size_t i = from; i < parts.size(); ++i)
+      names.push_back(parts[i].file);
+    job.checkpointNames.push_back({join(names), isConv1DWeight(p)});
+  }
+}
+
+LogicalResult PretrainedChecker::checkFile(llvm::SMLoc pathLoc) {
+  // Like a data path, the file may exist only where the program runs; dtc
+  // checks what it can see, and the program checks again.
+  if (!llvm::sys::fs::exists(config.path))
+    return success();
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(config.path, status) &&
+      !llvm::sys::fs::is_directory(status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    ctx.error(pathLoc, "'" + config.path + "' is neither a file nor a "
+                                           "directory");
+    return failure();
+  }
+  dtrt::Expected<dtrt::StSet> set = dtrt::StSet::open(config.path);
+  if (!set) {
+    ctx.error(pathLoc, set.error().message());
+    return failure();
+  }
+  std::vector<dtrt::StWant> wants;
+  for (size_t i = 0; i < job.params.size(); ++i) {
+    std::vector<int64_t> shape(job.params[i].type.shape.begin(),
+                               job.params[i].type.shape.end());
+    if (job.checkpointNames[i].transposed)
+      std::reverse(shape.begin(), shape.end());
+    wants.push_back(
+        {job.params[i].name, job.checkpointNames[i].name, shape});
+  }
+  dtrt::StMatch match = dtrt::matchStTensors(*set, wants, config.ignore);
+  if (!match.problems.empty()) {
+    // Every problem at once, so that one edit fixes them all.
+    constexpr size_t kShown = 24;
+    std::string text = "the checkpoint '" + config.path +
+                       "' does not fit the model (" +
+                       std::to_string(match.problems.size()) + " problem" +
+                       (match.problems.size() == 1 ? "" : "s") + "):";
+    for (size_t i = 0; i < match.problems.size() && i < kShown; ++i)
+      text += "\n  " + match.problems[i];
+    if (match.problems.size() > kShown)
+      text += "\n  ... and " + std::to_string(match.problems.size() - kShown) +
+              " more";
+    text += "\nmap names with names = {path: \"file name\"}, or skip file "
+            "tensors with ignore = [\"pattern\"]";
+    ctx.error(pathLoc, text);
+    return failure();
+  }
+  config.checked = true;
+  config.prefix = match.prefix;
+  for (size_t i = 0; i < match.found.size(); ++i)
+    if (!match.found[i])
+      config.fresh.push_back(unsigned(i));
+  config.skipped = match.skipped;
+  return success();
+}
+
+/// The Hugging Face `config.json` of a model that is GPT-2 as transformers'
+/// GPT2LMHeadModel builds it: by its checkpoint names exactly `wte`, `wpe`,
+/// blocks `h.0` ... `h.{L-1}` (the standard library's nn.Block) and `ln_f`,
+/// the head tied to `wte` (the model has no head of its own). Empty for any
+/// other model: its export is the weights alone.
+std::string gpt2Config(const Job &job) {
+  std::map<std::string, const ParamInfo *> byName;
+  for (size_t i = 0; i < job.params.size(); ++i)
+    byName[job.checkpointNames[i].name] = &job.params[i];
+  auto shape = [&](llvm::StringRef name) -> llvm::ArrayRef<int64_t> {
+    auto it = byName.find(name.str());
+    return it == byName.end() ? llvm::ArrayRef<int64_t>()
+                              : llvm::ArrayRef<int64_t>(it->second->type.shape);
+  };
+  llvm::ArrayRef<int64_t> wte = shape("wte.weight"), wpe = shape("wpe.weight");
+  if (wte.size() != 2 || wpe.size() != 2 || wte[1] != wpe[1] ||
+      shape("ln_f.weight").size() != 1 || shape("ln_f.bias").size() != 1)
+    return "";
+  std::vector<const ModelInstance *> blocks;
+  for (const ParamInfo &p : job.params) {
+    const ModelInstance *block = p.owner;
+    while (block && block->model != "nn.Block")
+      block = block->parent;
+    if (block && (blocks.empty() || blocks.back() != block))
+      blocks.push_back(block);
+  }
+  // Every parameter is one of the four, or a block's under `h.i.`.
+  if (blocks.empty() || byName.size() != job.params.size() ||
+      job.params.size() != 4 + 12 * blocks.size())
+    return "";
+  for (size_t i = 0; i < job.params.size(); ++i) {
+    llvm::StringRef name = job.checkpointNames[i].name;
+    if (name.starts_with("h.")) {
+      unsigned index = 0;
+      if (name.drop_front(2).consumeInteger(10, index) ||
+          index >= blocks.size())
+        return "";
+    } else if (name != "wte.weight" && name != "wpe.weight" &&
+               name != "ln_f.weight" && name != "ln_f.bias") {
+      return "";
+    }
+  }
+  const ModelInstance &first = *blocks.front();
+  const Constant *heads = lookup(first.args, "heads");
+  const Constant *ratio = lookup(first.args, "mlp_ratio");
+  const ModelInstance *lnf = byName["ln_f.weight"]->owner;
+  const Constant *eps = lookup(lnf->args, "eps");
+  if (!heads || !ratio || !eps)
+    return "";
+  int64_t width = wte[1];
+  llvm::json::Object config{
+      {"architectures", llvm::json::Array{"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"vocab_size", wte[0]},
+      {"n_positions", wpe[0]},
+      {"n_ctx", wpe[0]},
+      {"n_embd", width},
+      {"n_layer", int64_t(blocks.size())},
+      {"n_head", heads->getInt()},
+      {"n_inner", ratio->getInt() == 4 ? llvm::json::Value(nullptr)
+                                       : llvm::json::Value(ratio->getInt() *
+                                                           width)},
+      // dt's gelu is GPT-2's tanh approximation.
+      {"activation_function", "gelu_new"},
+      {"layer_norm_epsilon", eps->getNumber()},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", "float32"}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  return text;
+}
+
+} // namespace
+
+LogicalResult dt::sema::checkPretrained(SemaContext &ctx, KeyEvaluator &keys,
+                                        const ast::Expr *expr, Job &job) {
+  return PretrainedChecker(ctx, keys, job).check(expr);
+}

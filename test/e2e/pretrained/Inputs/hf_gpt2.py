@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""The independent side of dt's pretrained-weight tests: GPT-2 checkpoints as Hugging Face
+writes them, written and read here with nothing of dt's, and GPT-2's forward pass in
+PyTorch as transformers computes it (Conv1D weights stored [in, out], GELU with tanh,
+the head tied to wte).
+
+    hf_gpt2.py make DIR [--seed S] [--prefix P] [--dtype F32|BF16|F16] [--files N] [sizes]
+    hf_gpt2.py tokens FILE --windows N --seq T [--seed S]
+    hf_gpt2.py check-loss DIR TOKENS RUN_OUTPUT --seq T [sizes]
+    hf_gpt2.py compare EXPECTED_DIR EXPORTED_DIR [--frozen PATTERN ...]
+    hf_gpt2.py check-config DIR [sizes]
+    hf_gpt2.py corrupt FILE (truncate|nan TENSOR|shape TENSOR|extra)
+"""
+import argparse
+import json
+import math
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+
+DTYPES = {"F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (None, 2)}
+
+
+def sizes(ap):
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--ctx", type=int, default=32)
+    ap.add_argument("--width", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=2)
+
+
+def gpt2_state(a, rng):
+    """Hugging Face GPT-2's tensors (names without a prefix), Conv1D weights [in, out]."""
+    w, s = a.width, {}
+    normal = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    s["wte.weight"] = normal(a.vocab, w)
+    s["wpe.weight"] = normal(a.ctx, w)
+    for i in range(a.depth):
+        h = f"h.{i}."
+        for ln in ("ln_1", "ln_2"):
+            s[h + ln + ".weight"] = (1 + normal(w)).astype(np.float32)
+            s[h + ln + ".bias"] = normal(w)
+        s[h + "attn.c_attn.weight"] = normal(w, 3 * w)
+        s[h + "attn.c_attn.bias"] = normal(3 * w)
+        s[h + "attn.c_proj.weight"] = normal(w, w)
+        s[h + "attn.c_proj.bias"] = normal(w)
+        s[h + "mlp.c_fc.weight"] = normal(w, 4 * w)
+        s[h + "mlp.c_fc.bias"] = normal(4 * w)
+        s[h + "mlp.c_proj.weight"] = normal(4 * w, w)
+        s[h + "mlp.c_proj.bias"] = normal(w)
+        # The causal-mask buffer real GPT-2 files carry; not a parameter.
+        s[h + "attn.bias"] = np.tril(np.ones((a.ctx, a.ctx), np.float32))[None, None]
+    s["ln_f.weight"] = (1 + normal(w)).astype(np.float32)
+    s["ln_f.bias"] = normal(w)
+    return s
+
+
+def to_bytes(array, dtype):
+    if dtype == "F32":
+        return array.astype("<f4").tobytes()
+    if dtype == "F16":
+        return array.astype("<f2").tobytes()
+    # bf16: round to nearest even from f32's bits.
+    bits = array.astype("<f4").view("<u4").astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype("<u2").tobytes()
+
+
+def from_bytes(raw, dtype, shape):
+    if dtype == "F32":
+        return np.frombuffer(raw, "<f4").reshape(shape).copy()
+    if dtype == "F16":
+        return np.frombuffer(raw, "<f2").astype(np.float32).reshape(shape)
+    if dtype == "BF16":
+        bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    raise SystemExit(f"unexpected dtype {dtype}")
+
+
+def write_file(path, tensors, dtype):
+    """One safetensors file, laid out as the reference writer lays it out."""
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        raw = to_bytes(tensors[name], dtype)
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
+                        "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        out[name] = from_bytes(data[8 + n + b:8 + n + e], info["dtype"], info["shape"])
+    assert 8 + n + max([i["data_offsets"][1] for k, i in header.items()
+                        if k != "__metadata__"] + [0]) == len(data), f"{path}: trailing bytes"
+    return out, header
+
+
+def read_dir(path):
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        out = {}
+        for file in sorted(set(weight_map.values())):
+            tensors, _ = read_file(os.path.join(path, file))
+            assert set(tensors) == {k for k, v in weight_map.items() if v == file}, file
+            out.update(tensors)
+        return out
+    return read_file(os.path.join(path, "model.safetensors"))[0]
+
+
+def make(a):
+    rng = np.random.default_rng(a.seed)
+    state = gpt2_state(a, rng)
+    os.makedirs(a.dir, exist_ok=True)
+    named = {a.prefix + k: v for k, v in state.items()}
+    if a.files == 1:
+        write_file(os.path.join(a.dir, "model.safetensors"), named, a.dtype)
+        return
+    names = sorted(named)
+    groups = [names[i::a.files] for i in range(a.files)]
+    weight_map = {}
+    for i, group in enumerate(groups):
+        file = f"model-{i + 1:05d}-of-{a.files:05d}.safetensors"
+        write_file(os.path.join(a.dir, file), {k: named[k] for k in group}, a.dtype)
+        weight_map.update({k: file for k in group})
+    with open(os.path.join(a.dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+
+
+def tokens(a):
+    rng = np.random.default_rng(a.seed)
+    count = a.windows * a.seq + 1
+    header = np.zeros(256, np.int32)
+    header[:3] = (20240520, 1, count)
+    with open(a.file, "wb") as f:
+        f.write(header.tobytes())
+        f.write(rng.integers(0, 256, count, dtype=np.uint16).tobytes())
+
+
+def gpt2_loss(state, tokens, a):
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)).double() for k, v in state.items()}
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    b, n = x.shape
+    h = t["wte.weight"][x] + t["wpe.weight"][torch.arange(n)]
+    hd = a.width // a.heads
+    for i in range(a.depth):
+        p = f"h.{i}."
+        z = F.layer_norm(h, (a.width,), t[p + "ln_1.weight"], t[p + "ln_1.bias"], 1e-5)
+        qkv = z @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
+        q, k, v = (u.view(b, n, a.heads, hd).transpose(1, 2) for u in qkv.split(a.width, -1))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+        att = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        att = att.transpose(1, 2).reshape(b, n, a.width)
+        h = h + att @ t[p + "attn.c_proj.weight"] + t[p + "attn.c_proj.bias"]
+        z = F.layer_norm(h, (a.width,), t[p + "ln_2.weight"], t[p + "ln_2.bias"], 1e-5)
+        z = F.gelu(z @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"], approximate="tanh")
+        h = h + z @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
+    logits = F.layer_norm(h, (a.width,), t["ln_f.weight"], t["ln_f.bias"], 1e-5) @ t["wte.weight"].T
+    return F.cross_entropy(logits.reshape(-1, a.vocab), y.reshape(-1)).item()
+
+
+def check_loss(a):
+    import torch
+    state = {re.sub(r"^(transformer|model)\.", "", k): v for k, v in read_dir(a.dir).items()}
+    with open(a.tokens, "rb") as f:
+        f.seek(1024)
+        ids = np.frombuffer(f.read(), np.uint16).astype(np.int64)
+    windows = (len(ids) - 1) // a.seq
+    batch = torch.from_numpy(np.stack([ids[i * a.seq:i * a.seq + a.seq + 1]
+                                       for i in range(windows)]))
+    expected = gpt2_loss(state, batch, a)
+    with open(a.run_output) as f:
+        m = re.search(r"step 1/\d+\s+loss ([0-9.]+)", f.read())
+    if not m:
+        raise SystemExit(f"{a.run_output}: no 'step 1/N loss' line")
+    got = float(m.group(1))
+    print(f"step-1 loss: dt {got:.6f}, PyTorch {expected:.6f}")
+    if abs(got - expected) > 1e-4 * max(1.0, abs(expected)):
+        raise SystemExit("the losses differ by more than 1e-4")
+
+
+def compare(a):
+    """Every tensor equal; with --frozen, those the patterns match equal and every
+    other one changed (trained)."""
+    import fnmatch
+    expected = {re.sub(r"^(transformer|model)\.", "", k): v
+                for k, v in read_dir(a.expected).items() if not k.endswith(".attn.bias")}
+    got = read_dir(a.exported)
+    if set(expected) != set(got):
+        raise SystemExit(f"names differ: only expected {sorted(set(expected) - set(got))}, "
+                         f"only exported {sorted(set(got) - set(expected))}")
+    frozen = 0
+    for name in sorted(expected):
+        same = expected[name].shape == got[name].shape and np.array_equal(expected[name],
+                                                                          got[name])
+        keep = a.frozen is None or any(fnmatch.fnmatch(name, p) for p in a.frozen)
+        if keep and not same:
+            raise SystemExit(f"{name}: exported {got[name].shape} differs from the input")
+        if not keep and same:
+            raise SystemExit(f"{name}: not frozen, but it did not change")
+        frozen += keep
+    print(f"{frozen} tensors equal" + ("" if a.frozen is None else
+                                      f", {len(got) - frozen} trained"))
+
+
+def check_config(a):
+    """The config.json transformers' GPT2Config reads, for the sizes given."""
+    with open(os.path.join(a.dir, "config.json")) as f:
+        config = json.load(f)
+    expected = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+                "vocab_size": a.vocab, "n_positions": a.ctx, "n_embd": a.width,
+                "n_layer": a.depth, "n_head": a.heads, "n_inner": None,
+                "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+                "tie_word_embeddings": True}
+    wrong = {k: (config.get(k), v) for k, v in expected.items() if config.get(k) != v}
+    if wrong:
+        raise SystemExit(f"config.json: (found, expected) {wrong}")
+    print("config.json is GPT-2's")
+
+
+def corrupt(a):
+    tensors, header = read_file(a.file)
+    if a.how == "truncate":
+        size = os.path.getsize(a.file)
+        with open(a.file, "r+b") as f:
+            f.truncate(size - 4)
+        return
+    if a.how == "nan":
+        tensors[a.tensor].flat[3] = np.nan
+    elif a.how == "shape":
+        tensors[a.tensor] = tensors[a.tensor][:-1]
+    elif a.how == "extra":
+        tensors["h.0.attn.c_attn.lora_A.weight"] = np.zeros((4, 4), np.float32)
+    write_file(a.file, tensors, "F32")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("make")
+    p.add_argument("dir")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prefix", default="")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="F32")
+    p.add_argument("--files", type=int, default=1)
+    sizes(p)
+    p = sub.add_parser("tokens")
+    p.add_argument("file")
+    p.add_argument("--windows", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("check-loss")
+    p.add_argument("dir")
+    p.add_argument("tokens")
+    p.add_argument("run_output")
+    p.add_argument("--seq", type=int, required=True)
+    sizes(p)
+    p = sub.add_parser("compare")
+    p.add_argument("expected")
+    p.add_argument("exported")
+    p.add_argument("--frozen", nargs="+")
+    p = sub.add_parser("check-config")
+    p.add_argument("dir")
+    sizes(p)
+    p = sub.add_parser("corrupt")
+    p.add_argument("file")
+    p.add_argument("how", choices=["truncate", "nan", "shape", "extra"])
+    p.add_argument("tensor", nargs="?")
+    a = ap.parse_args()
+    {"make": make, "tokens": tokens, "check-loss": check_loss, "compare": compare,
+     "check-config": check_config, "corrupt": corrupt}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
