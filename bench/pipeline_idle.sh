@@ -4,8 +4,8 @@
 # alone (pp = 2: one rank per core of a 2-core machine; dp = 2 would
 # oversubscribe it), 8 micro-batches of 8 samples, under GPipe, 1F1B and
 # interleaved 1F1B (4 stages of 2 blocks), 20 steps each. Prints each run's
-# `pipeline:` line: idle per rank, of which waiting for messages and copying
-# stashes.
+# `pipeline:` line: idle per rank (of the pipeline's step), what the schedule
+# predicts with the stages' measured times, and how much was waiting for messages.
 #
 #   bench/pipeline_idle.sh [STEPS]      (BUILD=build dir, default ./build)
 set -euo pipefail

@@ -451,9 +451,17 @@ void Trainer::printPipeline() {
   // as many passes, so totals weigh the stages as their mean passes do).
   std::vector<double> forward(stages, 0), backward(stages, 0);
   std::vector<int> runs(stages, 0);
+  // Idle is a fraction of the pipeline's step, as the schedule counts it:
+  // the ranks start each step together (the step ends in an all-gather), and
+  // the step lasts until its slowest rank is done. A rank's own step ends
+  // with its last pass, so a last stage, done a backward pass before the
+  // first, would leave out the wait at its end.
+  int64_t pipelineStep = 1;
+  for (int r = 0; r < s_.comm->worldSize(); ++r)
+    pipelineStep = std::max(pipelineStep, all[size_t(fields) * size_t(r) + 1]);
   for (int r = 0; r < s_.comm->worldSize(); ++r) {
     const int64_t *f = &all[size_t(fields) * size_t(r)];
-    double total = double(std::max<int64_t>(f[1], 1));
+    double total = double(pipelineStep);
     auto percent = [&](std::string &out, double part) {
       out += fmt::format("{}{:.1f}", out.empty() ? "" : ", ",
                          100.0 * part / total);
@@ -475,7 +483,7 @@ void Trainer::printPipeline() {
   for (double idle : scheduleIdle(spec, forward, backward))
     predicted += fmt::format("{}{:.1f}", predicted.empty() ? "" : ", ",
                              100.0 * idle);
-  fmt::print("pipeline: ranks idle {} % of their steps (the schedule's "
+  fmt::print("pipeline: ranks idle {} % of the pipeline's step (the schedule's "
              "bubble: {:.1f} %; with its stages' measured times, pipeline "
              "ranks idle {} %): waiting for messages {} %; the stash of "
              "in-flight micro-batches holds {} of rank 0's arena\n",

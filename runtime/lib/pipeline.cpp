@@ -7,12 +7,14 @@
 #include "dtrt/pipeline.h"
 
 #include "dtrt/collectives.h"
+#include "dtrt/report.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 
 namespace dtrt {
 
@@ -75,17 +77,44 @@ std::vector<double> scheduleIdle(const PipelineSpec &spec,
   return idle;
 }
 
-void sendPipelineMessagesEagerly(const Manifest &m) {
+void sendPipelineMessagesEagerly(const Manifest &m, int localRanks) {
   size_t largest = 4096;
   for (const PipelineStage &s : m.pipeline->stages)
     for (const auto *list : {&s.send, &s.gradSend, &s.evalSend})
       for (const std::string &name : *list)
         largest = std::max(largest, m.find(name)->bytes);
   // The transport's header rides in the same fragment.
-  std::string limit =
-      std::to_string(std::min<size_t>(largest + 4096, size_t(4) << 20));
+  size_t fragment = std::min<size_t>(largest + 4096, size_t(4) << 20);
+  std::string limit = std::to_string(fragment);
   ::setenv("OMPI_MCA_btl_vader_eager_limit", limit.c_str(), 0);
   ::setenv("OMPI_MCA_btl_vader_max_send_size", limit.c_str(), 0);
+  // The transport starts with 8 fragments of each of those two sizes in the
+  // sender's segment; a send that finds none free waits for the sender's
+  // next MPI call. In the default 4 MiB segment, the first activation of
+  // every 1F1B step of gpt_pipeline.dt (512 KiB) reached the next stage a
+  // whole forward pass late, 4 % of the step
+  // (bench/results/pipeline-segment-2026-11-25-vm.md): make room for the 16
+  // and the default's 4 MiB of queues, if /dev/shm has it for every rank on
+  // this machine (twice, for Open MPI's own copies).
+  size_t segment =
+      std::clamp<size_t>(16 * fragment + (size_t(4) << 20), size_t(4) << 20,
+                         size_t(68) << 20);
+  struct statvfs fs;
+  uint64_t free = ::statvfs("/dev/shm", &fs) == 0
+                      ? uint64_t(fs.f_bavail) * uint64_t(fs.f_frsize)
+                      : 0;
+  if (free >= 2 * uint64_t(segment) * uint64_t(std::max(localRanks, 1))) {
+    ::setenv("OMPI_MCA_btl_vader_segment_size",
+             std::to_string(segment).c_str(), 0);
+  } else if (!std::getenv("OMPI_MCA_btl_vader_segment_size")) {
+    fmt::print(stderr,
+               "warning: /dev/shm has {} free, too little for {} rank{} "
+               "with {} of shared memory each: pipeline messages may reach "
+               "the next stage a pass late; give the machine or container "
+               "more shared memory (docker run --shm-size)\n",
+               formatBytes(double(free)), localRanks,
+               localRanks == 1 ? "" : "s", formatBytes(double(segment)));
+  }
 }
 
 Program::Entry Program::find(const char *name) const {

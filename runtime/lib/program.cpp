@@ -353,7 +353,7 @@ Status Run::openCommunicator() {
                name_, mesh.names.back(), inner, launch_.localWorldSize,
                launch_.localWorldSize == 1 ? "" : "s", inner);
   if (manifest_.pipeline)
-    sendPipelineMessagesEagerly(manifest_);
+    sendPipelineMessagesEagerly(manifest_, launch_.localWorldSize);
   Expected<std::unique_ptr<Communicator>> comm = makeMpiCommunicator(
       *m, std::chrono::seconds(config_.timeoutSeconds), meet);
   if (!comm)

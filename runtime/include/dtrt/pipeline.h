@@ -43,8 +43,11 @@ double scheduleBubble(const PipelineSpec &spec);
 /// pipeline's messages (up to 4 MiB) whole when they are posted. Larger ones
 /// move in fragments, each only while the sender is inside MPI, and a stage
 /// that posts a send and goes on computing would hold its neighbour up for a
-/// whole pass. A user's own settings of these parameters win.
-void sendPipelineMessagesEagerly(const Manifest &manifest);
+/// whole pass. So would a whole message that finds no free fragment in the
+/// sender's shared-memory segment: the segment grows to hold them when
+/// /dev/shm has room for the `localRanks` ranks of this machine (else a
+/// warning says so). A user's own settings of these parameters win.
+void sendPipelineMessagesEagerly(const Manifest &manifest, int localRanks);
 
 /// Per pipeline rank, the idle fraction of `spec`'s schedule when the
 /// forward of virtual stage s takes `forward[s]` and its backward
