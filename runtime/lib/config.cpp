@@ -152,6 +152,15 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
     return Error("--export: this program's manifest names no parameter for a "
                  "checkpoint; compile it again with this dtc",
                  kExitUsage);
+  c.exportAdapters = o.exportAdapters;
+  if (c.exportAdapters && c.exportDir.empty())
+    return Error("--export-adapters says what --export DIR writes; give "
+                 "--export DIR too",
+                 kExitUsage);
+  if (c.exportAdapters && !m.adapters)
+    return Error("--export-adapters: this program has no adapters (its "
+                 "train block has no `adapters = nn.lora(...)`)",
+                 kExitUsage);
   if (c.steps && *c.steps == 0 && c.exportDir.empty())
     return Error("--steps 0 trains nothing; it only makes sense with "
                  "--export DIR (to export the initial or resumed weights)",

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace dtrt {
@@ -130,6 +132,55 @@ Expected<std::string> readFile(const std::string &path) {
   if (in.bad())
     return Error(fmt::format("cannot read '{}'", path));
   return ss.str();
+}
+
+Expected<MappedFile> MappedFile::open(const std::string &path,
+                                      bool writable) {
+  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0)
+    return errnoError("open", path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Error e = errnoError("stat", path);
+    ::close(fd);
+    return e;
+  }
+  MappedFile m;
+  m.fd_ = fd;
+  m.size_ = size_t(st.st_size);
+  m.path_ = path;
+  if (m.size_ == 0)
+    return m;
+  void *p = ::mmap(nullptr, m.size_,
+                   writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                   writable ? MAP_SHARED : MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED)
+    return errnoError("map", path);
+  m.data_ = static_cast<char *>(p);
+  return m;
+}
+
+MappedFile &MappedFile::operator=(MappedFile &&o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  std::swap(fd_, o.fd_);
+  std::swap(path_, o.path_);
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_)
+    ::munmap(data_, size_);
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status MappedFile::sync() {
+  if (data_ && ::msync(data_, size_, MS_SYNC) != 0)
+    return errnoError("write", path_);
+  if (fd_ >= 0 && ::fsync(fd_) != 0)
+    return errnoError("write", path_);
+  return Status::ok();
 }
 
 } // namespace dtrt

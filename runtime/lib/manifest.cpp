@@ -174,6 +174,37 @@ std::vector<CheckpointName> parseCheckpointNames(const json &j,
   return names;
 }
 
+AdapterSpec parseAdapters(const json &j, const Manifest &m) {
+  AdapterSpec a;
+  const std::string where = "adapters";
+  a.rank = getInt(member(j, "rank", where), "adapters.rank");
+  a.alpha = getNumber(member(j, "alpha", where), "adapters.alpha");
+  a.scale = getNumber(member(j, "scale", where), "adapters.scale");
+  a.peftPrefix = getString(member(j, "peft_prefix", where),
+                           "adapters.peft_prefix");
+  a.peftConfig = getString(member(j, "peft_config", where),
+                           "adapters.peft_config");
+  if (a.rank < 1)
+    bad("adapters.rank must be positive");
+  for (const json &l : member(j, "layers", where)) {
+    AdapterSpec::Layer layer;
+    layer.weight = getString(member(l, "weight", where), "adapters.weight");
+    layer.a = getString(member(l, "a", where), "adapters.a");
+    layer.b = getString(member(l, "b", where), "adapters.b");
+    // W [out, in], A [rank, in], B [out, rank].
+    const BufferDesc *w = m.find(layer.weight), *fa = m.find(layer.a),
+                     *fb = m.find(layer.b);
+    if (!w || !fa || !fb || w->globalShape.size() != 2 ||
+        fa->globalShape != std::vector<int64_t>{a.rank, w->globalShape[1]} ||
+        fb->globalShape != std::vector<int64_t>{w->globalShape[0], a.rank})
+      bad(fmt::format("adapters: '{}' with '{}' and '{}' are no LoRA layer "
+                      "of rank {}",
+                      layer.weight, layer.a, layer.b, a.rank));
+    a.layers.push_back(std::move(layer));
+  }
+  return a;
+}
+
 InitSpec parseInit(const json &j, const std::string &where) {
   InitSpec init;
   std::string kind = getString(member(j, "kind", where), where + ".kind");
@@ -682,6 +713,8 @@ Manifest parse(std::string_view text) {
     m.checkpointNames = parseCheckpointNames(*names, m);
   if (const json *config = optional(j, "hf_config"))
     m.hfConfig = getString(*config, "hf_config");
+  if (const json *adapters = optional(j, "adapters"))
+    m.adapters = parseAdapters(*adapters, m);
   const json &data = member(j, "data", "the manifest");
   m.trainData = parseData(member(data, "train", "data"), "data.train");
   if (const json *e = optional(data, "eval"))

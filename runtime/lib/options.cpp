@@ -47,6 +47,7 @@ enum class Opt {
   Init,
   Export,
   ExportShardSize,
+  ExportAdapters,
   Help,
   Version,
   PrintManifest,
@@ -77,6 +78,7 @@ const OptionRow kOptions[] = {
     {Opt::Init, "init", "PATH"},
     {Opt::Export, "export", "DIR"},
     {Opt::ExportShardSize, "export-shard-size", "SIZE"},
+    {Opt::ExportAdapters, "export-adapters", nullptr},
     {Opt::Help, "help", nullptr},
     {Opt::Version, "version", nullptr},
     {Opt::PrintManifest, "print-manifest", nullptr},
@@ -269,6 +271,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
       o.exportShardBytes = *bytes;
       break;
     }
+    case Opt::ExportAdapters:
+      o.exportAdapters = true;
+      break;
     case Opt::Help:
       o.help = true;
       break;
@@ -403,6 +408,11 @@ std::string usageText(const std::string &prog, const Manifest &m) {
   line("--export-shard-size SIZE",
        "the most bytes in one file of the export, e.g. 5GB, 500MB "
        "(default: 5GB)");
+  if (m.adapters) {
+    line("", "(the adapters merged into the weights they adapt)");
+    line("--export-adapters", "export the LoRA adapters alone, as PEFT "
+                              "saves them");
+  }
   s += "Information:\n";
   line("--help, -h", "this text");
   line("--version", "the program's and the runtime's versions");

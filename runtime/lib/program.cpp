@@ -281,10 +281,16 @@ Expected<int> Run::exportModel() {
     return int(kExitOk);
   Expected<std::vector<std::string>> files =
       exportPretrained(config_.exportDir, config_.exportShardBytes, *arena_,
-                       comm_.get(), coords_);
+                       comm_.get(), coords_, config_.exportAdapters);
   if (!files)
     return files.error();
   int64_t step = arena_->readI64(*manifest_.find("step"));
+  if (config_.exportAdapters) {
+    fmt::print("export: the LoRA adapters at step {} in {} "
+               "(adapter_model.safetensors, adapter_config.json)\n",
+               step, config_.exportDir);
+    return int(kExitOk);
+  }
   size_t weights = 0;
   bool config = false, index = false;
   for (const std::string &f : *files) {
@@ -292,10 +298,11 @@ Expected<int> Run::exportModel() {
     config |= f.size() >= 11 && f.compare(f.size() - 11, 11, "config.json") == 0;
     index |= f.size() >= 10 && f.compare(f.size() - 10, 10, "index.json") == 0;
   }
-  fmt::print("export: the model at step {} in {} ({} safetensors file{}{}{})\n",
+  fmt::print("export: the model at step {} in {} ({} safetensors file{}{}{}){}"
+             "\n",
              step, config_.exportDir, weights, weights == 1 ? "" : "s",
-             index ? " with their index" : "",
-             config ? ", config.json" : "");
+             index ? " with their index" : "", config ? ", config.json" : "",
+             manifest_.adapters ? ", LoRA adapters merged" : "");
   return int(kExitOk);
 }
 

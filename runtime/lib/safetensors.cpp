@@ -494,7 +494,11 @@ StMatch matchStTensors(const StSet &set, const std::vector<StWant> &wants,
   }
   std::set<std::string> taken;
   for (const StWant &w : wants) {
+    // A model with a head keeps the head outside its base model's prefix
+    // (LlamaForCausalLM's `lm_head.weight` beside `model.layers...`).
     const StTensor *t = set.find(m.prefix + w.name);
+    if (!t && !m.prefix.empty())
+      t = set.find(w.name);
     m.found.push_back(t);
     if (!t)
       continue;

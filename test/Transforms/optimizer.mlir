@@ -130,3 +130,22 @@ module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-3 : f64, beta1 = 0.
   // CHECK-NOT: @frozen
   // CHECK: return
 }
+
+// -----
+
+// `no_decay` (dt.no_decay) exempts a matrix from weight decay; other matrices
+// still decay.
+module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-3 : f64, beta1 = 0.9 : f64,
+                                   beta2 = 0.95 : f64, weight_decay = 0.1 : f64}} {
+  dt.global param @emb : tensor<4x8xf32> {dt.no_decay, init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+  dt.global param @w : tensor<4x8xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+  dt.global grad @"grad/emb" : tensor<4x8xf32>
+  dt.global grad @"grad/w" : tensor<4x8xf32>
+  // CHECK-LABEL: func.func @apply_step()
+  // CHECK: %[[E:.*]] = dt.load @emb
+  // CHECK-NOT: dt.mul %[[E]]
+  // CHECK: dt.store %{{.*}}, @emb
+  // CHECK: %[[W:.*]] = dt.load @w
+  // CHECK: dt.mul %[[W]]
+  // CHECK: dt.store %{{.*}}, @w
+}

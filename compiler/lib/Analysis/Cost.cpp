@@ -66,6 +66,8 @@ double productFlops(Value lhs, Value result, bool transposeLhs) {
 /// few passes over a tensor.
 constexpr double kLayerNorm = 8, kLayerNormGrad = 12, kSoftmax = 5,
                  kCrossEntropy = 5, kCrossEntropyGrad = 4;
+/// RMS norm skips layer norm's centring (a pass and a subtraction per element).
+constexpr double kRMSNorm = 5, kRMSNormGrad = 9;
 
 double flopsOf(Operation *op) {
   if (op->hasTrait<OpTrait::Elementwise>() &&
@@ -88,6 +90,12 @@ double flopsOf(Operation *op) {
       })
       .Case([](SoftmaxOp s) { return kSoftmax * elements(s.getInput()); })
       .Case([](LayerNormOp l) { return kLayerNorm * elements(l.getInput()); })
+      .Case([](RMSNormOp l) { return kRMSNorm * elements(l.getInput()); })
+      // Two multiplies and an add per element (the angles are a table).
+      .Case([](RopeOp r) { return 3 * elements(r.getInput()); })
+      .Case([](RMSNormGradOp l) {
+        return kRMSNormGrad * elements(l.getInput());
+      })
       .Case([](LayerNormGradOp l) {
         return kLayerNormGrad * elements(l.getInput());
       })

@@ -338,9 +338,9 @@ Tensor softmax(const Tensor &x, int64_t axis) {
 
 /// Row statistics of layer norm: mean and 1/sqrt(var + eps) of each row.
 void rowStats(const double *row, int64_t n, double eps, double &mean,
-              double &rstd) {
+              double &rstd, bool rms = false) {
   mean = 0;
-  for (int64_t j = 0; j < n; ++j)
+  for (int64_t j = 0; j < n && !rms; ++j)
     mean += row[j];
   mean /= n;
   double var = 0;
@@ -733,6 +733,60 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
           }
         }
         return Results{dx, dw, db};
+      })
+      .Case([&](RopeOp o) {
+        const Tensor &x = get(o.getInput());
+        int64_t d = x.shape.back(), t = x.shape[x.shape.size() - 2],
+                half = d / 2, rows = x.numel() / d;
+        double theta = o.getTheta().convertToDouble(),
+               sign = o.getInverse() ? -1 : 1;
+        Tensor y(x.shape);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < half; ++i) {
+            double angle = double(r % t) * std::pow(theta, -2.0 * i / d);
+            double c = std::cos(angle), s = sign * std::sin(angle);
+            double lo = x.data[r * d + i], hi = x.data[r * d + i + half];
+            y.data[r * d + i] = lo * c - hi * s;
+            y.data[r * d + i + half] = hi * c + lo * s;
+          }
+        return Results{y};
+      })
+      .Case([&](RMSNormOp l) {
+        const Tensor &x = get(l.getInput()), &w = get(l.getWeight());
+        int64_t n = x.shape.back(), rows = x.numel() / n;
+        Tensor y(x.shape);
+        for (int64_t r = 0; r < rows; ++r) {
+          double mean, rstd;
+          rowStats(&x.data[r * n], n, l.getEps().convertToDouble(), mean, rstd,
+                   /*rms=*/true);
+          for (int64_t j = 0; j < n; ++j)
+            y.data[r * n + j] = x.data[r * n + j] * rstd * w.data[j];
+        }
+        return Results{y};
+      })
+      .Case([&](RMSNormGradOp l) {
+        const Tensor &x = get(l.getInput()), &w = get(l.getWeight()),
+                     &g = get(l.getResultGrad());
+        int64_t n = x.shape.back(), rows = x.numel() / n;
+        Tensor dx(x.shape), dw(w.shape);
+        for (int64_t r = 0; r < rows; ++r) {
+          double mean, rstd;
+          rowStats(&x.data[r * n], n, l.getEps().convertToDouble(), mean, rstd,
+                   /*rms=*/true);
+          double meanDX = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            double xhat = x.data[r * n + j] * rstd;
+            meanDX += g.data[r * n + j] * w.data[j] * xhat;
+            dw.data[j] += g.data[r * n + j] * xhat;
+          }
+          meanDX /= n;
+          for (int64_t j = 0; j < n; ++j) {
+            double xhat = x.data[r * n + j] * rstd;
+            dx.data[r * n + j] =
+                rstd * (g.data[r * n + j] * w.data[j] - xhat * meanDX);
+          }
+        }
+        return Results{dx, dw};
       })
       .Case([&](EmbeddingOp e) -> FailureOr<Results> {
         const Tensor &table = get(e.getTable()), &ids = get(e.getIds());

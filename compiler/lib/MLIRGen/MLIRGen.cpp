@@ -47,6 +47,8 @@ public:
                    b.getI64IntegerAttr(*param.tensorDim));
       if (param.frozen)
         g->setAttr(names::kFrozenAttr, b.getUnitAttr());
+      if (param.noDecay)
+        g->setAttr(names::kNoDecayAttr, b.getUnitAttr());
       if (Attribute layout = layouts.lookup(param.name))
         g->setAttr("dt.layout", layout);
     }
@@ -233,6 +235,12 @@ private:
       return {b.create<LayerNormOp>(loc, t0, x[0], x[1], bias,
                                     b.getF64FloatAttr(attrs.eps))};
     }
+    case PrimOp::Rope:
+      return {b.create<RopeOp>(loc, x[0], b.getF64FloatAttr(attrs.theta),
+                               UnitAttr())};
+    case PrimOp::RmsNorm:
+      return {b.create<RMSNormOp>(loc, t0, x[0], x[1],
+                                  b.getF64FloatAttr(attrs.eps))};
     case PrimOp::Embedding:
       return {b.create<EmbeddingOp>(loc, t0, x[0], x[1])};
     case PrimOp::Split: {
@@ -367,6 +375,8 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
   });
   SmallVector<NamedAttribute> data{
       b.getNamedAttr("train", sourceAttr(b, job.data))};
+  if (job.eval)
+    data.push_back(b.getNamedAttr("eval", sourceAttr(b, *job.eval)));
   // Every parameter's name in a Hugging Face checkpoint (what `init` reads
   // and --export writes), and where the parameters start from.
   SmallVector<Attribute> names;
@@ -393,11 +403,30 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
          b.getNamedAttr("fresh", b.getArrayAttr(fresh)),
          b.getNamedAttr("skipped", i64(int64_t(p->skipped.size())))});
   }
+  // The LoRA layers: their weight and factors, which --export merges or
+  // writes alone in PEFT's layout.
+  Attribute adapters = b.getUnitAttr();
+  if (const std::optional<AdapterConfig> &a = job.adapters) {
+    SmallVector<Attribute> layers;
+    for (const std::string &layer : a->layers)
+      layers.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("weight", b.getStringAttr(layer + ".weight")),
+           b.getNamedAttr("a", b.getStringAttr(layer + ".lora_A")),
+           b.getNamedAttr("b", b.getStringAttr(layer + ".lora_B"))}));
+    adapters = b.getDictionaryAttr(
+        {b.getNamedAttr("rank", i64(a->rank)),
+         b.getNamedAttr("alpha", b.getF64FloatAttr(a->alpha)),
+         b.getNamedAttr("scale", b.getF64FloatAttr(a->alpha / double(a->rank))),
+         b.getNamedAttr("peft_prefix", b.getStringAttr(a->peftPrefix)),
+         b.getNamedAttr("peft_config", b.getStringAttr(a->peftConfig)),
+         b.getNamedAttr("layers", b.getArrayAttr(layers))});
+  }
   return b.getDictionaryAttr(
       {b.getNamedAttr("name", b.getStringAttr(job.name)),
        b.getNamedAttr("source", b.getStringAttr(sourcePath)),
        b.getNamedAttr("train", train),
        b.getNamedAttr("init", init),
+       b.getNamedAttr("adapters", adapters),
        b.getNamedAttr("checkpoint_names", b.getArrayAttr(names)),
        b.getNamedAttr("hf_config", b.getStringAttr(job.hfConfig)),
        b.getNamedAttr("data", b.getDictionaryAttr(data))});

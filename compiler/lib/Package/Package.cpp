@@ -117,14 +117,18 @@ std::string readme(const Job &job, Platform platform, const DeployConfig &d,
          << str(d, "checkpoint_uri")
          << "`: a job that is interrupted (managed spot) and restarted "
             "resumes from the newest one.";
-    os << " The newest checkpoint is copied to `/opt/ml/model` at the end, "
-          "and metrics to `/opt/ml/output/data/run/metrics.jsonl`.\n";
+    os << " The newest checkpoint is copied to `/opt/ml/model` at the end "
+          "(on one host, with the trained weights as Hugging Face "
+          "`model.safetensors`), and metrics to "
+          "`/opt/ml/output/data/run/metrics.jsonl`.\n";
   } else {
     os << "Vertex AI sets `AIP_MODEL_DIR` and `AIP_CHECKPOINT_DIR` under `"
        << str(d, "base_output_dir")
        << "`; the entry point reads and writes them through the Cloud Storage "
           "mount (`/gcs/BUCKET/...`), so every host shares the checkpoints "
-          "and a restarted job resumes from the newest one. Data paths in "
+          "and a restarted job resumes from the newest one. At the end the "
+          "newest checkpoint (and, on one host, the weights as Hugging Face "
+          "`model.safetensors`) lands in `AIP_MODEL_DIR`. Data paths in "
           "the program are read as they are: give them as "
           "`/gcs/BUCKET/...` to read from Cloud Storage.\n";
   }

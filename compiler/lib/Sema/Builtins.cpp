@@ -88,6 +88,65 @@ public:
     return ctx.syms.resolve(v.intValue);
   }
 
+  /// A shape argument written as a list, such as [B, T, heads, width /
+  /// heads]. With `inferred`, one dimension may be -1 (the rest of the
+  /// element count): its index is returned there and it stands as 1.
+  FailureOr<Shape> shape(size_t i, std::optional<size_t> *inferred) {
+    const EvalValue &target = value(i);
+    if (target.kind != EvalValue::Kind::List &&
+        target.kind != EvalValue::Kind::Tuple) {
+      ctx.error(loc(i), "'" + name + "' needs the new shape as a list, such "
+                                     "as [B, T, heads, width / heads]");
+      return failure();
+    }
+    Shape result;
+    const auto *written = llvm::dyn_cast<ast::ListExpr>(fields[i]->value.get());
+    for (size_t d = 0; d < target.items.size(); ++d) {
+      const EvalValue &item = target.items[d];
+      std::string text =
+          written && d < written->getItems().size()
+              ? " (" + ast::toSource(*written->getItems()[d]) + ")"
+              : "";
+      if (item.isUnknown()) {
+        result.dims.push_back(ctx.syms.symbol("?"));
+        continue;
+      }
+      if (item.kind == EvalValue::Kind::Float && item.floatValue) {
+        ctx.error(loc(i), "dimension " + std::to_string(d) +
+                              " of the new shape" + text + " is " +
+                              std::to_string(*item.floatValue) +
+                              ", not an integer");
+        return failure();
+      }
+      if (item.kind != EvalValue::Kind::Int) {
+        ctx.error(loc(i), "dimension " + std::to_string(d) +
+                              " of the new shape" + text + " is " +
+                              describe(item, ctx.syms) + ", not an integer");
+        return failure();
+      }
+      SymExpr dim = ctx.syms.resolve(item.intValue);
+      std::optional<int64_t> k = dim.getConstant();
+      if (k && *k == -1 && inferred) {
+        if (*inferred) {
+          ctx.error(loc(i), "'" + name + "' allows one -1 dimension, not two");
+          return failure();
+        }
+        *inferred = d;
+        result.dims.push_back(SymExpr(1));
+        continue;
+      }
+      if (k && *k <= 0) {
+        ctx.error(loc(i), "dimension " + std::to_string(d) +
+                              " of the new shape" + text + " is " +
+                              std::to_string(*k) +
+                              "; dimensions must be positive");
+        return failure();
+      }
+      result.dims.push_back(dim);
+    }
+    return result;
+  }
+
   /// An axis argument normalised against `shape`; nullopt when the rank is
   /// not known (generic checks).
   FailureOr<std::optional<int64_t>> axis(size_t i, const Shape &shape,
@@ -134,6 +193,22 @@ public:
     ctx.error(loc(i), "'" + name + "' needs a number for '" + what + "', not " +
                           describe(v, ctx.syms));
     return failure();
+  }
+
+  /// An optional positive number argument (`eps`, `theta`); `otherwise` when
+  /// it is absent or not known yet (generic checks).
+  FailureOr<double> positive(size_t i, llvm::StringRef what,
+                             double otherwise) {
+    if (!given(i))
+      return otherwise;
+    FailureOr<std::optional<double>> v = number(i, what);
+    if (failed(v))
+      return failure();
+    if (*v && **v <= 0) {
+      ctx.error(loc(i), "'" + name + "' needs a positive " + what);
+      return failure();
+    }
+    return v->value_or(otherwise);
   }
 
   SemaContext &ctx;
@@ -255,20 +330,59 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     return ops.emit1(PrimOp::Softmax, {x}, attrs, x.dtype, x.shape, loc);
   }
 
-  if (name == "layer_norm") {
-    if (failed(c.bind(*this, frame,
-                      {{"x"}, {"weight"}, {"bias", false}, {"eps", false}})))
+  if (name == "rope") {
+    if (failed(c.bind(*this, frame, {{"x"}, {"theta", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    if (x.shape.hasRank() && x.shape.ellipsis < 0 && x.shape.dims.size() < 2) {
+      ctx.error(c.loc(0), "'rope' rotates x: [..., T, D] by the position "
+                          "along T, so x needs rank 2 or more, not " +
+                              str(x.dtype, x.shape, ctx.syms));
+      return failure();
+    }
+    if (x.shape.hasRank() && !x.shape.dims.empty()) {
+      std::optional<int64_t> d =
+          ctx.syms.resolve(x.shape.dims.back()).getConstant();
+      if (d && *d % 2 != 0) {
+        ctx.error(c.loc(0), "'rope' rotates pairs of the last dimension, so "
+                            "it must be even, not " +
+                                std::to_string(*d));
+        return failure();
+      }
+    }
+    PrimAttrs attrs;
+    FailureOr<double> theta = c.positive(1, "theta", 10000.0);
+    if (failed(theta))
+      return failure();
+    attrs.theta = *theta;
+    return ops.emit1(PrimOp::Rope, {x}, attrs, x.dtype, x.shape, loc);
+  }
+
+  if (name == "layer_norm" || name == "rms_norm") {
+    // rms_norm is LLaMA's: no centring and no bias; eps defaults as there.
+    bool rms = name == "rms_norm";
+    std::vector<ParamSpec> specs = {{"x"}, {"weight"}};
+    if (!rms)
+      specs.push_back({"bias", false});
+    specs.push_back({"eps", false});
+    size_t epsAt = specs.size() - 1;
+    if (failed(c.bind(*this, frame, specs)))
       return failure();
     if (c.anyUnknown())
       return unknownResult();
     if (failed(c.tensor(0, "x", true)) || failed(c.tensor(1, "weight", true)))
       return failure();
     const EvalValue &x = c.value(0), &weight = c.value(1);
-    bool hasBias = c.given(2) && c.value(2).kind != EvalValue::Kind::Absent;
+    bool hasBias =
+        !rms && c.given(2) && c.value(2).kind != EvalValue::Kind::Absent;
     if (hasBias && failed(c.tensor(2, "bias", true)))
       return failure();
     if (x.shape.dims.empty() && x.shape.ellipsis < 0 && !x.shape.unknownRank) {
-      ctx.error(c.loc(0), "'layer_norm' needs a tensor of rank 1 or more");
+      ctx.error(c.loc(0), "'" + name + "' needs a tensor of rank 1 or more");
       return failure();
     }
     for (size_t i : {size_t(1), size_t(2)}) {
@@ -280,7 +394,7 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
       if (!p.shape.hasRank() || p.shape.dims.size() != 1 ||
           ctx.syms.compare(p.shape.dims[0], x.shape.dims.back()) ==
               SymCmp::Unequal) {
-        ctx.error(c.loc(i), "'layer_norm' normalises the last dimension of " +
+        ctx.error(c.loc(i), "'" + name + "' normalises the last dimension of " +
                                 str(x.dtype, x.shape, ctx.syms) + ", so '" +
                                 (i == 1 ? "weight" : "bias") + "' must be [" +
                                 ctx.syms.str(x.shape.dims.back()) + "], not " +
@@ -289,21 +403,15 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
       }
     }
     PrimAttrs attrs;
-    attrs.eps = 1e-5;
-    if (c.given(3)) {
-      FailureOr<std::optional<double>> eps = c.number(3, "eps");
-      if (failed(eps))
-        return failure();
-      if (*eps && **eps <= 0) {
-        ctx.error(c.loc(3), "'layer_norm' needs a positive eps");
-        return failure();
-      }
-      attrs.eps = eps->value_or(1e-5);
-    }
+    FailureOr<double> eps = c.positive(epsAt, "eps", rms ? 1e-6 : 1e-5);
+    if (failed(eps))
+      return failure();
+    attrs.eps = *eps;
     llvm::SmallVector<EvalValue, 3> operands = {x, weight};
     if (hasBias)
       operands.push_back(c.value(2));
-    return ops.emit1(PrimOp::LayerNorm, operands, attrs, x.dtype, x.shape, loc);
+    return ops.emit1(rms ? PrimOp::RmsNorm : PrimOp::LayerNorm, operands, attrs,
+                     x.dtype, x.shape, loc);
   }
 
   if (name == "embedding") {
@@ -424,6 +532,37 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     return ops.emit1(PrimOp::Transpose, {x}, attrs, x.dtype, result, loc);
   }
 
+  if (name == "broadcast_to") {
+    // NumPy's: x's dimensions align to the right of the shape; each is 1
+    // (repeated) or the shape's.
+    if (failed(c.bind(*this, frame, {{"x"}, {"shape"}})))
+      return failure();
+    if (c.value(0).isUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", false)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    FailureOr<Shape> to = c.shape(1, nullptr);
+    if (failed(to))
+      return failure();
+    if (x.shape.hasRank() && x.shape.ellipsis < 0) {
+      std::optional<Shape> joined = broadcastShapes(x.shape, *to, ctx.syms, nullptr);
+      bool fits = x.shape.dims.size() <= to->dims.size() && joined &&
+                  joined->dims.size() == to->dims.size();
+      for (size_t d = 0; fits && d < to->dims.size(); ++d)
+        fits = ctx.syms.compare(joined->dims[d], to->dims[d]) !=
+               SymCmp::Unequal;
+      if (!fits) {
+        ctx.error(loc, "cannot broadcast " + str(x.dtype, x.shape, ctx.syms) +
+                           " to " + str(*to, ctx.syms) +
+                           ": each dimension of x must be 1 or the target's, "
+                           "aligned to the right");
+        return failure();
+      }
+    }
+    return ops.broadcastTo(x, *to, loc);
+  }
+
   if (name == "reshape") {
     if (failed(c.bind(*this, frame, {{"x"}, {"shape"}})))
       return failure();
@@ -431,60 +570,12 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
       return unknownResult();
     if (failed(c.tensor(0, "x", false)))
       return failure();
-    const EvalValue &x = c.value(0), &target = c.value(1);
-    if (target.kind != EvalValue::Kind::List &&
-        target.kind != EvalValue::Kind::Tuple) {
-      ctx.error(c.loc(1), "'reshape' needs the new shape as a list, such as "
-                          "[B, T, heads, width / heads]");
-      return failure();
-    }
-    Shape result;
+    const EvalValue &x = c.value(0);
     std::optional<size_t> inferred;
-    const auto *written =
-        llvm::dyn_cast<ast::ListExpr>(c.fields[1]->value.get());
-    for (size_t i = 0; i < target.items.size(); ++i) {
-      const EvalValue &item = target.items[i];
-      std::string text =
-          written && i < written->getItems().size()
-              ? " (" + ast::toSource(*written->getItems()[i]) + ")"
-              : "";
-      if (item.isUnknown()) {
-        result.dims.push_back(ctx.syms.symbol("?"));
-        continue;
-      }
-      if (item.kind == EvalValue::Kind::Float && item.floatValue) {
-        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
-                                " of the new shape" + text + " is " +
-                                std::to_string(*item.floatValue) +
-                                ", not an integer");
-        return failure();
-      }
-      if (item.kind != EvalValue::Kind::Int) {
-        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
-                                " of the new shape" + text + " is " +
-                                describe(item, ctx.syms) + ", not an integer");
-        return failure();
-      }
-      SymExpr dim = ctx.syms.resolve(item.intValue);
-      std::optional<int64_t> k = dim.getConstant();
-      if (k && *k == -1) {
-        if (inferred) {
-          ctx.error(c.loc(1), "'reshape' allows one -1 dimension, not two");
-          return failure();
-        }
-        inferred = i;
-        result.dims.push_back(SymExpr(1));
-        continue;
-      }
-      if (k && *k <= 0) {
-        ctx.error(c.loc(1), "dimension " + std::to_string(i) +
-                                " of the new shape" + text + " is " +
-                                std::to_string(*k) +
-                                "; dimensions must be positive");
-        return failure();
-      }
-      result.dims.push_back(dim);
-    }
+    FailureOr<Shape> parsed = c.shape(1, &inferred);
+    if (failed(parsed))
+      return failure();
+    Shape result = std::move(*parsed);
     if (!x.shape.hasRank()) {
       if (inferred)
         result.dims[*inferred] = ctx.syms.symbol("?");

@@ -114,6 +114,36 @@ LogicalResult checkPretrained(SemaContext &ctx, KeyEvaluator &keys,
 /// parameters), dotted: candidates for "did you mean".
 std::vector<std::string> parameterPaths(const Job &job);
 
+/// Which of `names` (dotted paths of the model) a path pattern or list of
+/// them names: paths with slices, indices and globs, matching at or below
+/// what they name. `what` names the key in errors, `noun` what `names` holds
+/// ("parameter"); `candidates` are offered as "did you mean". A pattern that
+/// names nothing is an error.
+FailureOr<std::vector<bool>>
+matchModelPaths(SemaContext &ctx, KeyEvaluator &keys, const ast::Expr &expr,
+                const Job &job, llvm::ArrayRef<std::string> names,
+                llvm::ArrayRef<std::string> candidates, llvm::StringRef what,
+                llvm::StringRef noun);
+
+/// The parameters a path pattern or list of them names (`freeze`,
+/// `no_decay`: paths with slices, indices and globs; at or below what they
+/// match); `what` names the key in errors. A pattern that names nothing is an
+/// error.
+FailureOr<std::vector<bool>> matchParamPaths(SemaContext &ctx,
+                                             KeyEvaluator &keys,
+                                             const ast::Expr &expr,
+                                             const Job &job,
+                                             llvm::StringRef what);
+
+/// Checks `adapters = nn.lora(...)` against the model as declared and
+/// records the Linear layers it targets in `ctx.adapted` (the model must then
+/// be instantiated again) and its settings in `job.adapters`.
+LogicalResult checkAdapters(SemaContext &ctx, KeyEvaluator &keys,
+                            const ast::Expr &expr, Job &job);
+
+/// With adapters in place: freezes every parameter but theirs.
+void freezeAllButAdapters(Job &job);
+
 /// Checks `freeze = [...]` and marks the parameters it names frozen.
 LogicalResult checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
                           const ast::Expr &expr, Job &job);

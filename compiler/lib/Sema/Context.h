@@ -124,6 +124,15 @@ public:
   llvm::SMLoc rootLoc;
   static constexpr unsigned kMaxDepth = 128;
 
+  /// The Linear layers (by path, `blocks.0.attn.qkv`) that the train block's
+  /// `adapters` targets: instantiation makes them nn.LoraLinear with these
+  /// sizes.
+  struct Adapter {
+    int64_t rank = 0;
+    double alpha = 0;
+  };
+  llvm::StringMap<Adapter> adapted;
+
 private:
   std::vector<Site> sites;
   friend class SiteIsolation;

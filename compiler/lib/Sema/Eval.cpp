@@ -28,7 +28,8 @@ static const char *const kBuiltinNames[] = {
     "relu",      "gelu",    "tanh",    "sigmoid",       "exp",
     "log",       "sqrt",    "softmax", "layer_norm",    "embedding",
     "transpose", "reshape", "split",   "concat",        "iota",
-    "attention", "sum",     "mean",    "cross_entropy", "mse"};
+    "attention", "sum",     "mean",    "cross_entropy", "mse",
+    "rms_norm",  "rope",    "broadcast_to"};
 
 static bool isBuiltinName(llvm::StringRef name) {
   return llvm::is_contained(kBuiltinNames, name);

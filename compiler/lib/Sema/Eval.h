@@ -33,6 +33,15 @@ using llvm::LogicalResult;
 
 using ArgList = std::vector<std::pair<std::string, EvalValue>>;
 
+/// Whether the model takes its sizes from a Hugging Face config.json
+/// (`nn.Llama(config = "PATH")`, HFConfig.cpp).
+bool takesHFConfig(const ModuleScope &scope, const ast::ModelDecl &decl);
+
+/// The model arguments a LlamaConfig `config.json` at `path` gives, by
+/// argument name; a located error at `loc` for a file dt cannot build.
+FailureOr<llvm::StringMap<EvalValue>>
+argsFromHFConfig(SemaContext &ctx, llvm::StringRef path, llvm::SMLoc loc);
+
 /// Where names are looked up.
 struct Frame {
   const ModuleScope *module = nullptr;

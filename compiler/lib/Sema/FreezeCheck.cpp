@@ -11,7 +11,8 @@
 // `blocks[3]` or a slice `blocks[0:6]`, a parameter) and may hold `*`, `?`
 // and `[...]` classes of glob patterns; it freezes every parameter at or
 // below what it matches. A pattern that freezes nothing, and a freeze that
-// leaves nothing to train, are errors.
+// leaves nothing to train, are errors. An optimizer's `no_decay` names
+// parameters with the same patterns (matchParamPaths).
 //
 //===----------------------------------------------------------------------===//
 
@@ -107,20 +108,23 @@ std::vector<std::string> dt::sema::parameterPaths(const Job &job) {
   return std::vector<std::string>(paths.begin(), paths.end());
 }
 
-LogicalResult dt::sema::checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
-                                    const ast::Expr &expr, Job &job) {
+FailureOr<std::vector<bool>> dt::sema::matchModelPaths(
+    SemaContext &ctx, KeyEvaluator &keys, const ast::Expr &expr,
+    const Job &job, llvm::ArrayRef<std::string> names,
+    llvm::ArrayRef<std::string> candidates, llvm::StringRef what,
+    llvm::StringRef noun) {
   std::vector<const ast::Expr *> items;
   if (const auto *list = llvm::dyn_cast<ast::ListExpr>(&expr))
     for (const ast::ExprPtr &item : list->getItems())
       items.push_back(item.get());
   else
     items.push_back(&expr);
-  std::vector<std::string> candidates = parameterPaths(job);
 
   bool ok = true;
-  std::vector<bool> frozen(job.params.size(), false);
+  std::vector<bool> matched(names.size(), false);
   for (const ast::Expr *item : items) {
-    FailureOr<std::string> text = keys.string(*item, "a path of 'freeze'");
+    FailureOr<std::string> text =
+        keys.string(*item, "a path of " + what.str());
     if (failed(text)) {
       ok = false;
       continue;
@@ -128,11 +132,11 @@ LogicalResult dt::sema::checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
     std::vector<std::string> expanded;
     std::string why;
     if (!expand(job, *text, "", expanded, why)) {
-      ctx.error(item->getLoc(), "'" + *text + "' in 'freeze': " + why);
+      ctx.error(item->getLoc(), "'" + *text + "' in " + what + ": " + why);
       ok = false;
       continue;
     }
-    bool matched = false;
+    bool any = false, valid = true;
     for (const std::string &pattern : expanded) {
       // The pattern, or anything below what it names.
       llvm::Expected<llvm::GlobPattern> exact =
@@ -143,33 +147,51 @@ LogicalResult dt::sema::checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
         llvm::consumeError(exact.takeError());
         llvm::consumeError(below.takeError());
         ctx.error(item->getLoc(),
-                  "'" + *text + "' in 'freeze' is not a valid pattern");
-        ok = false;
+                  "'" + *text + "' in " + what + " is not a valid pattern");
+        ok = valid = false;
         break;
       }
-      for (size_t i = 0; i < job.params.size(); ++i)
-        if (exact->match(job.params[i].name) ||
-            below->match(job.params[i].name)) {
-          frozen[i] = true;
-          matched = true;
+      for (size_t i = 0; i < names.size(); ++i)
+        if (exact->match(names[i]) || below->match(names[i])) {
+          matched[i] = true;
+          any = true;
         }
     }
-    if (ok && !matched && !expanded.empty()) {
-      ctx.error(item->getLoc(), "'" + *text +
-                                    "' in 'freeze' names no parameter of the "
-                                    "model" +
+    if (valid && !any) {
+      ctx.error(item->getLoc(), "'" + *text + "' in " + what + " names no " +
+                                    noun + " of the model" +
                                     suggest(expanded.front(), candidates));
       ok = false;
     }
   }
   if (!ok)
     return failure();
-  if (llvm::all_of(frozen, [](bool f) { return f; })) {
+  return matched;
+}
+
+FailureOr<std::vector<bool>>
+dt::sema::matchParamPaths(SemaContext &ctx, KeyEvaluator &keys,
+                          const ast::Expr &expr, const Job &job,
+                          llvm::StringRef what) {
+  std::vector<std::string> names;
+  for (const ParamInfo &p : job.params)
+    names.push_back(p.name);
+  return matchModelPaths(ctx, keys, expr, job, names, parameterPaths(job),
+                         what, "parameter");
+}
+
+LogicalResult dt::sema::checkFreeze(SemaContext &ctx, KeyEvaluator &keys,
+                                    const ast::Expr &expr, Job &job) {
+  FailureOr<std::vector<bool>> frozen =
+      matchParamPaths(ctx, keys, expr, job, "'freeze'");
+  if (failed(frozen))
+    return failure();
+  if (llvm::all_of(*frozen, [](bool f) { return f; })) {
     ctx.error(expr.getLoc(), "'freeze' freezes every parameter of the "
                              "model: nothing would train");
     return failure();
   }
   for (size_t i = 0; i < job.params.size(); ++i)
-    job.params[i].frozen = frozen[i];
+    job.params[i].frozen = (*frozen)[i];
   return success();
 }

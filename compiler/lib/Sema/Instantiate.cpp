@@ -175,8 +175,38 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
   std::vector<ParamSpec> specs;
   for (const ast::ArgDecl &arg : decl.getArgs())
     specs.push_back({arg.name, arg.defaultValue == nullptr});
+  // `config = "config.json"` gives every size (nn.Llama).
+  std::optional<llvm::StringMap<EvalValue>> fromConfig;
+  const ast::Field *configField = nullptr;
+  for (const ast::Field &f : args)
+    if (f.name == "config" && takesHFConfig(scope, decl))
+      configField = &f;
+  if (configField) {
+    if (args.size() != 1) {
+      ctx.error(configField->nameLoc,
+                "'config' gives every argument of " + name +
+                    "; drop the others or leave 'config' out");
+      return failure();
+    }
+    FailureOr<EvalValue> path = eval(*configField->value, caller);
+    if (failed(path))
+      return failure();
+    if (path->kind != EvalValue::Kind::String || !path->stringValue) {
+      ctx.error(configField->value->getLoc(),
+                "'config' must be the path of a config.json, not " +
+                    describe(*path, ctx.syms));
+      return failure();
+    }
+    FailureOr<llvm::StringMap<EvalValue>> read = argsFromHFConfig(
+        ctx, *path->stringValue, configField->value->getLoc());
+    if (failed(read))
+      return failure();
+    fromConfig = std::move(*read);
+  }
+  std::vector<const ast::Field *> none(specs.size(), nullptr);
   FailureOr<std::vector<const ast::Field *>> bound =
-      bindCallArgs(ctx, args, specs, name, callLoc);
+      fromConfig ? FailureOr<std::vector<const ast::Field *>>(none)
+                 : bindCallArgs(ctx, args, specs, name, callLoc);
   if (failed(bound))
     return failure();
   ArgList result;
@@ -184,9 +214,20 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
     const ast::ArgDecl &arg = decl.getArgs()[i];
     FailureOr<EvalValue> value;
     llvm::SMLoc at;
-    if (const ast::Field *field = (*bound)[i]) {
+    const EvalValue *configured = nullptr;
+    if (fromConfig)
+      if (auto it = fromConfig->find(arg.name); it != fromConfig->end())
+        configured = &it->second;
+    if (configured) {
+      value = *configured;
+      at = configField->value->getLoc();
+    } else if (const ast::Field *field = (*bound)[i]) {
       value = eval(*field->value, caller);
       at = field->value->getLoc();
+    } else if (!arg.defaultValue) {
+      ctx.error(configField ? configField->value->getLoc() : callLoc,
+                "nothing gives '" + arg.name + "' of " + name);
+      return failure();
     } else {
       // Defaults see the arguments before them.
       Frame defaults;
@@ -390,6 +431,17 @@ LogicalResult Evaluator::instantiateParam(Instance &inst,
   } else if (inst.annotation) {
     param.annotation = inst.annotation;
     param.tensorDim = splitDim(*inst.annotation, param.dims.size());
+    // A LoRA factor splits only along the Linear weight's split dimension:
+    // B [out, rank] with @column (the output features), A [rank, in] with
+    // @row (the input features); the other factor stays whole on every rank,
+    // as Megatron's LoRA layers keep it.
+    bool rankFirst = name == "lora_A", rankLast = name == "lora_B";
+    if (inst.decl->getName() == "LoraLinear" && inst.module->isStdlib &&
+        ((rankFirst && param.tensorDim == 0u) ||
+         (rankLast && param.tensorDim == 1u))) {
+      param.annotation.reset();
+      param.tensorDim.reset();
+    }
   }
   param.init.kind = Initializer::Kind::Constant;
   param.init.from = "zeros";
@@ -464,8 +516,21 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
     SemaContext::SiteGuard site(ctx, member.getLoc(),
                                 "'" + path + "' (" +
                                     scope.qualify(decl.getName()) + ")");
+    // A Linear that `adapters` targets is a LoraLinear with the adapter's
+    // sizes.
+    const ast::ModelDecl *itemDecl = &decl;
+    ArgList itemArgs = *args;
+    if (auto it = ctx.adapted.find(path); it != ctx.adapted.end()) {
+      itemDecl = scope.models.lookup("LoraLinear");
+      assert(scope.isStdlib && decl.getName() == "Linear" && itemDecl &&
+             "adapters target the standard library's Linear layers");
+      itemArgs.push_back(
+          {"rank", EvalValue::getInt(SymExpr(it->second.rank))});
+      itemArgs.push_back({"alpha", EvalValue::getFloat(it->second.alpha)});
+    }
     FailureOr<std::unique_ptr<Instance>> item = instantiate(
-        scope, decl, *args, path, &inst, *annotation, member.getLoc());
+        scope, *itemDecl, std::move(itemArgs), path, &inst, *annotation,
+        member.getLoc());
     // A layer with errors (already reported) makes this member fail too.
     if (failed(item) || (*item)->incomplete)
       return failure();

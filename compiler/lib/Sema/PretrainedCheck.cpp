@@ -105,7 +105,8 @@ std::vector<Component> components(const ParamInfo &param) {
 /// Whether the file keeps `param` transposed: the weight of a Linear inside
 /// GPT-2's block, which Hugging Face's GPT-2 builds from Conv1D.
 bool isConv1DWeight(const ParamInfo &param) {
-  if (param.owner->model != "nn.Linear" ||
+  if ((param.owner->model != "nn.Linear" &&
+       param.owner->model != "nn.LoraLinear") ||
       !llvm::StringRef(param.name).ends_with(".weight"))
     return false;
   for (const ModelInstance *i = param.owner->parent; i; i = i->parent)
@@ -153,6 +154,8 @@ private:
   LogicalResult checkIgnore(const ast::Expr &expr);
   void nameParams();
   LogicalResult checkFile(llvm::SMLoc pathLoc);
+  /// PEFT's names and adapter_config.json for the adapters, if any.
+  void describeAdapters();
 
   SemaContext &ctx;
   KeyEvaluator &keys;
@@ -165,6 +168,7 @@ LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (!expr) {
     nameParams();
     job.hfConfig = gpt2Config(job);
+    describeAdapters();
     return success();
   }
   const auto *call = llvm::dyn_cast<ast::CallExpr>(expr);
@@ -201,7 +205,57 @@ LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (failed(checkFile(pathExpr.getLoc())))
     return failure();
   job.pretrained = std::move(config);
+  describeAdapters();
   return success();
+}
+
+void PretrainedChecker::describeAdapters() {
+  if (!job.adapters)
+    return;
+  AdapterConfig &a = *job.adapters;
+  // transformers' GPT2LMHeadModel keeps the blocks under `transformer.`;
+  // another model has the prefix of the file it started from, if any.
+  std::string prefix = !job.hfConfig.empty() ? "transformer."
+                       : job.pretrained      ? job.pretrained->prefix
+                                             : "";
+  a.peftPrefix = "base_model.model." + prefix;
+  llvm::json::Array targets;
+  bool conv1D = false;
+  for (size_t i = 0; i < job.params.size(); ++i) {
+    const ParamInfo &p = job.params[i];
+    if (!p.adapter || !llvm::StringRef(p.name).ends_with(".lora_A"))
+      continue;
+    // The layer's module name: its lora_A's name less `.lora_A.weight`.
+    llvm::StringRef module = job.checkpointNames[i].name;
+    module.consume_back(".lora_A.weight");
+    targets.push_back(module.str());
+    const ParamInfo *weight = job.findParam(p.owner->path + ".weight");
+    conv1D |= weight && job.checkpointNames[weight->index].transposed;
+  }
+  // PEFT matches each target as a suffix of a module's name; the full names
+  // adapt exactly the layers dt adapted.
+  llvm::json::Object config{
+      {"peft_type", "LORA"},
+      {"task_type", job.hfConfig.empty() ? llvm::json::Value(nullptr)
+                                         : llvm::json::Value("CAUSAL_LM")},
+      {"base_model_name_or_path",
+       job.pretrained ? llvm::json::Value(job.pretrained->path)
+                      : llvm::json::Value(nullptr)},
+      {"r", a.rank},
+      {"lora_alpha", a.alpha},
+      {"lora_dropout", 0.0},
+      {"target_modules", std::move(targets)},
+      {"fan_in_fan_out", conv1D},
+      {"bias", "none"},
+      {"modules_to_save", nullptr},
+      {"init_lora_weights", true},
+      {"use_rslora", false},
+      {"use_dora", false},
+      {"inference_mode", true}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  a.peftConfig = std::move(text);
 }
 
 LogicalResult PretrainedChecker::checkNames(const ast::Expr &expr) {
@@ -288,6 +342,9 @@ void PretrainedChecker::nameParams() {
     }
     for (size_t i = from; i < parts.size(); ++i)
       names.push_back(parts[i].file);
+    // PEFT's name for a LoRA factor: `c_attn.lora_A.weight`.
+    if (p.adapter)
+      names.push_back("weight");
     job.checkpointNames.push_back({join(names), isConv1DWeight(p)});
   }
 }
@@ -352,9 +409,15 @@ LogicalResult PretrainedChecker::checkFile(llvm::SMLoc pathLoc) {
 /// the head tied to `wte` (the model has no head of its own). Empty for any
 /// other model: its export is the weights alone.
 std::string gpt2Config(const Job &job) {
+  // The adapters are not part of the model transformers builds (PEFT's
+  // adapter_config.json describes them).
   std::map<std::string, const ParamInfo *> byName;
+  size_t baseParams = 0;
   for (size_t i = 0; i < job.params.size(); ++i)
-    byName[job.checkpointNames[i].name] = &job.params[i];
+    if (!job.params[i].adapter) {
+      byName[job.checkpointNames[i].name] = &job.params[i];
+      ++baseParams;
+    }
   auto shape = [&](llvm::StringRef name) -> llvm::ArrayRef<int64_t> {
     auto it = byName.find(name.str());
     return it == byName.end() ? llvm::ArrayRef<int64_t>()
@@ -366,6 +429,8 @@ std::string gpt2Config(const Job &job) {
     return "";
   std::vector<const ModelInstance *> blocks;
   for (const ParamInfo &p : job.params) {
+    if (p.adapter)
+      continue;
     const ModelInstance *block = p.owner;
     while (block && block->model != "nn.Block")
       block = block->parent;
@@ -373,10 +438,12 @@ std::string gpt2Config(const Job &job) {
       blocks.push_back(block);
   }
   // Every parameter is one of the four, or a block's under `h.i.`.
-  if (blocks.empty() || byName.size() != job.params.size() ||
-      job.params.size() != 4 + 12 * blocks.size())
+  if (blocks.empty() || byName.size() != baseParams ||
+      baseParams != 4 + 12 * blocks.size())
     return "";
   for (size_t i = 0; i < job.params.size(); ++i) {
+    if (job.params[i].adapter)
+      continue;
     llvm::StringRef name = job.checkpointNames[i].name;
     if (name.starts_with("h.")) {
       unsigned index = 0;

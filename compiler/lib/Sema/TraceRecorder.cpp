@@ -193,9 +193,18 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
         in[0].dtype != out[0].dtype)
       return "element counts differ: " + str(in[0]) + " -> " + str(out[0]);
     return "";
-  case PrimOp::LayerNorm: {
-    if (in.size() != 2 && in.size() != 3)
-      return "takes 2 or 3 operands";
+  case PrimOp::Rope:
+    if (std::string e = expectCounts(1, 1); !e.empty())
+      return e;
+    if (in[0].getRank() < 2 || in[0].shape.back() % 2 != 0)
+      return "needs [..., T, D] with D even";
+    return same(out[0], in[0]);
+  case PrimOp::LayerNorm:
+  case PrimOp::RmsNorm: {
+    if (kind == PrimOp::RmsNorm ? in.size() != 2
+                              : in.size() != 2 && in.size() != 3)
+      return kind == PrimOp::RmsNorm ? "takes 2 operands"
+                                   : "takes 2 or 3 operands";
     if (in[0].getRank() == 0)
       return "needs rank >= 1";
     TensorType param = withShape(in[0], {in[0].shape.back()});
@@ -333,7 +342,11 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     os << " {count = " << attrs.count << "}";
     break;
   case PrimOp::LayerNorm:
+  case PrimOp::RmsNorm:
     os << " {eps = " << llvm::format("%g", attrs.eps) << "}";
+    break;
+  case PrimOp::Rope:
+    os << " {theta = " << llvm::format("%g", attrs.theta) << "}";
     break;
   case PrimOp::Attention:
     os << " {causal = " << (attrs.causal ? "true" : "false") << "}";

@@ -39,7 +39,7 @@ const char *const kTrainKeys[] = {
     "model",     "data",   "eval",       "loss",     "batch",     "micro_batch",
     "steps",     "epochs", "optimizer",  "schedule", "clip",      "precision",
     "recompute", "seed",   "checkpoint", "log",      "eval_every",
-    "init",      "freeze"};
+    "init",      "freeze", "adapters"};
 
 /// Whether `expr` calls the name `model` somewhere.
 bool callsModel(const ast::Expr &expr) {
@@ -124,6 +124,9 @@ private:
   KeyEvaluator keys;
   std::map<std::string, const ast::KeyValue *> entries;
   std::optional<int64_t> microBatchKey;
+  /// The optimizer's `no_decay`, resolved against the model once it is built.
+  const ast::Expr *noDecay = nullptr;
+  std::string noDecayWhat;
 };
 } // namespace
 
@@ -276,6 +279,9 @@ LogicalResult TrainChecker::checkOptimizer(const ast::Expr &expr) {
       opt.weightDecay = 0.01;
     }
   }
+  // Globs of parameters without decay, matched once the model is built.
+  if (kind != "Adam")
+    specs.push_back({"no_decay", false});
   FailureOr<std::vector<const ast::Field *>> bound =
       bindCallArgs(ctx, call->getArgs(), specs, kind, call->getLoc());
   if (failed(bound))
@@ -288,6 +294,11 @@ LogicalResult TrainChecker::checkOptimizer(const ast::Expr &expr) {
     const ast::Expr &e = *field->value;
     llvm::StringRef name = specs[i].name;
     std::string what = "'" + name.str() + "' of " + kind.str();
+    if (name == "no_decay") {
+      noDecay = &e;
+      noDecayWhat = what;
+      continue;
+    }
     if (name == "nesterov") {
       FailureOr<bool> b = keys.boolean(e, what);
       ok &= succeeded(b);
@@ -583,6 +594,7 @@ LogicalResult TrainChecker::checkModel(const ast::Expr &expr) {
   if (failed(root))
     return failure();
   trace.root = std::move(*root);
+  job.params.clear(); // A second instantiation (with adapters) replaces all.
   job.model = buildTree(*trace.root, nullptr);
   return success();
 }
@@ -951,11 +963,37 @@ LogicalResult TrainChecker::run() {
       trace.hasEval = true;
     }
   }
+  if (const ast::Expr *e = get("adapters"); e && modelOk) {
+    // The targets name layers of the model as declared; then the model is
+    // made again with the adapted layers in place.
+    modelOk = succeeded(checkAdapters(ctx, keys, *e, job));
+    if (modelOk) {
+      ctx.totalInstances -= ctx.instanceCount;
+      modelOk = succeeded(checkModel(*get("model")));
+    }
+    if (modelOk)
+      freezeAllButAdapters(job);
+    if (const ast::Expr *f = get("freeze"); f && modelOk) {
+      ctx.error(f->getLoc(), "'freeze' and 'adapters' both say what trains: "
+                             "with adapters only the adapters train, and "
+                             "every other parameter is frozen");
+      ctx.note(e->getLoc(), "the adapters");
+      modelOk = false;
+    }
+  }
   ok &= modelOk && dataOk;
   if (modelOk)
     ok &= succeeded(checkPretrained(ctx, keys, get("init"), job));
-  if (const ast::Expr *e = get("freeze"); e && modelOk)
+  if (const ast::Expr *e = get("freeze"); e && modelOk && !job.adapters)
     ok &= succeeded(checkFreeze(ctx, keys, *e, job));
+  if (noDecay && modelOk) {
+    FailureOr<std::vector<bool>> named =
+        matchParamPaths(ctx, keys, *noDecay, job, noDecayWhat);
+    ok &= succeeded(named);
+    if (succeeded(named))
+      for (size_t i = 0; i < job.params.size(); ++i)
+        job.params[i].noDecay = (*named)[i];
+  }
 
   if (parallel && failed(checkParallel(ctx, main, *parallel, job,
                                        modelOk ? trace.root.get() : nullptr)))

@@ -299,6 +299,10 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "softmax";
   case PrimOp::LayerNorm:
     return "layer_norm";
+  case PrimOp::RmsNorm:
+    return "rms_norm";
+  case PrimOp::Rope:
+    return "rope";
   case PrimOp::Embedding:
     return "embedding";
   case PrimOp::Split:

@@ -193,6 +193,21 @@ static void printInit(ModuleOp module, size_t params, llvm::raw_ostream &os) {
   }
 }
 
+/// The LoRA adapters, if the job has them.
+static void printAdapters(ModuleOp module, llvm::raw_ostream &os) {
+  auto job = module->getAttrOfType<DictionaryAttr>("dt.job");
+  auto a = job ? job.getAs<DictionaryAttr>("adapters") : DictionaryAttr();
+  if (!a)
+    return;
+  auto layers = a.getAs<ArrayAttr>("layers");
+  os << "adapters: LoRA of rank " << a.getAs<IntegerAttr>("rank").getInt()
+     << llvm::format(", alpha %g (scale %g)",
+                     a.getAs<FloatAttr>("alpha").getValueAsDouble(),
+                     a.getAs<FloatAttr>("scale").getValueAsDouble())
+     << " on " << layers.size() << " Linear layer"
+     << (layers.size() == 1 ? "" : "s") << "; only they train\n";
+}
+
 LogicalResult dt::printReport(ModuleOp module, bool json,
                               llvm::raw_ostream &os) {
   auto arenaAttr = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
@@ -465,6 +480,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   for (auto &[name, count] : params)
     os << "  " << llvm::left_justify(name, 40)
        << llvm::format("%12lld", (long long)count) << "\n";
+  printAdapters(module, os);
   printInit(module, params.size(), os);
   return success();
 }

@@ -6,7 +6,8 @@
 // dt-fuse-elementwise turns into a single pass over each parameter and its
 // state. The update formulas are PyTorch's (torch.optim.SGD, Adam, AdamW).
 // Weight decay applies to parameters of rank >= 2 only (matrices and
-// embeddings, not biases and norm gains), as nanoGPT and llm.c do; a PyTorch
+// embeddings, not biases and norm gains), as nanoGPT, llm.c and Megatron do,
+// and not to those the optimizer's `no_decay` names (`dt.no_decay`); a PyTorch
 // script that puts the others in a no-decay parameter group takes the same
 // steps (bench/mlp_fashion_torch.py does).
 //
@@ -379,7 +380,8 @@ struct OptimizerPass : public dt::impl::OptimizerBase<OptimizerPass> {
       GlobalOp param = pair.first;
       RankedTensorType type = param.getTensorType();
       Value p = e.load(param), g = grads[k], p0 = p;
-      bool decays = r.weightDecay != 0 && type.getRank() >= 2;
+      bool decays = r.weightDecay != 0 && type.getRank() >= 2 &&
+                    !param->hasAttr(names::kNoDecayAttr);
       auto state = [&](StringRef slot) {
         FailureOr<GlobalOp> g =
             global((r.kind + "." + slot + "/" + param.getSymName()).str(),

@@ -67,6 +67,7 @@ enum class EmitAction {
   Sharded,
   Partitioned,
   Planned,
+  Report,
   PTX,
   Manifest,
   Lowered,
@@ -109,6 +110,9 @@ cl::opt<EmitAction> emitAction(
                    "the program of one rank, with its collectives"),
         clEnumValN(EmitAction::Planned, "planned",
                    "after fusion and memory planning"),
+        clEnumValN(EmitAction::Report, "report",
+                   "the --report (text, or --report=json) without building "
+                   "the program"),
         clEnumValN(EmitAction::PTX, "ptx",
                    "the GPU kernels of the fused regions, as PTX for sm_90"),
         clEnumValN(EmitAction::Manifest, "manifest",
@@ -388,10 +392,12 @@ int compile(const char *argv0) {
       return 1;
     return emitStage(nullptr, *ptx);
   }
-  if (report != ReportFormat::None) {
+  if (report != ReportFormat::None || emitAction == EmitAction::Report) {
     if (failed(printReport(*module, report == ReportFormat::Json, outs())))
       return 1;
     outs().flush();
+    if (emitAction == EmitAction::Report)
+      return 0;
   }
 
   // 7. The manifest, while the globals are still in the module.

@@ -60,6 +60,19 @@ void dtk_layer_norm_grad_f32(const float *x, const float *w, const float *dy,
                              float *dx, float *dw, float *db, int64_t rows,
                              int64_t cols, float eps);
 
+/// RMS norm (LLaMA's): each row times 1/sqrt(mean(x^2) + eps), times w.
+void dtk_rms_norm_f32(const float *x, const float *w, float *y, int64_t rows,
+                      int64_t cols, float eps);
+/// Gradients of dtk_rms_norm_f32 given dy; statistics are recomputed.
+void dtk_rms_norm_grad_f32(const float *x, const float *w, const float *dy,
+                           float *dx, float *dw, int64_t rows, int64_t cols,
+                           float eps);
+
+/// Rotary position embedding of x viewed as [outer, t, d] (d even): the pairs
+/// (i, i + d/2) of row p rotate by p * theta^(-2i/d), or back with `inverse`.
+void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
+                  int64_t d, float theta, int32_t inverse);
+
 /// out[i, :] = table[ids[i], :] for n ids into a [count, width] table.
 void dtk_embedding_f32(const float *table, const int32_t *ids, float *out,
                        int64_t n, int64_t count, int64_t width);

@@ -63,6 +63,9 @@ struct RunConfig {
   /// Where the run's end writes the model (--export); empty: nowhere.
   std::string exportDir;
   uint64_t exportShardBytes = 0;
+  /// Export the LoRA adapters alone, as PEFT saves them, rather than the
+  /// model with them merged.
+  bool exportAdapters = false;
 };
 
 /// Applies the --data overrides of `role` ("train", "eval") to its source.

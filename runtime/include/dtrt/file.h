@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 namespace dtrt {
 
@@ -44,6 +45,34 @@ public:
 
 private:
   OutputFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
+/// A whole file mapped into memory: read-only and private for reading
+/// (safetensors weights, each rank touching only the pages of its slice),
+/// shared and writable for writing in place (an export's files, which
+/// several ranks fill).
+class MappedFile {
+public:
+  static Expected<MappedFile> open(const std::string &path, bool writable);
+
+  MappedFile() = default;
+  MappedFile(MappedFile &&o) noexcept { *this = std::move(o); }
+  MappedFile &operator=(MappedFile &&o) noexcept;
+  MappedFile(const MappedFile &) = delete;
+  ~MappedFile();
+
+  char *data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string &path() const { return path_; }
+
+  /// Makes what was written through the mapping durable.
+  Status sync();
+
+private:
+  char *data_ = nullptr;
+  size_t size_ = 0;
   int fd_ = -1;
   std::string path_;
 };

@@ -226,6 +226,22 @@ struct PretrainedSpec {
   std::vector<std::string> ignore;
 };
 
+/// The manifest's `adapters`: LoRA layers, y = x W^T + b + (x A^T) B^T ·
+/// scale, whose factors alone train.
+struct AdapterSpec {
+  struct Layer {
+    /// The parameters: W [out, in], A [rank, in], B [out, rank].
+    std::string weight, a, b;
+  };
+  int64_t rank = 0;
+  double alpha = 0, scale = 0;
+  /// Before a factor's checkpoint name in PEFT's adapter_model.safetensors.
+  std::string peftPrefix;
+  /// PEFT's adapter_config.json.
+  std::string peftConfig;
+  std::vector<Layer> layers;
+};
+
 /// The parsed, validated manifest.
 struct Manifest {
   int abi = 0;
@@ -248,6 +264,7 @@ struct Manifest {
   /// The Hugging Face config.json an export writes ("" for models
   /// transformers does not know).
   std::string hfConfig;
+  std::optional<AdapterSpec> adapters;
 
   /// Whether the rank at `coords` holds `b`: every rank does, except in a
   /// pipeline, where a buffer with a `ppRank` is only that pipeline rank's

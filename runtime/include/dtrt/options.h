@@ -61,6 +61,8 @@ struct Options {
   /// byte limit of one file of it.
   std::optional<std::string> exportDir;
   std::optional<uint64_t> exportShardBytes;
+  /// --export-adapters: export the LoRA adapters alone (PEFT's layout).
+  bool exportAdapters = false;
 };
 
 /// How long a collective waits for the other ranks by default: long enough

@@ -16,11 +16,9 @@
 //
 // --export DIR writes the parameters back under the same names, as Hugging
 // Face writes a model: `model.safetensors`, or above --export-shard-size a
-// set of files with `model.safetensors.index.json`. Rank 0 lays out the
-// files (their headers, hence every tensor's offset, follow from the
-// manifest alone); then every rank maps them and writes the pieces it is the
-// writer of, so no rank gathers the model. The files appear by rename once
-// every rank's pieces are durable.
+// set of files with `model.safetensors.index.json`, LoRA adapters merged or
+// (--export-adapters) alone in PEFT's layout. Every rank writes the pieces it
+// is the writer of, so no rank gathers the model (export.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,14 +60,15 @@ Expected<PretrainedLoad> loadPretrained(const std::string &path,
 /// Hugging Face's default shard limit (huggingface_hub's MAX_SHARD_SIZE).
 inline constexpr uint64_t kDefaultExportShardBytes = 5'000'000'000;
 
-/// Writes the parameters into `dir` as a Hugging Face model (collective over
-/// `comm` when there is one; `coords` is this rank's). Returns the files
+/// Writes the parameters into `dir` as a Hugging Face model, LoRA adapters
+/// merged (collective over `comm` when there is one; `coords` is this
+/// rank's); with `adaptersOnly`, the adapters alone as PEFT saves them
+/// (`adapter_model.safetensors`, `adapter_config.json`). Returns the files
 /// written.
-Expected<std::vector<std::string>> exportPretrained(const std::string &dir,
-                                                    uint64_t shardBytes,
-                                                    Arena &arena,
-                                                    Communicator *comm,
-                                                    const std::vector<int> &coords);
+Expected<std::vector<std::string>>
+exportPretrained(const std::string &dir, uint64_t shardBytes, Arena &arena,
+                 Communicator *comm, const std::vector<int> &coords,
+                 bool adaptersOnly = false);
 
 } // namespace dtrt
 

@@ -162,6 +162,22 @@ func.func @layer_norm(%x: tensor<2x3xf32>, %w: tensor<4xf32>) {
 
 // -----
 
+func.func @rope(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{input must be [..., T, D] with D even}}
+  %0 = dt.rope %x {theta = 1.0e+04 : f64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm(%x: tensor<2x3xf32>, %w: tensor<4xf32>) {
+  // expected-error @+1 {{weight must have shape [3]}}
+  %0 = dt.rms_norm %x, %w {eps = 1.0e-6 : f64} : tensor<2x3xf32>, tensor<4xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @embedding(%t: tensor<10x4xf32>, %i: tensor<3xi32>) {
   // expected-error @+1 {{result must have shape ids + [4]}}
   %0 = dt.embedding %t, %i : tensor<10x4xf32>, tensor<3xi32> -> tensor<3x5xf32>

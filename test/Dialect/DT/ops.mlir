@@ -92,6 +92,12 @@ func.func @nn(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %t: tensor<16x8xf32>, %ids
   %2 = dt.layer_norm %x, %w, %w {eps = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   // CHECK: dt.layer_norm_grad
   %3:3 = dt.layer_norm_grad %x, %w, %x {eps = 1.0e-5 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: dt.rms_norm {{.*}} {eps = 9.9999999999999995E-7 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %r = dt.rms_norm %x, %w {eps = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  // CHECK: dt.rope %{{.*}} {inverse, theta = 1.000000e+04 : f64} : tensor<1x2x4x8xf32>
+  %ro = dt.rope %q {inverse, theta = 1.0e+04 : f64} : tensor<1x2x4x8xf32>
+  // CHECK: dt.rms_norm_grad
+  %rg:2 = dt.rms_norm_grad %x, %w, %x {eps = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<8xf32>
   // CHECK: dt.embedding %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
   %4 = dt.embedding %t, %ids : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
   // CHECK: dt.embedding_grad

@@ -79,7 +79,8 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %pe = dt.embedding %wte, %pos : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
     %peb = dt.broadcast_to %pe : tensor<4x8xf32> -> tensor<2x4x8xf32>
     %h = dt.add %tok, %peb : tensor<2x4x8xf32>
-    %n = dt.layer_norm %h, %lw, %lb {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+    %n0 = dt.layer_norm %h, %lw, %lb {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+    %n = dt.rms_norm %n0, %lw {eps = 1.0e-6 : f64} : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
     %n2 = dt.reshape %n : tensor<2x4x8xf32> -> tensor<8x8xf32>
     %qkv2 = dt.matmul %n2, %wqkv {transpose_rhs} : tensor<8x8xf32>, tensor<24x8xf32> -> tensor<8x24xf32>
     %qkv3 = dt.reshape %qkv2 : tensor<8x24xf32> -> tensor<2x4x24xf32>
@@ -90,7 +91,9 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %qt = dt.transpose %q4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
     %kt = dt.transpose %k4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
     %vt = dt.transpose %v4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
-    %a = dt.attention %qt, %kt, %vt {causal} : tensor<2x2x4x4xf32>
+    %qr = dt.rope %qt {theta = 1.0e+04 : f64} : tensor<2x2x4x4xf32>
+    %kr = dt.rope %kt {theta = 1.0e+04 : f64} : tensor<2x2x4x4xf32>
+    %a = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>
     %at = dt.transpose %a [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
     %a2 = dt.reshape %at : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
     %g = dt.gelu %a2 : tensor<8x8xf32>

@@ -356,6 +356,18 @@ std::vector<Case> allCases() {
          return {b.create<LayerNormOp>(loc, a[0].getType(), a[0], a[1], a[2],
                                        b.getF64FloatAttr(1e-5))};
        }},
+      {"Rope",
+       {{{2, 3, 4, 6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<RopeOp>(loc, a[0], b.getF64FloatAttr(100.0),
+                                  UnitAttr())};
+       }},
+      {"RMSNorm",
+       {{{3, 6}}, {{6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<RMSNormOp>(loc, a[0].getType(), a[0], a[1],
+                                     b.getF64FloatAttr(1e-6))};
+       }},
       {"Embedding",
        {{{5, 3}}, {{2, 4}, Draw::Ids, 5}},
        [](OpBuilder &b, L loc, R a) -> V {

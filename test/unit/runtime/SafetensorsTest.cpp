@@ -229,4 +229,26 @@ TEST(SafetensorsTest, MatchesNamesUnderThePrefixAndListsEveryProblem) {
                            "parameter of the model");
 }
 
+TEST(SafetensorsTest, FindsAHeadOutsideTheBaseModelsPrefix) {
+  TempDir dir;
+  std::string path = dir.path() + "/m.safetensors";
+  writeBytes(path, fileBytes(
+                       R"({"model.norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                       R"("model.layers.0.w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                       R"("lm_head.weight":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                       std::string(12, '\0')));
+  Expected<StSet> set = StSet::open(path);
+  ASSERT_TRUE(set) << set.error().message();
+  StMatch m = matchStTensors(*set,
+                             {{"norm.weight", "norm.weight", {1}},
+                              {"layers.0.w", "layers.0.w", {1}},
+                              {"lm_head.weight", "lm_head.weight", {1}}},
+                             {});
+  EXPECT_EQ(m.prefix, "model.");
+  EXPECT_TRUE(m.problems.empty()) << m.problems.front();
+  ASSERT_EQ(m.found.size(), 3u);
+  ASSERT_NE(m.found[2], nullptr);
+  EXPECT_EQ(m.found[2]->name, "lm_head.weight");
+}
+
 } // namespace

@@ -69,6 +69,10 @@ struct ParamInfo {
   std::optional<Annotation> annotation;
   /// Named by the train block's `freeze`: it does not train.
   bool frozen = false;
+  /// Named by the optimizer's `no_decay`: no weight decay, even as a matrix.
+  bool noDecay = false;
+  /// A LoRA factor (`lora_A`, `lora_B`) of a layer `adapters` adapted.
+  bool adapter = false;
   /// The parameter's declaration.
   Location loc;
   /// The layer that owns it.
@@ -271,6 +275,22 @@ struct PretrainedConfig {
   Location loc;
 };
 
+/// `adapters = nn.lora(rank, alpha, targets)`: low-rank adapters (LoRA) on
+/// the Linear layers the targets name, which become nn.LoraLinear; only the
+/// adapters train.
+struct AdapterConfig {
+  int64_t rank = 8;
+  double alpha = 8;
+  /// The adapted layers, by path (`blocks.0.attn.qkv`).
+  std::vector<std::string> layers;
+  /// What PEFT puts before a layer's name in `adapter_model.safetensors`:
+  /// `base_model.model.` and the model's own prefix (`transformer.`).
+  std::string peftPrefix;
+  /// PEFT's `adapter_config.json`, written beside the adapters.
+  std::string peftConfig;
+  Location loc;
+};
+
 /// The checked `train` block and everything it refers to.
 struct Job {
   Job();
@@ -315,6 +335,7 @@ struct Job {
   std::vector<std::string> recompute;
   int64_t seed = 0;
   std::optional<PretrainedConfig> pretrained;
+  std::optional<AdapterConfig> adapters;
   /// Per parameter (as `params`): its name in a checkpoint, by the standard
   /// library's Hugging Face names and `init`'s `names`.
   std::vector<CheckpointName> checkpointNames;

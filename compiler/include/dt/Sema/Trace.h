@@ -27,6 +27,8 @@
 //   Softmax             over attrs.axis (non-negative).
 //   LayerNorm           x[..., C], weight[C], optional bias[C] (2 or 3
 //                       operands); attrs.eps.
+//   RmsNorm             x[..., C], weight[C]; attrs.eps.
+//   Rope                x[..., T, D] (D even), same shape; attrs.theta.
 //   Embedding           table[V, C] (float), ids[...] (i32/i64) -> [..., C].
 //   Split               x into attrs.count equal results along attrs.axis.
 //   Concat              operands along attrs.axis.
@@ -82,6 +84,8 @@ enum class PrimOp {
   Sqrt,
   Softmax,
   LayerNorm,
+  RmsNorm,
+  Rope,
   Embedding,
   Split,
   Concat,
@@ -106,8 +110,10 @@ struct PrimAttrs {
   int64_t axis = 0;
   /// Split: the number of results; Iota: the length.
   int64_t count = 0;
-  /// LayerNorm.
+  /// LayerNorm, RmsNorm.
   double eps = 0;
+  /// Rope: the base of the rotation frequencies.
+  double theta = 0;
   /// Attention.
   bool causal = false;
 };

@@ -47,6 +47,9 @@ inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
 /// On a parameter: `freeze` names it, so it gets no gradient, no optimizer
 /// state and no gradient communication; it stays as initialised (or loaded).
 inline constexpr llvm::StringLiteral kFrozenAttr = "dt.frozen";
+/// On a parameter: the optimizer's `no_decay` names it, so no weight decay
+/// applies to it even if it is a matrix.
+inline constexpr llvm::StringLiteral kNoDecayAttr = "dt.no_decay";
 /// On an input global: it holds samples of a batch (dimension 0).
 inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
 /// On the module: the pipeline, `{axis, schedule, microbatches, chunks,

@@ -111,6 +111,26 @@ const llvm::StringMap<Row> &table() {
           int64_t x = s.mul({rows, cols, kF32}), w = s.mul({cols, kF32});
           return llvm::SmallVector<int64_t>{x, w, x, x, w, w};
         }};
+    // (x, y, outer, t, d, theta, inverse)
+    t["dtk_rope_f32"] = {7, [](Sizes &s) {
+                           int64_t all =
+                               s.mul({s.arg(2), s.arg(3), s.arg(4), kF32});
+                           return llvm::SmallVector<int64_t>{all, all};
+                         }};
+    // (x, w, y, rows, cols, eps)
+    t["dtk_rms_norm_f32"] = {6, [](Sizes &s) {
+                               int64_t rows = s.arg(3), cols = s.arg(4);
+                               int64_t x = s.mul({rows, cols, kF32}),
+                                       w = s.mul({cols, kF32});
+                               return llvm::SmallVector<int64_t>{x, w, x};
+                             }};
+    // (x, w, dy, dx, dw, rows, cols, eps)
+    t["dtk_rms_norm_grad_f32"] = {
+        8, [](Sizes &s) {
+          int64_t rows = s.arg(5), cols = s.arg(6);
+          int64_t x = s.mul({rows, cols, kF32}), w = s.mul({cols, kF32});
+          return llvm::SmallVector<int64_t>{x, w, x, x, w};
+        }};
     // (table, ids, out, n, count, width)
     t["dtk_embedding_f32"] = {6, [](Sizes &s) {
                                 int64_t n = s.arg(3), count = s.arg(4),

@@ -389,6 +389,9 @@ private:
         .Case([&](SoftmaxOp s) { return lowerSoftmax(s); })
         .Case([&](LayerNormOp l) { return lowerLayerNorm(l); })
         .Case([&](LayerNormGradOp l) { return lowerLayerNormGrad(l); })
+        .Case([&](RMSNormOp l) { return lowerRMSNorm(l); })
+        .Case([&](RopeOp r) { return lowerRope(r); })
+        .Case([&](RMSNormGradOp l) { return lowerRMSNormGrad(l); })
         .Case([&](EmbeddingOp e) { return lowerEmbedding(e); })
         .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
         .Case([&](CrossEntropyOp c) {
@@ -1303,6 +1306,41 @@ private:
           pointerOf(l.getWeightGrad()), pointerOf(l.getBiasGrad()),
           i64(product(shape.drop_back())), i64(shape.back()),
           f32(l.getEps().convertToDouble())});
+    return success();
+  }
+
+  LogicalResult lowerRope(RopeOp r) {
+    if (failed(requireF32(r, {r.getInput()})))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(r.getInput());
+    call("dtk_rope_f32",
+         {pointerOf(r.getInput()), pointerOf(r.getResult()),
+          i64(product(shape.drop_back(2))), i64(shape[shape.size() - 2]),
+          i64(shape.back()), f32(r.getTheta().convertToDouble()),
+          i32(r.getInverse() ? 1 : 0)});
+    return success();
+  }
+
+  LogicalResult lowerRMSNorm(RMSNormOp l) {
+    if (failed(requireF32(l, {l.getInput(), l.getWeight()})))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(l.getInput());
+    call("dtk_rms_norm_f32",
+         {pointerOf(l.getInput()), pointerOf(l.getWeight()),
+          pointerOf(l.getResult()), i64(product(shape.drop_back())),
+          i64(shape.back()), f32(l.getEps().convertToDouble())});
+    return success();
+  }
+
+  LogicalResult lowerRMSNormGrad(RMSNormGradOp l) {
+    if (failed(requireF32(l, {l.getInput(), l.getWeight(), l.getResultGrad()})))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(l.getInput());
+    call("dtk_rms_norm_grad_f32",
+         {pointerOf(l.getInput()), pointerOf(l.getWeight()),
+          pointerOf(l.getResultGrad()), pointerOf(l.getInputGrad()),
+          pointerOf(l.getWeightGrad()), i64(product(shape.drop_back())),
+          i64(shape.back()), f32(l.getEps().convertToDouble())});
     return success();
   }
 

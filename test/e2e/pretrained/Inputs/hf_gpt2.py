@@ -9,6 +9,13 @@ the head tied to wte).
     hf_gpt2.py check-loss DIR TOKENS RUN_OUTPUT --seq T [sizes]
     hf_gpt2.py compare EXPECTED_DIR EXPORTED_DIR [--frozen PATTERN ...]
     hf_gpt2.py check-config DIR [sizes]
+    hf_gpt2.py lora-train DIR ADAPTERS TOKENS RUN_OUTPUT --seq T --steps N [sizes]
+    hf_gpt2.py check-merge BASE_DIR ADAPTERS_DIR MERGED_DIR
+    hf_gpt2.py check-base CHECKPOINT_DIR BASE_DIR
+    hf_gpt2.py rms-train INITIAL_DIR TOKENS RUN_OUTPUT --seq T --steps N --eps E
+    hf_gpt2.py rope-train INITIAL_DIR TOKENS RUN_OUTPUT --seq T --steps N --heads H --theta B
+    hf_gpt2.py llama-train INITIAL_DIR TOKENS RUN_OUTPUT --seq T --steps N --heads H
+        --kv-heads K --theta B --eps E
     hf_gpt2.py corrupt FILE (truncate|nan TENSOR|shape TENSOR|extra)
 """
 import argparse
@@ -154,11 +161,27 @@ def tokens(a):
         f.write(rng.integers(0, 256, count, dtype=np.uint16).tobytes())
 
 
-def gpt2_loss(state, tokens, a):
+def gpt2_loss(state, tokens, a, lora=None):
+    """GPT-2's mean cross-entropy in double precision; `lora` maps a Conv1D's
+    name (`h.0.attn.c_attn`) to its adapter (A [r, in], B [out, r], scale)."""
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(1)
     t = {k: torch.from_numpy(np.ascontiguousarray(v)).double() for k, v in state.items()}
+    lora = lora or {}
+
+    def conv1d(z, name):
+        y = z @ t[name + ".weight"] + t[name + ".bias"]
+        if name in lora:
+            A, B, scale = lora[name]
+            y = y + (z @ A.T) @ B.T * scale
+        return y
+    return gpt2_loss_of(t, conv1d, tokens, a)
+
+
+def gpt2_loss_of(t, conv1d, tokens, a):
+    import torch
+    import torch.nn.functional as F
     x, y = tokens[:, :-1], tokens[:, 1:]
     b, n = x.shape
     h = t["wte.weight"][x] + t["wpe.weight"][torch.arange(n)]
@@ -166,30 +189,23 @@ def gpt2_loss(state, tokens, a):
     for i in range(a.depth):
         p = f"h.{i}."
         z = F.layer_norm(h, (a.width,), t[p + "ln_1.weight"], t[p + "ln_1.bias"], 1e-5)
-        qkv = z @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
+        qkv = conv1d(z, p + "attn.c_attn")
         q, k, v = (u.view(b, n, a.heads, hd).transpose(1, 2) for u in qkv.split(a.width, -1))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         mask = torch.ones(n, n, dtype=torch.bool).triu(1)
         att = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
         att = att.transpose(1, 2).reshape(b, n, a.width)
-        h = h + att @ t[p + "attn.c_proj.weight"] + t[p + "attn.c_proj.bias"]
+        h = h + conv1d(att, p + "attn.c_proj")
         z = F.layer_norm(h, (a.width,), t[p + "ln_2.weight"], t[p + "ln_2.bias"], 1e-5)
-        z = F.gelu(z @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"], approximate="tanh")
-        h = h + z @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
+        z = F.gelu(conv1d(z, p + "mlp.c_fc"), approximate="tanh")
+        h = h + conv1d(z, p + "mlp.c_proj")
     logits = F.layer_norm(h, (a.width,), t["ln_f.weight"], t["ln_f.bias"], 1e-5) @ t["wte.weight"].T
-    return F.cross_entropy(logits.reshape(-1, a.vocab), y.reshape(-1)).item()
+    return F.cross_entropy(logits.reshape(-1, a.vocab), y.reshape(-1))
 
 
 def check_loss(a):
-    import torch
     state = {re.sub(r"^(transformer|model)\.", "", k): v for k, v in read_dir(a.dir).items()}
-    with open(a.tokens, "rb") as f:
-        f.seek(1024)
-        ids = np.frombuffer(f.read(), np.uint16).astype(np.int64)
-    windows = (len(ids) - 1) // a.seq
-    batch = torch.from_numpy(np.stack([ids[i * a.seq:i * a.seq + a.seq + 1]
-                                       for i in range(windows)]))
-    expected = gpt2_loss(state, batch, a)
+    expected = gpt2_loss(state, read_tokens(a.tokens, a.seq), a).item()
     with open(a.run_output) as f:
         m = re.search(r"step 1/\d+\s+loss ([0-9.]+)", f.read())
     if not m:
@@ -224,6 +240,242 @@ def compare(a):
                                       f", {len(got) - frozen} trained"))
 
 
+def read_tokens(path, seq):
+    import torch
+    with open(path, "rb") as f:
+        f.seek(1024)
+        ids = np.frombuffer(f.read(), np.uint16).astype(np.int64)
+    windows = (len(ids) - 1) // seq
+    return torch.from_numpy(np.stack([ids[i * seq:i * seq + seq + 1] for i in range(windows)]))
+
+
+def read_adapters(path):
+    """PEFT's adapter_model.safetensors: {module: (A, B)} with the names PEFT gives."""
+    tensors, _ = read_file(os.path.join(path, "adapter_model.safetensors"))
+    out = {}
+    for name, value in tensors.items():
+        m = re.fullmatch(r"base_model\.model\.transformer\.(.+)\.lora_([AB])\.weight", name)
+        if not m:
+            raise SystemExit(f"{name}: not a PEFT LoRA name for GPT2LMHeadModel")
+        out.setdefault(m.group(1), {})[m.group(2)] = value
+    return {k: (v["A"], v["B"]) for k, v in out.items()}
+
+
+def lora_train(a):
+    """Trains the adapters of ADAPTERS (dt's initial ones) on the base model in DIR with
+    torch.optim.AdamW, the whole token file as the batch of every step, and checks
+    that dt's logged losses of the same steps agree within 1e-4."""
+    import torch
+    state = {re.sub(r"^(transformer|model)\.", "", k): v for k, v in read_dir(a.dir).items()}
+    with open(os.path.join(a.adapters, "adapter_config.json")) as f:
+        config = json.load(f)
+    scale = config["lora_alpha"] / config["r"]
+    params, lora = [], {}
+    for name, (A, B) in read_adapters(a.adapters).items():
+        A = torch.from_numpy(A).double().requires_grad_()
+        B = torch.from_numpy(B).double().requires_grad_()
+        params += [A, B]
+        lora[name] = (A, B, scale)
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=a.wd)
+    batch = read_tokens(a.tokens, a.seq)
+    expected = train_steps(opt, a.steps, lambda: gpt2_loss(state, batch, a, lora))
+    compare_losses(a.run_output, expected)
+    if abs(expected[-1] - expected[0]) < 1e-6:
+        raise SystemExit("the adapters did not change the loss")
+
+
+def check_merge(a):
+    """MERGED is BASE with W + (alpha / r) · (B A) in place of every adapted Conv1D
+    weight (stored [in, out], so the delta transposed), and every other tensor equal."""
+    base = {re.sub(r"^(transformer|model)\.", "", k): v
+            for k, v in read_dir(a.base).items() if not k.endswith(".attn.bias")}
+    merged = read_dir(a.merged)
+    with open(os.path.join(a.adapters, "adapter_config.json")) as f:
+        config = json.load(f)
+    scale = config["lora_alpha"] / config["r"]
+    adapters = read_adapters(a.adapters)
+    if set(base) != set(merged):
+        raise SystemExit(f"names differ: {sorted(set(base) ^ set(merged))}")
+    for name in sorted(base):
+        module = name[:-len(".weight")] if name.endswith(".weight") else None
+        if module in adapters:
+            A, B = adapters[module]
+            expected = base[name] + (scale * (B.astype(np.float64) @ A)).T
+            err = np.abs(merged[name] - expected).max()
+            if err > 1e-6 * max(1.0, np.abs(expected).max()):
+                raise SystemExit(f"{name}: merged differs from W + s·BA by {err}")
+        elif not np.array_equal(base[name], merged[name]):
+            raise SystemExit(f"{name}: not adapted, but it differs from the base")
+    print(f"{len(adapters)} adapted weights merged, {len(base) - len(adapters)} equal")
+
+
+def check_base(a):
+    """The base weights in a one-rank dt checkpoint are the file's, bit for bit."""
+    with open(os.path.join(a.checkpoint, "manifest.json")) as f:
+        manifest = json.load(f)
+    with open(os.path.join(a.checkpoint, "tensors.bin"), "rb") as f:
+        data = f.read()
+    base = {re.sub(r"^(transformer|model)\.", "", k): v for k, v in read_dir(a.base).items()}
+    names = {"ln1": "ln_1", "ln2": "ln_2", "qkv": "c_attn", "proj": "c_proj",
+             "up": "c_fc", "down": "c_proj", "blocks": "h"}
+    same = 0
+    for t in manifest["tensors"]:
+        if t["role"] != "param" or ".lora_" in t["name"]:
+            continue
+        hf = ".".join(names.get(p, p) for p in t["name"].split("."))
+        raw = data[t["offset"]:t["offset"] + t["bytes"]]
+        value = np.frombuffer(raw, "<f4").reshape(t["shape"])
+        expected = base[hf]
+        if re.search(r"\.(qkv|proj|up|down)\.weight$", t["name"]):
+            expected = expected.T  # Conv1D, stored [in, out]
+        if not np.array_equal(value, expected):
+            raise SystemExit(f"{t['name']}: the base weight changed")
+        same += 1
+    print(f"{same} base weights bit for bit as loaded")
+
+
+def train_steps(opt, steps, loss_of):
+    """The losses of `steps` optimizer steps on the loss `loss_of()` computes."""
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_of()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def compare_losses(run_output, expected):
+    with open(run_output) as f:
+        got = [float(x) for x in re.findall(r"step\s+\d+/\d+\s+loss ([0-9.]+)", f.read())]
+    if len(got) != len(expected):
+        raise SystemExit(f"{run_output}: {len(got)} loss lines, expected {len(expected)}")
+    for step, (g, e) in enumerate(zip(got, expected), 1):
+        print(f"step {step}: dt {g:.6f}, PyTorch {e:.6f}")
+        if abs(g - e) > 1e-4 * max(1.0, abs(e)):
+            raise SystemExit(f"step {step}: the losses differ by more than 1e-4")
+
+
+def rms_train(a):
+    """rms_tiny.dt (embedding, RMS norm, head) in PyTorch from dt's exported initial
+    weights: AdamW, no decay on the norm's 1-D weight (dt's rule), the whole token
+    file as every step's batch."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
+    decay = [t["wte.weight"], t["head.weight"]]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": [t["norm.weight"]], "weight_decay": 0.0}],
+                            lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    batch = read_tokens(a.tokens, a.seq)
+    x, y = batch[:, :-1], batch[:, 1:]
+
+    def loss():
+        h = t["wte.weight"][x]
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + a.eps) * t["norm.weight"]
+        logits = h @ t["head.weight"].T
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    compare_losses(a.run_output, train_steps(opt, a.steps, loss))
+
+
+def rope_train(a):
+    """rope_tiny.dt in PyTorch, its rotary embedding as transformers' LLaMA computes
+    it (inv_freq in float32, cos/sin of cat(freqs, freqs), rotate_half), from dt's
+    exported initial weights; AdamW as rms_train."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
+    opt = torch.optim.AdamW(list(t.values()), lr=1e-2, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.1)
+    batch = read_tokens(a.tokens, a.seq)
+    x, y = batch[:, :-1], batch[:, 1:]
+    b, n = x.shape
+    width = t["wte.weight"].shape[1]
+    hd = width // a.heads
+    inv_freq = 1.0 / (a.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().double(), emb.sin().double()
+
+    def rotate_half(u):
+        return torch.cat((-u[..., hd // 2:], u[..., :hd // 2]), dim=-1)
+
+    def loss():
+        h = t["wte.weight"][x]
+        q, k, v = ((h @ t["qkv.weight"].T).split(width, -1))
+        q, k, v = (u.view(b, n, a.heads, hd).transpose(1, 2) for u in (q, k, v))
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+        att = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        logits = (h + att.transpose(1, 2).reshape(b, n, width)) @ t["head.weight"].T
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    compare_losses(a.run_output, train_steps(opt, a.steps, loss))
+
+
+def llama_loss(t, x, y, a):
+    """transformers' LlamaForCausalLM forward (untied head) on tensors named as dt
+    names them: RMSNorm, rotate-half RoPE, repeat_kv, SwiGLU, causal attention."""
+    import torch
+    import torch.nn.functional as F
+    b, n = x.shape
+    width = t["embed_tokens.weight"].shape[1]
+    hd = width // a.heads
+    inv_freq = 1.0 / (a.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().double(), emb.sin().double()
+
+    def rms(h, w):
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + a.eps) * w
+
+    def rope(u):
+        return u * cos + torch.cat((-u[..., hd // 2:], u[..., :hd // 2]), dim=-1) * sin
+
+    def repeat_kv(u):
+        g = a.heads // a.kv_heads
+        return u[:, :, None].expand(b, a.kv_heads, g, n, hd).reshape(b, a.heads, n, hd)
+
+    h = t["embed_tokens.weight"][x]
+    i = 0
+    while f"layers.{i}.input_layernorm.weight" in t:
+        p = f"layers.{i}."
+        z = rms(h, t[p + "input_layernorm.weight"])
+        q = (z @ t[p + "self_attn.q_proj.weight"].T).view(b, n, a.heads, hd).transpose(1, 2)
+        k = (z @ t[p + "self_attn.k_proj.weight"].T).view(b, n, a.kv_heads, hd).transpose(1, 2)
+        v = (z @ t[p + "self_attn.v_proj.weight"].T).view(b, n, a.kv_heads, hd).transpose(1, 2)
+        q, k, v = rope(q), repeat_kv(rope(k)), repeat_kv(v)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+        att = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        h = h + att.transpose(1, 2).reshape(b, n, width) @ t[p + "self_attn.o_proj.weight"].T
+        z = rms(h, t[p + "post_attention_layernorm.weight"])
+        g = z @ t[p + "mlp.gate_proj.weight"].T
+        h = h + (F.silu(g) * (z @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
+        i += 1
+    logits = rms(h, t["norm.weight"]) @ t["lm_head.weight"].T
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def llama_train(a):
+    """A LLaMA from dt's exported initial weights trained with AdamW in PyTorch (no
+    decay on 1-D tensors, dt's rule); dt's logged losses must agree within 1e-4."""
+    import torch
+    torch.set_num_threads(1)
+    t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
+    opt = torch.optim.AdamW(
+        [{"params": [v for v in t.values() if v.dim() >= 2], "weight_decay": 0.1},
+         {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
+        lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    batch = read_tokens(a.tokens, a.seq)
+    x, y = batch[:, :-1], batch[:, 1:]
+    compare_losses(a.run_output, train_steps(opt, a.steps, lambda: llama_loss(t, x, y, a)))
+
+
 def check_config(a):
     """The config.json transformers' GPT2Config reads, for the sizes given."""
     with open(os.path.join(a.dir, "config.json")) as f:
@@ -255,6 +507,16 @@ def corrupt(a):
     write_file(a.file, tensors, "F32")
 
 
+def training(sub, name):
+    """A subcommand that trains in PyTorch and compares with dt's run output."""
+    p = sub.add_parser(name)
+    for arg in ("dir", "tokens", "run_output"):
+        p.add_argument(arg)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    return p
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -280,6 +542,31 @@ def main():
     p.add_argument("expected")
     p.add_argument("exported")
     p.add_argument("--frozen", nargs="+")
+    p = sub.add_parser("lora-train")
+    for arg in ("dir", "adapters", "tokens", "run_output"):
+        p.add_argument(arg)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--wd", type=float, default=0.1)
+    sizes(p)
+    p = training(sub, "rms-train")
+    p.add_argument("--eps", type=float, required=True)
+    p = training(sub, "rope-train")
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--theta", type=float, required=True)
+    p = training(sub, "llama-train")
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--kv-heads", type=int, required=True)
+    p.add_argument("--theta", type=float, required=True)
+    p.add_argument("--eps", type=float, required=True)
+    p = sub.add_parser("check-merge")
+    p.add_argument("base")
+    p.add_argument("adapters")
+    p.add_argument("merged")
+    p = sub.add_parser("check-base")
+    p.add_argument("checkpoint")
+    p.add_argument("base")
     p = sub.add_parser("check-config")
     p.add_argument("dir")
     sizes(p)
@@ -289,7 +576,9 @@ def main():
     p.add_argument("tensor", nargs="?")
     a = ap.parse_args()
     {"make": make, "tokens": tokens, "check-loss": check_loss, "compare": compare,
-     "check-config": check_config, "corrupt": corrupt}[a.cmd](a)
+     "check-config": check_config, "corrupt": corrupt, "lora-train": lora_train,
+     "check-merge": check_merge, "check-base": check_base, "rms-train": rms_train,
+     "rope-train": rope_train, "llama-train": llama_train}[a.cmd](a)
 
 
 if __name__ == "__main__":

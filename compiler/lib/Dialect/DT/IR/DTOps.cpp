@@ -444,7 +444,9 @@ static LogicalResult verifyNormParams(Operation *op, Value x,
     return op->emitOpError("input must have at least one dimension");
   for (Value v : vectors)
     if (shapeOf(v) != xs.take_back())
-      return op->emitOpError("weight and bias must have shape [")
+      return op->emitOpError(vectors.size() == 1 ? "weight must have shape ["
+                                                 : "weight and bias must have "
+                                                   "shape [")
              << xs.back() << "]";
   return success();
 }
@@ -463,6 +465,30 @@ LogicalResult LayerNormGradOp::verify() {
       getBiasGrad().getType() != getWeight().getType())
     return emitOpError("weight_grad and bias_grad must have the weight's type");
   return verifyNormParams(*this, getInput(), {getWeight()});
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (getInput().getType() != getType())
+    return emitOpError("result must have the input's type");
+  return verifyNormParams(*this, getInput(), {getWeight()});
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (getInput().getType() != getResultGrad().getType() ||
+      getInputGrad().getType() != getInput().getType())
+    return emitOpError("input, result_grad and input_grad must have one type");
+  if (getWeightGrad().getType() != getWeight().getType())
+    return emitOpError("weight_grad must have the weight's type");
+  return verifyNormParams(*this, getInput(), {getWeight()});
+}
+
+LogicalResult RopeOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.size() < 2 || x.back() % 2 != 0)
+    return emitOpError("input must be [..., T, D] with D even");
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError("theta must be positive");
+  return success();
 }
 
 /// A lookup's table [count, width] (`tableName`), its ids and the rows it

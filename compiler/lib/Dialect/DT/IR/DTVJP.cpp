@@ -371,6 +371,32 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ValueRange grads,
   return success();
 }
 
+LogicalResult RopeOp::buildVJP(OpBuilder &b, ValueRange grads,
+                               ArrayRef<bool> needed,
+                               SmallVectorImpl<Value> &out) {
+  // A rotation: its gradient is the inverse rotation of the adjoint.
+  return unary(*this, needed, grads, out, [&](Value g) -> Value {
+    return b.create<RopeOp>(getLoc(), g, getThetaAttr(),
+                            getInverse() ? UnitAttr() : b.getUnitAttr());
+  });
+}
+
+LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
+    out.append(2, Value());
+    return success();
+  }
+  auto grad = b.create<RMSNormGradOp>(getLoc(), getInput().getType(),
+                                      getWeight().getType(), getInput(),
+                                      getWeight(), g, getEpsAttr());
+  out.push_back(needed[0] ? grad.getInputGrad() : Value());
+  out.push_back(needed[1] ? grad.getWeightGrad() : Value());
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ValueRange grads,
                                     ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {

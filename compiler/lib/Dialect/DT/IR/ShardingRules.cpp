@@ -325,27 +325,53 @@ ShardingRule SoftmaxOp::getShardingRule() {
   return r;
 }
 
-ShardingRule LayerNormOp::getShardingRule() {
+/// A normalisation over the last dimension of `x` (layer and RMS norms, and
+/// their gradients): each operand and result is `x`-shaped ('x', free leading
+/// factors, the last dimension whole) or a vector of that dimension ('c').
+static ShardingRule normRule(Value x, StringRef operands,
+                             StringRef results) {
   ShardingRule r;
-  ArrayRef<int64_t> x = shape(getInput());
-  Dims leading = r.addFactors(x.drop_back());
-  int64_t c = r.addFactor(x.back(), Kind::Whole);
+  ArrayRef<int64_t> xs = shape(x);
+  Dims leading = r.addFactors(xs.drop_back());
+  int64_t c = r.addFactor(xs.back(), Kind::Whole);
   Dims full = withLeading(leading, {c});
-  r.operands = {full, {{c}}, {{c}}};
-  r.results.push_back(full);
+  for (char k : operands)
+    r.operands.push_back(k == 'x' ? full : Dims{{c}});
+  for (char k : results)
+    r.results.push_back(k == 'x' ? full : Dims{{c}});
   return r;
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  return normRule(getInput(), "xcc", "x");
 }
 
 ShardingRule LayerNormGradOp::getShardingRule() {
   // The weight and bias gradients sum over the leading dimensions.
-  ShardingRule r;
-  ArrayRef<int64_t> x = shape(getInput());
-  Dims leading = r.addFactors(x.drop_back());
-  int64_t c = r.addFactor(x.back(), Kind::Whole);
-  Dims full = withLeading(leading, {c});
-  r.operands = {full, {{c}}, full};
-  r.results = {full, {{c}}, {{c}}};
+  ShardingRule r = normRule(getInput(), "xcx", "xcc");
   r.setLinear(Linearity::Separate, {false, false, true});
+  return r;
+}
+
+ShardingRule RMSNormOp::getShardingRule() {
+  return normRule(getInput(), "xc", "x");
+}
+
+ShardingRule RMSNormGradOp::getShardingRule() {
+  // The weight gradient sums over the leading dimensions.
+  ShardingRule r = normRule(getInput(), "xcx", "xc");
+  r.setLinear(Linearity::Separate, {false, false, true});
+  return r;
+}
+
+ShardingRule RopeOp::getShardingRule() {
+  // Linear in its input; positions (dimension -2) and the rotated pairs
+  // (dimension -1) stay whole.
+  ShardingRule r = elementwise(*this, Linearity::Joint, {true});
+  int64_t rank = getType().getRank();
+  for (int64_t d : {rank - 2, rank - 1})
+    for (int64_t f : r.results[0][d]) // none for a size-1 dimension
+      r.factors[f].kind = Kind::Whole;
   return r;
 }
 

@@ -485,6 +485,58 @@ def DT_LayerNormGradOp : DT_Op<"layer_norm_grad", [ShardableOp, Pure]> {
   let hasVerifier = 1;
 }
 
+def DT_RMSNormOp : DT_Op<"rms_norm", [ShardableOp, Pure, DifferentiableOp]> {
+  let summary = "RMS normalisation over the last dimension (LLaMA's)";
+  let description = [{
+    `x / sqrt(mean(x^2) + eps) * weight` over the last dimension of `x`; `weight` has
+    that dimension's size.
+
+    ```mlir
+    %y = dt.rms_norm %x, %w {eps = 1.0e-06 : f64}
+        : tensor<4x128x128xf32>, tensor<128xf32> -> tensor<4x128x128xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$weight, F64Attr:$eps);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` type($weight) "
+                       "`->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_RMSNormGradOp : DT_Op<"rms_norm_grad", [ShardableOp, Pure]> {
+  let summary = "the gradients of dt.rms_norm";
+  let description = [{
+    Given the RMS-norm input, its weight and the adjoint of its result, the adjoints of
+    input and weight (the statistics are recomputed, not stored).
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$weight,
+                       DT_FloatTensor:$result_grad, F64Attr:$eps);
+  let results = (outs DT_FloatTensor:$input_grad, DT_FloatTensor:$weight_grad);
+  let assemblyFormat = "$input `,` $weight `,` $result_grad attr-dict `:` type($input) `,` "
+                       "type($weight) `,` type($result_grad) `->` type(results)";
+  let hasVerifier = 1;
+}
+
+def DT_RopeOp : DT_Op<"rope", [Pure, SameOperandsAndResultType, DifferentiableOp,
+                               ShardableOp]> {
+  let summary = "rotary position embedding (rotate-half, as Hugging Face's LLaMA)";
+  let description = [{
+    Rotates pairs of the last dimension (D, even) of `x: [..., T, D]` by the position
+    `t` along dimension -2: for `i < D/2`, with `f = theta^(-2i/D)`,
+    `y[t, i] = x[t, i] cos(t f) - x[t, i + D/2] sin(t f)` and
+    `y[t, i + D/2] = x[t, i + D/2] cos(t f) + x[t, i] sin(t f)`.
+    With `inverse`, the rotation by `-t f` (its transpose, hence its gradient).
+
+    ```mlir
+    %q2 = dt.rope %q {theta = 1.0e+04 : f64} : tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DT_EmbeddingOp : DT_Op<"embedding", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "rows of a table picked by integer ids";
   let description = [{

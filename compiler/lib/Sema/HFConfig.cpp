@@ -1,0 +1,136 @@
+//===- HFConfig.cpp - Model sizes from a Hugging Face config.json ---------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// `nn.Llama(config = "llama/config.json")` takes its sizes from the
+// `config.json` that transformers writes beside a checkpoint (a LlamaConfig),
+// read by dtc at compile time: the program's shapes are static, so the file
+// must be there when it compiles. Keys map to the layer's arguments; what dt
+// cannot build yet (tied embeddings, a head width other than
+// hidden_size / num_attention_heads, RoPE scaling) is an error that names the
+// key, not a model that silently differs from the checkpoint's. Newer files
+// keep rope_theta inside `rope_parameters`; both spellings are read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Eval.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace dt;
+using namespace dt::sema;
+using llvm::failure;
+
+namespace {
+
+/// The argument of nn.Llama each LlamaConfig key sets.
+struct KeyArg {
+  const char *key, *arg;
+  bool isInt;
+};
+constexpr KeyArg kLlamaKeys[] = {
+    {"vocab_size", "vocab", true},
+    {"hidden_size", "width", true},
+    {"num_hidden_layers", "depth", true},
+    {"num_attention_heads", "heads", true},
+    {"num_key_value_heads", "kv_heads", true},
+    {"intermediate_size", "hidden", true},
+    {"rms_norm_eps", "eps", false},
+    {"rope_theta", "rope_theta", false},
+};
+
+} // namespace
+
+bool sema::takesHFConfig(const ModuleScope &scope,
+                         const ast::ModelDecl &decl) {
+  return scope.isStdlib && decl.getName() == "Llama";
+}
+
+FailureOr<llvm::StringMap<EvalValue>>
+sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
+                       llvm::SMLoc loc) {
+  auto fail = [&](const llvm::Twine &why) {
+    ctx.error(loc, "config '" + path + "': " + why);
+    return failure();
+  };
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+      llvm::MemoryBuffer::getFile(path);
+  if (!text)
+    return fail("cannot read it: " + text.getError().message() +
+                " (dtc reads the sizes at compile time, so the file must be "
+                "there when the program compiles)");
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*text)->getBuffer());
+  if (!json)
+    return fail("not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *config = json->getAsObject();
+  if (!config)
+    return fail("not a JSON object");
+
+  // Only LLaMA's: Mistral's sliding window and Qwen2's implicit attention
+  // biases would make a model that differs from the checkpoint's.
+  if (std::optional<llvm::StringRef> type = config->getString("model_type"))
+    if (*type != "llama")
+      return fail("model_type is '" + *type +
+                  "'; nn.Llama builds transformers' LLaMA (model_type llama)");
+  if (std::optional<bool> tied = config->getBoolean("tie_word_embeddings"))
+    if (*tied)
+      return fail("tie_word_embeddings is true, and nn.Llama has an untied "
+                  "head for now");
+  for (const char *key : {"rope_scaling", "attention_bias", "mlp_bias"}) {
+    const llvm::json::Value *v = config->get(key);
+    if (v && v->kind() != llvm::json::Value::Null &&
+        !(v->getAsBoolean() && !*v->getAsBoolean()))
+      return fail(llvm::Twine(key) + " is set, which nn.Llama does not build "
+                                     "yet");
+  }
+  // rope_theta moved into rope_parameters in newer files.
+  const llvm::json::Object *rope = config->getObject("rope_parameters");
+  if (rope)
+    if (std::optional<llvm::StringRef> type = rope->getString("rope_type"))
+      if (*type != "default")
+        return fail("rope_parameters.rope_type is '" + *type +
+                    "'; nn.Llama builds the default rotary embedding");
+
+  llvm::StringMap<EvalValue> values;
+  for (const KeyArg &k : kLlamaKeys) {
+    const llvm::json::Value *v = config->get(k.key);
+    if (llvm::StringRef(k.key) == "rope_theta" && !v && rope)
+      v = rope->get("rope_theta");
+    // num_key_value_heads null or absent: as many as the query heads.
+    if (llvm::StringRef(k.key) == "num_key_value_heads" &&
+        (!v || v->kind() == llvm::json::Value::Null))
+      v = config->get("num_attention_heads");
+    if (!v || v->kind() == llvm::json::Value::Null) {
+      if (llvm::StringRef(k.key) == "rope_theta" ||
+          llvm::StringRef(k.key) == "rms_norm_eps")
+        continue; // nn.Llama's defaults are LlamaConfig's
+      return fail("it has no '" + llvm::Twine(k.key) +
+                  "', which nn.Llama needs for '" + k.arg + "'");
+    }
+    if (k.isInt) {
+      std::optional<int64_t> n = v->getAsInteger();
+      if (!n || *n <= 0)
+        return fail("'" + llvm::Twine(k.key) + "' must be a positive integer");
+      values[k.arg] = EvalValue::getInt(SymExpr(*n));
+    } else {
+      std::optional<double> x = v->getAsNumber();
+      if (!x || !(*x > 0))
+        return fail("'" + llvm::Twine(k.key) + "' must be a positive number");
+      values[k.arg] = EvalValue::getFloat(*x);
+    }
+  }
+  if (std::optional<int64_t> headDim = config->getInteger("head_dim")) {
+    int64_t width = *values["width"].intValue.getConstant(),
+            heads = *values["heads"].intValue.getConstant();
+    if (*headDim * heads != width)
+      return fail("head_dim is " + llvm::Twine(*headDim) + ", not hidden_size / "
+                  "num_attention_heads (" + llvm::Twine(width / heads) +
+                  "), which nn.Llama does not build yet");
+  }
+
+  return values;
+}
