@@ -135,6 +135,19 @@ std::string join(llvm::ArrayRef<std::string> parts) {
 }
 
 std::string gpt2Config(const Job &job);
+std::string llamaConfig(const Job &job);
+
+/// The config.json of a model transformers knows, or "".
+std::string hfConfig(const Job &job) {
+  std::string gpt2 = gpt2Config(job);
+  return gpt2.empty() ? llamaConfig(job) : gpt2;
+}
+
+/// Whether the model is the standard library's nn.Llama, whose parameters
+/// transformers' LlamaForCausalLM keeps under `model.` (all but the head).
+bool isLlama(const Job &job) {
+  return job.model && job.model->model == "nn.Llama";
+}
 
 /// Where `names` maps a model path to a file path.
 struct NameMapping {
@@ -167,7 +180,7 @@ private:
 LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (!expr) {
     nameParams();
-    job.hfConfig = gpt2Config(job);
+    job.hfConfig = hfConfig(job);
     describeAdapters();
     return success();
   }
@@ -201,7 +214,7 @@ LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (!ok)
     return failure();
   nameParams();
-  job.hfConfig = gpt2Config(job);
+  job.hfConfig = hfConfig(job);
   if (failed(checkFile(pathExpr.getLoc())))
     return failure();
   job.pretrained = std::move(config);
@@ -215,9 +228,10 @@ void PretrainedChecker::describeAdapters() {
   AdapterConfig &a = *job.adapters;
   // transformers' GPT2LMHeadModel keeps the blocks under `transformer.`;
   // another model has the prefix of the file it started from, if any.
-  std::string prefix = !job.hfConfig.empty() ? "transformer."
-                       : job.pretrained      ? job.pretrained->prefix
-                                             : "";
+  // (nn.Llama's names carry transformers' `model.` already.)
+  std::string prefix = !gpt2Config(job).empty() ? "transformer."
+                       : job.pretrained         ? job.pretrained->prefix
+                                                : "";
   a.peftPrefix = "base_model.model." + prefix;
   llvm::json::Array targets;
   bool conv1D = false;
@@ -345,6 +359,8 @@ void PretrainedChecker::nameParams() {
     // PEFT's name for a LoRA factor: `c_attn.lora_A.weight`.
     if (p.adapter)
       names.push_back("weight");
+    if (isLlama(job) && parts.front().dt != "lm_head")
+      names.insert(names.begin(), "model");
     job.checkpointNames.push_back({join(names), isConv1DWeight(p)});
   }
 }
@@ -482,6 +498,49 @@ std::string gpt2Config(const Job &job) {
       {"embd_pdrop", 0.0},
       {"attn_pdrop", 0.0},
       {"tie_word_embeddings", true},
+      {"torch_dtype", "float32"}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  return text;
+}
+
+/// The config.json of transformers' LlamaForCausalLM for nn.Llama, from its
+/// arguments.
+std::string llamaConfig(const Job &job) {
+  if (!isLlama(job))
+    return "";
+  const std::vector<NamedConstant> &args = job.model->args;
+  auto integer = [&](llvm::StringRef name) -> llvm::json::Value {
+    const Constant *c = lookup(args, name);
+    return c ? llvm::json::Value(c->getInt()) : llvm::json::Value(nullptr);
+  };
+  auto number = [&](llvm::StringRef name) -> llvm::json::Value {
+    const Constant *c = lookup(args, name);
+    return c ? llvm::json::Value(c->getNumber()) : llvm::json::Value(nullptr);
+  };
+  // The rotary embedding has no table, so nothing bounds the positions; the
+  // training sequence is the length the model has seen.
+  const Constant *seq = lookup(job.data.args, "seq");
+  int64_t positions = seq ? seq->getInt() : 0;
+  llvm::json::Object config{
+      {"architectures", llvm::json::Array{"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", integer("vocab")},
+      {"hidden_size", integer("width")},
+      {"intermediate_size", integer("hidden")},
+      {"num_hidden_layers", integer("depth")},
+      {"num_attention_heads", integer("heads")},
+      {"num_key_value_heads", integer("kv_heads")},
+      {"hidden_act", "silu"},
+      {"rms_norm_eps", number("eps")},
+      {"rope_theta", number("rope_theta")},
+      {"rope_scaling", nullptr},
+      {"max_position_embeddings",
+       positions ? llvm::json::Value(positions) : llvm::json::Value(2048)},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"tie_word_embeddings", false},
       {"torch_dtype", "float32"}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -466,7 +466,12 @@ def llama_train(a):
     decay on 1-D tensors, dt's rule); dt's logged losses must agree within 1e-4."""
     import torch
     torch.set_num_threads(1)
-    t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
+    # transformers' names: the head beside `model.`, which holds the rest.
+    t = {re.sub(r"^model\.", "", k): torch.from_numpy(v).double().requires_grad_()
+         for k, v in read_dir(a.dir).items()}
+    if "lm_head.weight" not in t or any(k.startswith("model.") for k in read_dir(a.dir)) \
+            != ("embed_tokens.weight" in t):
+        raise SystemExit(f"{a.dir}: not LlamaForCausalLM's names")
     opt = torch.optim.AdamW(
         [{"params": [v for v in t.values() if v.dim() >= 2], "weight_decay": 0.1},
          {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
