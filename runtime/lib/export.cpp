@@ -348,7 +348,8 @@ Expected<std::vector<std::string>> Exporter::run(uint64_t shardBytes,
     published = [&]() -> Status {
       std::error_code ec;
       std::vector<std::string> keep;
-      const std::vector<OutFile> &out = adaptersOnly ? adapterFiles : modelFiles;
+      const std::vector<OutFile> &out =
+          adaptersOnly ? adapterFiles : modelFiles;
       for (const OutFile &f : out) {
         std::string final = (fs::path(dir_) / f.name).string();
         if (Status s = renameSynced(f.tmp, final); !s)

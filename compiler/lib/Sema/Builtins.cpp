@@ -546,7 +546,8 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     if (failed(to))
       return failure();
     if (x.shape.hasRank() && x.shape.ellipsis < 0) {
-      std::optional<Shape> joined = broadcastShapes(x.shape, *to, ctx.syms, nullptr);
+      std::optional<Shape> joined =
+          broadcastShapes(x.shape, *to, ctx.syms, nullptr);
       bool fits = x.shape.dims.size() <= to->dims.size() && joined &&
                   joined->dims.size() == to->dims.size();
       for (size_t d = 0; fits && d < to->dims.size(); ++d)

@@ -127,8 +127,9 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
     int64_t width = *values["width"].intValue.getConstant(),
             heads = *values["heads"].intValue.getConstant();
     if (*headDim * heads != width)
-      return fail("head_dim is " + llvm::Twine(*headDim) + ", not hidden_size / "
-                  "num_attention_heads (" + llvm::Twine(width / heads) +
+      return fail("head_dim is " + llvm::Twine(*headDim) +
+                  ", not hidden_size / num_attention_heads (" +
+                  llvm::Twine(width / heads) +
                   "), which nn.Llama does not build yet");
   }
 
