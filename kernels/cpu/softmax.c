@@ -18,13 +18,15 @@ void dtk_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
       float mx = -INFINITY;
       for (int64_t j = 0; j < n; ++j)
         mx = fmaxf(mx, xs[j * inner]);
-      float sum = 0.0f;
+      /* Summed in double: in float, 50257 terms (a vocabulary) in a row lose
+       * 6e-5 of the sum, which every output inherits. */
+      double sum = 0.0;
       for (int64_t j = 0; j < n; ++j) {
         float e = expf(xs[j * inner] - mx);
         ys[j * inner] = e;
         sum += e;
       }
-      float inv = 1.0f / sum;
+      float inv = (float)(1.0 / sum);
       for (int64_t j = 0; j < n; ++j)
         ys[j * inner] *= inv;
     }

@@ -457,8 +457,19 @@ private:
         return failure();
       for (auto [r, t] : llvm::zip(op.getResults(), *results))
         values[r] = roundTensor(r.getType(), std::move(t));
+      if (interp.observer)
+        observe(op);
     }
     return std::vector<Tensor>{};
+  }
+
+  void observe(Operation &op) {
+    SmallVector<Tensor> operands, results;
+    for (Value v : op.getOperands())
+      operands.push_back(get(v));
+    for (Value v : op.getResults())
+      results.push_back(get(v));
+    interp.observer(&op, operands, results);
   }
 
   FailureOr<SmallVector<Tensor>> evaluate(Operation *op);

@@ -267,6 +267,7 @@ Difference compare(llvm::ArrayRef<double> got, llvm::ArrayRef<double> want,
 
 } // namespace dt::test
 
+#ifndef DT_HARNESS_NO_MAIN
 // The suite's main: OpenBLAS's kernels are chosen as emitted programs choose
 // them (dtrt/blas.h), so that the oracle's and the kernels' products run at
 // the machine's speed.
@@ -280,3 +281,4 @@ int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
+#endif

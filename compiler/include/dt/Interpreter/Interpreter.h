@@ -18,6 +18,7 @@
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,13 @@ public:
                                             llvm::ArrayRef<Tensor> args);
 
   std::map<std::string, Tensor> globals;
+
+  /// Called after each op of a function body is evaluated, with its operands'
+  /// and its results' values (rounded to their types): what tests that check
+  /// one op's lowering on its own (a GPU kernel against the interpreter) need.
+  std::function<void(mlir::Operation *op, llvm::ArrayRef<Tensor> operands,
+                     llvm::ArrayRef<Tensor> results)>
+      observer;
 
 private:
   mlir::ModuleOp module;
