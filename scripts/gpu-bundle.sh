@@ -1,28 +1,38 @@
 #!/bin/sh
-# Gathers what a GPU machine needs to run dt's GPU tests into BUILD/gpu: the test
-# binaries, every shared library they load beyond libc and the C++ runtime (the
-# GPU machine runs another OS image, without OpenBLAS), and in BUILD/gpu/golden
-# what dt-cuda-fused-tests compares the generated kernels with (dt-fused-golden
-# writes it here: it needs MLIR, which the GPU machine lacks). The CUDA runtime is
-# linked statically; the driver is the machine's. Then, with the device tool:
-#   run carry=["build/gpu"] command="cd build/gpu && ./run-tests.sh"
+# Gathers what a GPU machine needs to run dt's GPU checks into BUILD/gpu: the test
+# binaries, examples/gpt_tiny.dt compiled with its GPU code, every shared library
+# they load beyond libc and the C++ runtime (the GPU machine runs another OS image,
+# without OpenBLAS or Open MPI), the token shards, and in BUILD/gpu/golden what
+# dt-cuda-fused-tests compares the generated kernels with (dt-fused-golden writes
+# it here: it needs MLIR, which the GPU machine lacks). The CUDA runtime is linked
+# statically; cuBLAS and the driver are the machine's. The folder goes as one
+# xz archive (OpenBLAS alone is 36 MB; the device tool carries 64 MiB). Then:
+#   run carry=["build/gpu.tar.xz"]
+#       command="tar xJf build/gpu.tar.xz -C build && build/gpu/run-tests.sh &&
+#                build/gpu/run-gpt-tiny.sh && build/gpu/run-gpt2.sh"
 set -eu
 build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
 out="$build/gpu"
-rm -rf "$out" && mkdir -p "$out/golden"
+rm -rf "$out" && mkdir -p "$out/golden" "$out/data"
 "$build/bin/dt-fused-golden" "$out/golden" > /dev/null
-for test in dt-cuda-kernel-tests dt-cuda-fused-tests; do
-  cp "$build/bin/$test" "$out/"
-  ldd "$build/bin/$test" | awk '/=> \// {print $3}' | while read -r lib; do
+DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tiny.dt" -o "$out/gpt_tiny"
+DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
+cp -r "$root/data/text" "$out/data/"
+cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
+   "$root/bench/gpt2_torch_gpu.py" "$out/"
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt2_124m_gpu; do
+  [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
+  ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
-      *) cp -L "$lib" "$out/" ;;
+      *) [ -f "$out/$(basename "$lib")" ] || cp -L "$lib" "$out/" ;;
     esac
   done
 done
 cat > "$out/run-tests.sh" <<'RUN'
 #!/bin/sh
-# Runs dt's GPU tests where this folder was carried to.
+# dt's GPU tests, where this folder was carried to.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" DT_FUSED_GOLDEN="$PWD/golden"
 status=0
@@ -30,5 +40,29 @@ status=0
 ./dt-cuda-fused-tests || status=1
 exit $status
 RUN
-chmod +x "$out/run-tests.sh"
-du -sh "$out"
+cat > "$out/run-gpt-tiny.sh" <<'RUN'
+#!/bin/sh
+# examples/gpt_tiny.dt for STEPS (50) steps on the GPU and on the CPU, from the
+# same initialisation and batches; the losses must agree within 1e-3 relative.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+steps=${STEPS:-50}
+rm -rf runs ckpt
+for backend in cuda cpu; do
+  ./gpt_tiny --backend $backend --steps "$steps" --log-every 1 --eval-every 0 \
+    --checkpoint-every 0 --checkpoint-dir "ckpt/$backend" \
+    --log-dir "runs/$backend" || exit 1
+done
+python3 compare-losses.py runs/cuda/metrics.jsonl runs/cpu/metrics.jsonl 1e-3
+RUN
+cat > "$out/run-gpt2.sh" <<'RUN'
+#!/bin/sh
+# The GPU benchmark: GPT-2 124M (bf16, 16 x 1024 tokens a step) by dt and by
+# PyTorch on this GPU (bench/run_gpt2_gpu.py).
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+python3 run_gpt2_gpu.py ./gpt2_124m_gpu --steps "${STEPS:-30}" --batch 16
+RUN
+chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh"
+tar cJf "$build/gpu.tar.xz" -C "$build" gpu
+du -sh "$out" "$build/gpu.tar.xz"

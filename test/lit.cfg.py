@@ -19,6 +19,9 @@ llvm_config.with_system_environment(["HOME", "TMPDIR", "OMPI_ALLOW_RUN_AS_ROOT",
 llvm_config.use_default_substitutions()  # FileCheck, not, count, split-file from llvm_tools_dir
 llvm_config.with_environment("PATH", config.dt_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# Programs are built without GPU code (its PTX doubles a compile), except where a
+# test asks for it with dtc --gpu=auto|on (test/dtc/gpu-plan.test, test/e2e/gpu).
+config.environment["DT_GPU"] = "off"
 
 config.substitutions.append(("%src_root", config.dt_src_root))
 config.substitutions.append(("%data", os.path.join(config.dt_src_root, "data")))

@@ -15,6 +15,11 @@
 
 #include "dtrt/report.h"
 
+#if defined(DTRT_HAVE_CUDA) && !defined(DTRT_CHECKED)
+#include "dtrt/cuda/device.h"
+#endif
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -41,7 +46,13 @@ namespace {
 
 class HostDevice final : public Device {
 public:
-  std::string describe() const override { return "cpu (host memory)"; }
+  /// `unusedGpu`: why auto did not take the machine's GPU, for the banner.
+  explicit HostDevice(std::string unusedGpu = "")
+      : unusedGpu_(std::move(unusedGpu)) {}
+  std::string describe() const override {
+    return unusedGpu_.empty() ? "cpu (host memory)"
+                              : "cpu (host memory; " + unusedGpu_ + ")";
+  }
   Backend backend() const override { return Backend::Cpu; }
 
   Expected<char *> allocate(size_t bytes, size_t align) override {
@@ -99,30 +110,62 @@ public:
   }
 
 private:
+  std::string unusedGpu_;
   std::map<char *, size_t> sizes_;
 };
 
 } // namespace
 
+std::string whyNoGpuCode(const Program *program) {
+#if !defined(DTRT_HAVE_CUDA) || defined(DTRT_CHECKED)
+  (void)program;
+#ifdef DTRT_CHECKED
+  return "a checked program (dtc --checked) runs on the CPU";
+#else
+  return "this program's runtime (libdtrt) was built without the CUDA toolkit";
+#endif
+#else
+  if (!program || !program->cudaPlan || !*program->cudaPlan ||
+      !program->cudaImage)
+    return "it was built without GPU code";
+  auto plan = nlohmann::json::parse(program->cudaPlan, nullptr, false);
+  if (plan.is_discarded() || !plan.is_object())
+    return "its GPU plan is malformed";
+  if (plan.contains("unsupported"))
+    return plan.value("unsupported", std::string("unsupported"));
+  return "";
+#endif
+}
+
 Expected<std::unique_ptr<Device>> openDevice(Backend backend,
-                                             const Launch &launch) {
-  (void)launch; // the host device is the same for every local rank
-  if (backend == Backend::Cuda) {
+                                             const Launch &launch,
+                                             const Program *program) {
+  std::string unusedGpu;
+  if (backend != Backend::Cpu) {
     GpuProbe gpus = probeGpus();
-    if (gpus.count == 0)
-      return Error(fmt::format("--backend cuda: no GPU is present ({}); run "
-                               "with --backend cpu",
-                               gpus.why),
+    std::string why = whyNoGpuCode(program);
+#if defined(DTRT_HAVE_CUDA) && !defined(DTRT_CHECKED)
+    if (gpus.count > 0 && why.empty())
+      return cuda::openCudaDevice(launch, *program);
+#endif
+    if (backend == Backend::Cuda) {
+      if (gpus.count == 0)
+        return Error(fmt::format("--backend cuda: no GPU is present ({}); "
+                                 "run with --backend cpu",
+                                 gpus.why),
+                     kExitUsage);
+      return Error(fmt::format("--backend cuda: {} GPU{} present ({}), but "
+                               "this program has no GPU code: {}; run with "
+                               "--backend cpu",
+                               gpus.count, gpus.count == 1 ? " is" : "s are",
+                               gpus.name, why),
                    kExitUsage);
-    return Error(fmt::format("--backend cuda: {} GPU{} present ({}), but this "
-                             "program has no GPU code: dt does not generate "
-                             "it yet; run with --backend cpu",
-                             gpus.count, gpus.count == 1 ? " is" : "s are",
-                             gpus.name),
-                 kExitUsage);
+    }
+    if (gpus.count > 0)
+      unusedGpu = fmt::format("{} unused: {}", gpus.name, why);
   }
-  // Auto: programs have no GPU code yet, so the host (the banner says cpu).
-  return std::unique_ptr<Device>(std::make_unique<HostDevice>());
+  (void)launch; // the host device is the same for every local rank
+  return std::unique_ptr<Device>(std::make_unique<HostDevice>(unusedGpu));
 }
 
 } // namespace dtrt

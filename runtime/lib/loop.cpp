@@ -51,7 +51,9 @@ public:
         totalBuf_(m_.find("in/total_steps")),
         lossScaleBuf_(m_.find("out/loss_scale")),
         skippedBuf_(m_.find("out/skipped_steps")),
-        lastCheckpoint_(s.resumedStep) {}
+        lastCheckpoint_(s.resumedStep) {
+    peakFlops_ = arena_.device().peakFlops(m_.precision);
+  }
 
   Expected<int> run();
 
@@ -91,6 +93,8 @@ private:
   int64_t orderEpoch_ = -1;
   // The last step's figures.
   double loss_ = 0, lr_ = 0, gradNorm_ = 0, lossScale_ = 0, skipped_ = 0;
+  /// The device's peak for the program's precision, when known (MFU).
+  std::optional<double> peakFlops_;
   // Since the last training record.
   int64_t intervalSteps_ = 0;
   double intervalSeconds_ = 0;
@@ -255,9 +259,16 @@ Status Trainer::logStep() {
   if (lossScaleBuf_ && skippedBuf_)
     line += fmt::format("  loss scale {:g} ({:g} skipped)", lossScale_,
                         skipped_);
-  fmt::print("{}  {} {}/s  elapsed {}  eta {}\n", line,
+  // Model FLOPs utilisation: the cost model's FLOPs per step over the time
+  // a step took, against the device's peak (on a GPU whose peak is known).
+  std::optional<double> mfu;
+  if (peakFlops_ && m_.flopsPerStep > 0)
+    mfu = m_.flopsPerStep * double(intervalSteps_) /
+          std::max(intervalSeconds_, 1e-9) / *peakFlops_;
+  fmt::print("{}  {} {}/s{}  elapsed {}  eta {}\n", line,
              formatCount(tokensPerSample() ? tokensPerS : samplesPerS),
              tokensPerSample() ? "tokens" : "samples",
+             mfu ? fmt::format("  MFU {:.1f}%", 100 * *mfu) : "",
              formatDuration(elapsed()), formatDuration(eta));
   std::fflush(stdout);
   if (s_.metrics) {
@@ -278,6 +289,8 @@ Status Trainer::logStep() {
       r["tokens_per_s"] = tokensPerS;
     else
       r["samples_per_s"] = samplesPerS;
+    if (mfu)
+      r["mfu"] = *mfu;
     r["elapsed_s"] = elapsed();
     r["step_time_s"] = intervalSlowest_ / double(intervalSteps_);
     if (s_.comm) {

@@ -25,5 +25,7 @@ int main(int argc, char **argv) {
   program.gradStep = program.find("dt_grad_step");
   program.applyStep = program.find("dt_apply_step");
   program.evalStep = program.find("dt_eval_step"); // null without eval
+  program.cudaImage = dt_cuda_image;
+  program.cudaPlan = dt_cuda_plan;
   return dtrt::runProgram(argc, argv, program);
 }

@@ -673,6 +673,12 @@ Manifest parse(std::string_view text) {
   if (const json *a = optional(arena, "align"))
     m.arenaAlign = size_t(getPositive(*a, "arena.align"));
 
+  if (const json *cost = optional(j, "cost")) {
+    if (const json *f = optional(*cost, "flops_per_step"); f && f->is_number())
+      m.flopsPerStep = f->get<double>();
+    if (const json *p = optional(*cost, "precision"))
+      m.precision = getString(*p, "cost.precision");
+  }
   if (const json *mesh = optional(j, "mesh"))
     m.mesh = parseMesh(*mesh);
   const json &buffers = member(j, "buffers", "the manifest");

@@ -78,7 +78,8 @@ private:
   Expected<int> exportModel();
   void printBanner();
 
-  const Program &program_;
+  /// The program as the device runs it (openDevice may swap its entries).
+  Program program_;
   std::string name_;
   Manifest manifest_;
   RunConfig config_;
@@ -164,10 +165,15 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!launch_.isLeader())
     silenceStdout();
   Expected<std::unique_ptr<Device>> device =
-      openDevice(config_.backend, launch_);
+      openDevice(config_.backend, launch_, &program_);
   if (!device)
     return device.error();
   device_ = std::move(*device);
+  // On a GPU the entry points are the GPU plan's.
+  Expected<Program> onDevice = device_->programFor(program_);
+  if (!onDevice)
+    return onDevice.error();
+  program_ = *onDevice;
   config_.backend = device_->backend(); // what auto became
   // Ranks on one machine share its CPUs unless told otherwise.
   if (!config_.threadsGiven && launch_.localWorldSize > 1)

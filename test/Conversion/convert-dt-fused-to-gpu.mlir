@@ -1,14 +1,18 @@
 // RUN: dt-opt %s -convert-dt-fused-to-gpu | FileCheck %s
 
-// Each planned dt.fused becomes a kernel taking the arena's base: a grid-stride loop
+// Each planned dt.fused (and each transpose, sum over axes, ...) becomes a kernel
+// taking the arena's base, named after its entry point and place: a grid-stride loop
 // over the iteration space whose body loads each operand at its planned offset
 // (broadcast dimensions not indexed), applies the ops' scalar bodies, and stores at
-// the result's offset. A region with reduce_axes loops over its outputs, each thread
-// summing its reduced axes in order. The host function is left as it is.
+// the result's offset. A region with reduce_axes and few terms per output loops over
+// its outputs, each thread summing its reduced axes in order; with 32 terms or more,
+// each output gets a block, whose threads' partial sums (in f64) meet in a tree in
+// workgroup memory. The host function is left as it is.
 
 module {
   dt.global input @x : tensor<4x3xf32> {offset = 0 : i64}
   dt.global param @b : tensor<3xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 64 : i64}
+  dt.global param @w : tensor<64x3xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 256 : i64}
   // CHECK: func.func @grad_step()
   // CHECK: dt.fused
   func.func @grad_step() {
@@ -25,12 +29,18 @@ module {
       %sq = dt.mul %a, %a : tensor<4x3xf32>
       dt.yield %sq : tensor<4x3xf32>
     }
+    %w = dt.load @w {dt.offsets = [256]} : tensor<64x3xf32>
+    %t = dt.transpose %w [1, 0] {dt.offsets = [1024]} : tensor<64x3xf32> -> tensor<3x64xf32>
+    %m = dt.fused(%t) {dt.offsets = [2048], reduce_axes = array<i64: 1>} : (tensor<3x64xf32>) -> tensor<3xf32> {
+    ^bb0(%a: tensor<3x64xf32>):
+      dt.yield %a : tensor<3x64xf32>
+    }
     return
   }
 }
 
 // CHECK-LABEL: gpu.module @dt_kernels
-// CHECK: gpu.func @grad_step_fused_0(%[[ARENA:.*]]: !llvm.ptr) kernel
+// CHECK: gpu.func @grad_step_k0(%[[ARENA:.*]]: !llvm.ptr) kernel
 // CHECK-DAG: %[[TID:.*]] = gpu.thread_id x
 // CHECK-DAG: %[[BID:.*]] = gpu.block_id x
 // CHECK-DAG: %[[BDIM:.*]] = gpu.block_dim x
@@ -47,7 +57,7 @@ module {
 // CHECK: arith.constant 128 : index
 // CHECK: llvm.store %[[R]], %{{.*}} : f32, !llvm.ptr
 // CHECK: gpu.return
-// CHECK: gpu.func @grad_step_fused_1(%{{.*}}: !llvm.ptr) kernel
+// CHECK: gpu.func @grad_step_k1(%{{.*}}: !llvm.ptr) kernel
 // CHECK: scf.for %[[O:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK: %[[SUM:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32) {
 // CHECK: %[[SQ:.*]] = arith.mulf
@@ -55,3 +65,22 @@ module {
 // CHECK: scf.yield %[[NEXT]] : f32
 // CHECK: arith.constant 192 : index
 // CHECK: llvm.store %[[SUM]], %{{.*}} : f32, !llvm.ptr
+// CHECK: gpu.return
+// The transpose: output element (i, j) reads input (j, i).
+// CHECK: gpu.func @grad_step_k2(%{{.*}}: !llvm.ptr) kernel
+// CHECK: arith.constant 192 : index
+// CHECK: scf.for
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: arith.constant 1024 : index
+// CHECK: llvm.store
+// The sum of 64 terms per output: a block each.
+// CHECK: gpu.func @grad_step_k3(%{{.*}}: !llvm.ptr) workgroup(%[[SHARED:.*]] : memref<256xf64, #gpu.address_space<workgroup>>) kernel
+// CHECK: %[[SUM2:.*]] = scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f64) {
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: memref.store %[[SUM2]], %[[SHARED]]
+// CHECK: gpu.barrier
+// CHECK: scf.if
+// CHECK: gpu.barrier
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+// CHECK: arith.constant 2048 : index
+// CHECK: llvm.store

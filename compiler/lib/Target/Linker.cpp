@@ -65,14 +65,17 @@ LogicalResult dt::linkExecutable(llvm::StringRef object, llvm::StringRef output,
   }
   // The runtime and the kernels call each other (kernels report data faults
   // through the runtime's dtk_fail), hence the group.
-  std::vector<std::string> args{driver,
-                                object.str(),
-                                "-o",
-                                output.str(),
-                                "-Wl,--start-group",
-                                std::string(runtime),
-                                std::string(kernels),
-                                "-Wl,--end-group"};
+  std::vector<std::string> args{driver,       object.str(),
+                                "-o",         output.str(),
+                                "-Wl,--start-group", std::string(runtime),
+                                std::string(kernels)};
+  // The GPU kernels, where dt was built with the CUDA toolkit: libdtrt's CUDA
+  // device calls them (not the checked runtime's).
+  llvm::SmallString<256> gpuKernels(libDir);
+  llvm::sys::path::append(gpuKernels, "libdtkernels-cuda.a");
+  if (!checked && llvm::sys::fs::exists(gpuKernels))
+    args.push_back(std::string(gpuKernels));
+  args.push_back("-Wl,--end-group");
   // System libraries the runtime and kernels need (see runtime/ and kernels/
   // CMake).
   llvm::SmallVector<llvm::StringRef> extra;

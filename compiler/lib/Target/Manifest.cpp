@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Target/Manifest.h"
+#include "dt/Analysis/Cost.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Pipeline/Schedule.h"
@@ -213,6 +214,23 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
       axes.push_back(llvm::json::Object{{"name", mesh->name(a).str()},
                                         {"size", mesh->size(a)}});
     manifest["mesh"] = llvm::json::Object{{"axes", std::move(axes)}};
+  }
+
+  // The FLOPs the cost model counts in one optimizer step of this rank (its
+  // micro-batches' forward and backward, then the update) and the precision
+  // they run in: what MFU divides by the device's peak.
+  if (auto grad = module.lookupSymbol<func::FuncOp>("grad_step")) {
+    int64_t micro = 1;
+    if (auto a = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
+      micro = a.getInt();
+    double flops = costOf(grad).flops * double(micro);
+    if (auto apply = module.lookupSymbol<func::FuncOp>("apply_step"))
+      flops += costOf(apply).flops;
+    std::string precision = "f32";
+    if (auto p = module->getAttrOfType<StringAttr>("dt.precision"))
+      precision = p.getValue().str();
+    manifest["cost"] = llvm::json::Object{{"flops_per_step", flops},
+                                          {"precision", precision}};
   }
 
   llvm::json::Array buffers;

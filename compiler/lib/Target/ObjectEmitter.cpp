@@ -86,7 +86,8 @@ void addEntryTable(llvm::Module &m) {
 /// on failure.
 std::unique_ptr<llvm::Module>
 buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
-                     llvm::TargetMachine &tm, llvm::LLVMContext &llvmContext) {
+                     const dt::CodegenOptions &options, llvm::TargetMachine &tm,
+                     llvm::LLVMContext &llvmContext) {
   registerBuiltinDialectTranslation(*module.getContext());
   registerLLVMDialectTranslation(*module.getContext());
   std::unique_ptr<llvm::Module> llvmModule =
@@ -103,6 +104,16 @@ buildOptimizedModule(ModuleOp module, llvm::StringRef manifest,
   new llvm::GlobalVariable(*llvmModule, text->getType(), /*isConstant=*/true,
                            llvm::GlobalValue::ExternalLinkage, text,
                            "dt_manifest");
+  // The GPU code (dt/Target/CudaPlan.h): the kernels' PTX and the launch
+  // sequence, empty strings in a program without it.
+  for (auto [name, value] :
+       {std::pair{"dt_cuda_image", llvm::StringRef(options.cudaImage)},
+        std::pair{"dt_cuda_plan", llvm::StringRef(options.cudaPlan)}}) {
+    llvm::Constant *bytes =
+        llvm::ConstantDataArray::getString(llvmContext, value, true);
+    new llvm::GlobalVariable(*llvmModule, bytes->getType(), /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage, bytes, name);
+  }
   addEntryTable(*llvmModule);
 
   llvm::LoopAnalysisManager lam;
@@ -138,7 +149,7 @@ static LogicalResult prepare(ModuleOp module, llvm::StringRef manifest,
   tm = createTargetMachine(options, error);
   if (!tm)
     return module.emitError("no code generator for this machine: ") << error;
-  llvmModule = buildOptimizedModule(module, manifest, *tm, llvmContext);
+  llvmModule = buildOptimizedModule(module, manifest, options, *tm, llvmContext);
   return success(llvmModule != nullptr);
 }
 

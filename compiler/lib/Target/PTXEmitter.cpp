@@ -37,10 +37,8 @@
 
 using namespace mlir;
 
-/// The CUDA toolkit whose libdevice math functions (expf, tanhf, ...) the
-/// kernels link: $CUDA_HOME, $CUDA_PATH or $CUDA_ROOT, else where ptxas is,
-/// else /usr/local/cuda; empty when none holds libdevice.
-static std::string findCudaToolkit() {
+/// The kernels link libdevice's math functions (expf, tanhf, ...).
+std::string dt::findCudaToolkit() {
   SmallVector<std::string> candidates;
   for (const char *var : {"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"})
     if (const char *v = std::getenv(var))

@@ -23,6 +23,7 @@
 #include "dt/Sema/Sema.h"
 #include "dt/Sema/TraceRecorder.h"
 #include "dt/Pipeline/Schedule.h"
+#include "dt/Target/CudaPlan.h"
 #include "dt/Target/Linker.h"
 #include "dt/Target/Manifest.h"
 #include "dt/Target/ObjectEmitter.h"
@@ -47,6 +48,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -69,6 +71,7 @@ enum class EmitAction {
   Planned,
   Report,
   PTX,
+  GpuPlan,
   Manifest,
   Lowered,
   LLVM,
@@ -115,6 +118,9 @@ cl::opt<EmitAction> emitAction(
                    "the program"),
         clEnumValN(EmitAction::PTX, "ptx",
                    "the GPU kernels of the fused regions, as PTX for sm_90"),
+        clEnumValN(EmitAction::GpuPlan, "gpu-plan",
+                   "the GPU launch sequence of every entry point, as JSON "
+                   "(or why the program cannot run on a GPU)"),
         clEnumValN(EmitAction::Manifest, "manifest",
                    "the JSON manifest embedded in the program"),
         clEnumValN(EmitAction::Lowered, "lowered",
@@ -153,6 +159,20 @@ cl::opt<bool> portable(
     "portable",
     cl::desc("Build for any x86-64 CPU with AVX2 and FMA (x86-64-v3) instead "
              "of this one, as --package does"),
+    cl::cat(dtcCategory));
+enum class GpuCode { Auto, On, Off };
+cl::opt<GpuCode> gpuCode(
+    "gpu",
+    cl::desc("Whether the program also carries GPU code, for its "
+             "--backend cuda (default: $DT_GPU, else auto)"),
+    cl::init(GpuCode::Auto),
+    cl::values(clEnumValN(GpuCode::Auto, "auto",
+                          "when the CUDA toolkit is found and every op has a "
+                          "GPU implementation (else the program says why)"),
+               clEnumValN(GpuCode::On, "on",
+                          "always: an error when it cannot be built"),
+               clEnumValN(GpuCode::Off, "off",
+                          "never (compiles faster: no PTX)")),
     cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
@@ -407,6 +427,37 @@ int compile(const char *argv0) {
   if (emitAction == EmitAction::Manifest)
     return emitStage(nullptr, *manifest);
 
+  // 7b. The GPU code, while the module is still planned: the kernels' PTX and
+  // the launch sequence, or why there is none (the program then says so when
+  // run with --backend cuda). A checked program is a CPU debugging build.
+  CudaCode cuda;
+  if (gpuCode == GpuCode::Off)
+    cuda.unsupported = "it was compiled with dtc --gpu=off";
+  else if (checked)
+    cuda.unsupported = "a checked program (dtc --checked) runs on the CPU";
+  else if (findCudaToolkit().empty())
+    cuda.unsupported = "dtc found no CUDA toolkit (nvvm/libdevice) when it "
+                       "compiled the program";
+  else if (emitAction == EmitAction::GpuPlan)
+    cuda = buildCudaPlan(*module);
+  else if (emitAction == EmitAction::None || emitAction == EmitAction::Obj ||
+           emitAction == EmitAction::LLVM)
+    cuda = buildCudaCode(*module);
+  if (!cuda.unsupported.empty() && gpuCode == GpuCode::On) {
+    WithColor::error(errs(), "dtc")
+        << "--gpu=on: the program cannot run on a GPU: " << cuda.unsupported
+        << "\n";
+    return 1;
+  }
+  std::string cudaPlan = cuda.plan;
+  if (!cuda.unsupported.empty()) {
+    llvm::raw_string_ostream os(cudaPlan);
+    os << llvm::json::Value(
+        llvm::json::Object{{"unsupported", cuda.unsupported}});
+  }
+  if (emitAction == EmitAction::GpuPlan)
+    return emitStage(nullptr, cudaPlan + "\n");
+
   // 8. Lowering: loops and kernel calls over the arena, then the LLVM dialect.
   if (failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
         buildLowerToKernelsPipeline(pm, checked);
@@ -423,6 +474,8 @@ int compile(const char *argv0) {
   bool forAnyCPU = platform || portable;
   codegen.cpu =
       forAnyCPU ? std::string(package::kPortableCPU) : targetCPU.getValue();
+  codegen.cudaImage = std::move(cuda.ptx);
+  codegen.cudaPlan = std::move(cudaPlan);
   if (emitAction == EmitAction::LLVM) {
     std::unique_ptr<ToolOutputFile> out = openStageOutput();
     if (!out || failed(emitLLVMIR(*module, *manifest, codegen, out->os())))
@@ -496,6 +549,19 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "dtc: the compiler for declarative distributed "
                               "training\n");
+  if (const char *env = std::getenv("DT_GPU");
+      env && gpuCode.getNumOccurrences() == 0) {
+    std::string value = env;
+    if (value == "on")
+      gpuCode = GpuCode::On;
+    else if (value == "off")
+      gpuCode = GpuCode::Off;
+    else if (value != "auto" && !value.empty()) {
+      WithColor::error(errs(), "dtc")
+          << "DT_GPU must be auto, on or off, not '" << value << "'\n";
+      return 1;
+    }
+  }
   if (!(bucketMiB >= 0)) {
     WithColor::error(errs(), "dtc")
         << "--bucket-mb must be a size in MiB, 0 or more, not " << bucketMiB

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `dtc` emits one object file that defines the four symbols below; libdtrt
+// `dtc` emits one object file that defines the symbols below; libdtrt
 // owns `main` and calls them (docs/abi.md is the contract). The runtime itself
 // never names the symbols except in main.cpp: everything else receives a
 // `Program`, so tests can drive the runtime with their own entry points.
@@ -34,6 +34,10 @@ struct dt_entry {
 /// `dt_apply_step_ppR` instead of the first two.
 extern const struct dt_entry dt_entries[];
 extern const long long dt_entry_count;
+/// The GPU kernels (NUL-terminated PTX, empty without GPU code) and the GPU
+/// plan (JSON). Weak: programs of older compilers lack them.
+extern const char dt_cuda_image[] __attribute__((weak));
+extern const char dt_cuda_plan[] __attribute__((weak));
 
 #ifdef __cplusplus
 } // extern "C"
@@ -55,6 +59,12 @@ struct Program {
   /// Every entry point by name (a pipeline's stages and apply variants).
   const dt_entry *entries = nullptr;
   long long entryCount = 0;
+  /// The GPU code (docs/abi.md, "The GPU plan"): the generated kernels' PTX
+  /// and the launch sequence of each entry point as JSON, which is
+  /// {"unsupported": why} in a program without GPU code. Null in programs
+  /// (and tests) built without them.
+  const char *cudaImage = nullptr;
+  const char *cudaPlan = nullptr;
 
   /// The entry point called `name`, or null.
   Entry find(const char *name) const;

@@ -9,13 +9,15 @@
 // (staged batches, initial parameters, restored checkpoints) and out (losses,
 // checkpoint bytes) through the Device, so that a CUDA device, whose arena is
 // device memory, slots in without touching the loader, the loop or the
-// checkpointer. The host is the only implementation in this build.
+// checkpointer. The host and, where the CUDA toolkit was found, a GPU
+// (dtrt/cuda/device.h) implement it.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef DTRT_DEVICE_H
 #define DTRT_DEVICE_H
 
+#include "dtrt/abi.h"
 #include "dtrt/error.h"
 #include "dtrt/launch.h"
 
@@ -69,12 +71,28 @@ public:
     (void)memory;
     return std::nullopt;
   }
+  /// The device's peak FLOP/s for arithmetic in `precision` (f32, bf16,
+  /// f16), when known: what MFU divides by.
+  virtual std::optional<double> peakFlops(const std::string &precision) const {
+    (void)precision;
+    return std::nullopt;
+  }
+  /// The entry points that run on this device: the program's own on the
+  /// host, its GPU plan's on a GPU.
+  virtual Expected<Program> programFor(const Program &program) {
+    return program;
+  }
 };
 
-/// Opens the device `backend` names for this rank. Fails with a usage error
-/// when the backend is not built in.
+/// Opens the device `backend` names for this rank: auto is the GPU when
+/// there is one and `program` carries GPU code, else the host. Fails with a
+/// usage error, saying why, when cuda is asked for and cannot be had.
 Expected<std::unique_ptr<Device>> openDevice(Backend backend,
-                                             const Launch &launch);
+                                             const Launch &launch,
+                                             const Program *program = nullptr);
+
+/// Why `program` cannot run on a GPU ("" when it can).
+std::string whyNoGpuCode(const Program *program);
 
 } // namespace dtrt
 

@@ -249,6 +249,11 @@ struct Manifest {
   std::string source;
   size_t arenaBytes = 0;
   size_t arenaAlign = 64;
+  /// The FLOPs of one optimizer step of this rank (the compiler's cost
+  /// model) and the precision they run in; 0 when the program has no
+  /// grad_step (a pipelined one).
+  double flopsPerStep = 0;
+  std::string precision = "f32";
   MeshSpec mesh;
   /// Indexed by id.
   std::vector<CollectiveDesc> collectives;

@@ -9,10 +9,11 @@
 // bf16 and f16 it plans the program through the real pipeline, emits its
 // kernels as PTX (dtc --emit=ptx's code), and runs two optimizer steps of the
 // planned module in the reference interpreter (the oracle the compiled CPU
-// code is tested against) on random parameters and tokens. Every time a
-// `dt.fused` is evaluated it records the operands' bytes at their arena
-// offsets and the results it produced. dt-cuda-fused-tests then runs each
-// kernel on a GPU over an arena holding only those operands and compares.
+// code is tested against) on random parameters and tokens. Every time an op
+// with a generated kernel (dt/Conversion/GPUKernels.h) is evaluated it
+// records the operands' bytes at their arena offsets and the results it
+// produced. dt-cuda-fused-tests then runs each kernel on a GPU over an arena
+// holding only those operands and compares.
 //
 //   OUTDIR/<program>.ptx     the kernels
 //   OUTDIR/<program>.golden  "DTFG1\n", then little-endian int64 fields:
@@ -25,6 +26,7 @@
 
 #include "Harness.h"
 
+#include "dt/Conversion/GPUKernels.h"
 #include "dt/Target/PTXEmitter.h"
 
 #include "llvm/ADT/APFloat.h"
@@ -153,12 +155,10 @@ bool writeProgram(const std::string &dir, const std::string &name,
 
   // Kernel names as convert-dt-fused-to-gpu gives them.
   llvm::DenseMap<Operation *, std::string> kernelOf;
-  for (auto fn : planned->getOps<func::FuncOp>()) {
-    int n = 0;
-    fn.walk([&](dt::FusedOp f) {
-      kernelOf[f] = (fn.getSymName() + "_fused_" + llvm::Twine(n++)).str();
-    });
-  }
+  dt::forEachGeneratedKernel(*planned,
+                             [&](Operation *op, const std::string &name) {
+                               kernelOf[op] = name;
+                             });
 
   struct Span {
     int64_t offset;

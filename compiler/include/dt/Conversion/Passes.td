@@ -37,21 +37,24 @@ def ConvertDTToKernels : Pass<"convert-dt-to-kernels", "mlir::ModuleOp"> {
 }
 
 def ConvertFusedToGPU : Pass<"convert-dt-fused-to-gpu", "mlir::ModuleOp"> {
-  let summary = "Generates a GPU kernel for every planned dt.fused region";
+  let summary = "Generates a GPU kernel for every planned elementwise or data-movement op";
   let description = [{
     Needs dt-plan-memory's offsets. Adds `gpu.module @dt_kernels` with one
-    `gpu.func @<entry>_fused_<n>(%arena: !llvm.ptr) kernel` per `dt.fused` of each entry
-    point, in order, built from the same scalar bodies (ScalarizableOpInterface) as the
-    CPU loops. The plan is static, so a kernel takes only the arena's base: every
-    operand and result is a constant offset from it. Threads walk the iteration space
-    in a grid-stride loop (any launch size computes everything, once); broadcast
-    operands are indexed NumPy-style; a region with `reduce_axes` gives each output
-    element to one thread, which sums its inputs in order. The host side is untouched:
-    `dtc --emit=ptx` takes the module through NVVM to PTX for sm_90.
+    `gpu.func @<entry>_k<n>(%arena: !llvm.ptr) kernel` per generated-kernel op of each
+    entry point, in order (dt/Conversion/GPUKernels.h: `dt.fused` regions, transposes,
+    splits, concats, slices, pads, `dt.reduce_sum`, iota, splat constants, the
+    schedule). Fused regions are built from the same scalar bodies
+    (ScalarizableOpInterface) as the CPU loops. The plan is static, so a kernel takes
+    only the arena's base: every operand and result is a constant offset from it.
+    Threads walk the elements in a grid-stride loop (any launch size computes
+    everything, once); broadcast operands are indexed NumPy-style; a reduction gives
+    each output element to one thread, which sums its inputs in order. `dtc --emit=ptx`
+    takes the module through NVVM to PTX for sm_90; the GPU plan
+    (dt/Target/CudaPlan.h) launches the kernels.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];
 }
 
 def VerifyArena : Pass<"dt-verify-arena", "mlir::ModuleOp"> {

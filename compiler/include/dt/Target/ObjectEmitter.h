@@ -20,6 +20,9 @@ namespace dt {
 struct CodegenOptions {
   /// The CPU to generate code for; "native" means the host's CPU and features.
   std::string cpu = "native";
+  /// The program's GPU kernels (PTX) and launch sequence (JSON), or "" and
+  /// the JSON {"unsupported": why} (dt/Target/CudaPlan.h).
+  std::string cudaImage, cudaPlan;
 };
 
 /// Translates, embeds `manifest` and optimises; prints the LLVM IR to `os`.

@@ -13,8 +13,13 @@
 
 namespace dt {
 
+/// The CUDA toolkit whose libdevice the kernels link, or "" when none is
+/// found ($CUDA_HOME, $CUDA_PATH, $CUDA_ROOT, beside ptxas, /usr/local/cuda).
+std::string findCudaToolkit();
+
 /// The PTX (for `chip`, sm_90 by default) of the GPU kernels of a planned
-/// module: one kernel per dt.fused region (convert-dt-fused-to-gpu), taken
+/// module: one kernel per elementwise or data-movement op
+/// (convert-dt-fused-to-gpu, dt/Conversion/GPUKernels.h), taken
 /// through NVVM by MLIR's gpu pipeline. `planned` is not changed. Needs
 /// nothing from CUDA: the NVPTX back end is LLVM's; ptxas can check the
 /// result.

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Conversion/ArenaPlan.h"
+#include "dt/Conversion/GPUKernels.h"
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
@@ -1492,60 +1493,14 @@ private:
   }
 
   /// The schedule in f64 scalar arithmetic (as the reference interpreter
-  /// computes it).
+  /// computes it; the GPU kernel shares the formula).
   LogicalResult lowerSchedule(ScheduleOp s) {
     auto load = [&](Value v) -> Value {
       Value x = b.create<memref::LoadOp>(loc, viewOf(v), ValueRange{});
       return b.create<arith::SIToFPOp>(loc, b.getF64Type(), x);
     };
-    Value t = load(s.getStep()), total = load(s.getTotal());
-    double lr = s.getLr().convertToDouble();
-    double warmup = static_cast<double>(s.getWarmup());
-    StringRef kind = s.getKind();
-    auto mul = [&](Value x, Value y) {
-      return b.create<arith::MulFOp>(loc, x, y).getResult();
-    };
-    auto add = [&](Value x, Value y) {
-      return b.create<arith::AddFOp>(loc, x, y).getResult();
-    };
-    auto sub = [&](Value x, Value y) {
-      return b.create<arith::SubFOp>(loc, x, y).getResult();
-    };
-    auto div = [&](Value x, Value y) {
-      return b.create<arith::DivFOp>(loc, x, y).getResult();
-    };
-    Value rate;
-    if (kind == "constant") {
-      rate = f64(lr);
-    } else if (kind == "step") {
-      Value periods = b.create<math::FloorOp>(
-          loc, div(sub(t, f64(1)), f64(static_cast<double>(s.getEvery()))));
-      rate =
-          mul(f64(lr), b.create<math::PowFOp>(
-                           loc, f64(s.getGamma().convertToDouble()), periods));
-    } else {
-      // progress = clamp((t - 1 - warmup) / max(1, total - warmup), 0, 1): the first
-      // step after warm-up runs at exactly lr (as Hugging Face's schedules do).
-      Value span =
-          b.create<arith::MaximumFOp>(loc, f64(1), sub(total, f64(warmup)));
-      Value progress = div(sub(t, f64(warmup + 1)), span);
-      progress = b.create<arith::MinimumFOp>(
-          loc, f64(1), b.create<arith::MaximumFOp>(loc, f64(0), progress));
-      if (kind == "cosine") {
-        double mn = s.getMin().convertToDouble();
-        Value c = b.create<math::CosOp>(loc, mul(f64(M_PI), progress));
-        rate = add(f64(mn), mul(f64((lr - mn) * 0.5), add(f64(1), c)));
-      } else { // linear
-        double fin = s.getFinal().convertToDouble();
-        rate = add(f64(lr), mul(f64(fin - lr), progress));
-      }
-      if (warmup > 0) {
-        Value inWarmup = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE,
-                                                 t, f64(warmup));
-        rate = b.create<arith::SelectOp>(loc, inWarmup,
-                                         mul(f64(lr / warmup), t), rate);
-      }
-    }
+    Value rate =
+        buildScheduleRate(b, loc, s, load(s.getStep()), load(s.getTotal()));
     Type elem = elementOf(s.getResult());
     Value out = b.create<arith::TruncFOp>(loc, elem, rate);
     b.create<memref::StoreOp>(loc, out, viewOf(s.getResult()), ValueRange{});

@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Each planned `dt.fused` becomes a `gpu.func` kernel taking the arena's base.
-// The body is the CPU loop body's source, the ops' buildScalar, applied to one
-// element per thread:
+// Each planned op that is elementwise or moves data (dt/Conversion/
+// GPUKernels.h says which) becomes a `gpu.func` kernel taking the arena's
+// base. A fused region's body is the CPU loop body's source, the ops'
+// buildScalar, applied to one element per thread:
 //
 //   for (i = block * blockDim + thread; i < N; i += gridDim * blockDim) {
 //     idx = delinearize(i, iteration shape)
@@ -14,11 +15,15 @@
 //     r   = body(a_0, ...);  store(arena + offset_r + i, r)
 //   }
 //
-// With `reduce_axes` the loop runs over the output elements and each thread
-// sums its reduced axes in order, so the result does not depend on the launch.
+// With `reduce_axes` (and for dt.reduce_sum) the loop runs over the output
+// elements and each thread sums its reduced axes in order, so the result does
+// not depend on the launch. Transposes, splits, concats, slices and pads are
+// the same loop over one side's elements with the other side's index mapped;
+// the schedule is that loop over one element.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dt/Conversion/GPUKernels.h"
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 
@@ -27,8 +32,10 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace dt {
 #define GEN_PASS_DEF_CONVERTFUSEDTOGPU
@@ -39,6 +46,13 @@ using namespace mlir;
 using namespace dt;
 
 namespace {
+
+int64_t product(ArrayRef<int64_t> shape) {
+  int64_t p = 1;
+  for (int64_t d : shape)
+    p *= d;
+  return p;
+}
 
 int64_t offsetOf(Value v) {
   auto result = llvm::cast<OpResult>(v);
@@ -53,6 +67,9 @@ public:
       : b(b), loc(loc), arena(arena) {}
 
   Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value add(Value i, int64_t v) {
+    return v ? b.create<arith::AddIOp>(loc, i, index(v)).getResult() : i;
+  }
 
   /// The element of a tensor at arena byte `offset`, row-major `shape`, at
   /// iteration index `idx` (NumPy broadcasting from the right).
@@ -81,6 +98,48 @@ public:
       linear = b.create<arith::DivUIOp>(loc, linear, index(shape[d]));
     }
     return idx;
+  }
+
+  /// The row-major linear position of `idx` in `shape`.
+  Value linearize(ArrayRef<Value> idx, ArrayRef<int64_t> shape) {
+    Value linear = index(0);
+    for (auto [i, d] : llvm::zip(idx, shape))
+      linear = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, linear, index(d)), i);
+    return linear;
+  }
+
+  /// The element of planned tensor `v` at linear position `linear`.
+  Value loadAt(Value v, Value linear) {
+    return b.create<LLVM::LoadOp>(
+        loc, elementOf(v), address(elementOf(v), offsetOf(v), linear));
+  }
+
+  /// Stores `value` at linear position `linear` of planned tensor `v`.
+  void storeAt(Value v, Value linear, Value value) {
+    store(value, offsetOf(v), linear);
+  }
+
+  /// `for (i = first thread; i < n; i += all threads) body(i)`.
+  void gridLoop(int64_t n, function_ref<void(Value)> body) {
+    Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
+    Value blockDim = b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x);
+    Value gridDim = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
+    Value first = b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, block, blockDim), thread);
+    Value stride = b.create<arith::MulIOp>(loc, gridDim, blockDim);
+    auto loop = b.create<scf::ForOp>(loc, first, index(n), stride);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  }
+
+  static Type elementOf(Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+  }
+  static ArrayRef<int64_t> shapeOf(Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).getShape();
   }
 
   /// The region's yielded values at iteration index `idx`.
@@ -136,27 +195,24 @@ struct ConvertFusedToGPUPass
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     auto kernels = b.create<gpu::GPUModuleOp>(module.getLoc(), "dt_kernels");
-    for (auto fn : llvm::to_vector(module.getOps<func::FuncOp>())) {
-      int n = 0;
-      WalkResult walk = fn.walk([&](FusedOp fused) {
-        std::string name = (fn.getSymName() + "_fused_" + Twine(n++)).str();
-        if (failed(buildKernel(kernels, fused, name)))
-          return WalkResult::interrupt();
-        return WalkResult::advance();
-      });
-      if (walk.wasInterrupted())
-        return signalPassFailure();
-    }
+    bool broken = false;
+    forEachGeneratedKernel(module, [&](Operation *op, const std::string &name) {
+      broken = broken || failed(buildKernel(kernels, op, name));
+    });
+    if (broken)
+      signalPassFailure();
   }
 
-  LogicalResult buildKernel(gpu::GPUModuleOp kernels, FusedOp fused,
+  LogicalResult buildKernel(gpu::GPUModuleOp kernels, Operation *op,
                             StringRef name) {
-    MLIRContext *ctx = fused.getContext();
-    Location loc = fused.getLoc();
-    for (Value v : fused.getInputs())
+    MLIRContext *ctx = op->getContext();
+    Location loc = op->getLoc();
+    for (Value v : op->getOperands())
       if (!llvm::isa<OpResult>(v) ||
           !v.getDefiningOp()->hasAttr("dt.offsets"))
-        return fused.emitOpError("needs dt-plan-memory's offsets");
+        return op->emitOpError("needs dt-plan-memory's offsets");
+    if (op->getNumResults() && !op->hasAttr("dt.offsets"))
+      return op->emitOpError("needs dt-plan-memory's offsets");
     OpBuilder b(ctx);
     b.setInsertionPoint(kernels.getBody()->getTerminator());
     auto ptr = LLVM::LLVMPointerType::get(ctx);
@@ -165,6 +221,301 @@ struct ConvertFusedToGPUPass
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&fn.getBody().front());
     KernelBuilder k(b, loc, fn.getArgument(0));
+    LogicalResult built =
+        llvm::TypeSwitch<Operation *, LogicalResult>(op)
+            .Case([&](FusedOp f) { return buildFused(b, k, fn, f); })
+            .Case([&](TransposeOp t) {
+              ArrayRef<int64_t> perm = t.getPerm();
+              Value in = t.getInput(), out = t.getResult();
+              k.gridLoop(launchElements(t), [&](Value i) {
+                SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
+                SmallVector<Value> from(idx.size());
+                for (auto [j, p] : llvm::enumerate(perm))
+                  from[p] = idx[j];
+                k.storeAt(out, i,
+                          k.loadAt(in, k.linearize(from, k.shapeOf(in))));
+              });
+              return success();
+            })
+            .Case([&](SplitOp s) {
+              copyPieces(k, s.getInput(), s.getResults(), s.getAxis(), true);
+              return success();
+            })
+            .Case([&](ConcatOp c) {
+              copyPieces(k, c.getResult(), c.getInputs(), c.getAxis(), false);
+              return success();
+            })
+            .Case([&](SliceOp s) {
+              copyPiece(k, s.getInput(), s.getResult(), s.getAxis(),
+                        s.getStart(), true);
+              return success();
+            })
+            .Case([&](PadOp p) { return buildPad(b, k, p); })
+            .Case([&](ReduceSumOp r) { return buildReduceSum(b, k, fn, r); })
+            .Case([&](IotaOp i) {
+              Value out = i.getResult();
+              k.gridLoop(launchElements(i), [&](Value at) {
+                k.storeAt(out, at,
+                          b.create<arith::IndexCastOp>(loc, k.elementOf(out),
+                                                       at));
+              });
+              return success();
+            })
+            .Case([&](ConstantOp c) -> LogicalResult {
+              auto value = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+              if (!value || !value.isSplat())
+                return c.emitOpError(
+                    "is a dense (non-splat) constant, which the GPU backend "
+                    "does not place yet");
+              Value out = c.getResult();
+              k.gridLoop(launchElements(c), [&](Value at) {
+                k.storeAt(out, at,
+                          b.create<arith::ConstantOp>(
+                              loc, llvm::cast<TypedAttr>(
+                                       value.getSplatValue<Attribute>())));
+              });
+              return success();
+            })
+            .Case([&](ScheduleOp s) {
+              k.gridLoop(1, [&](Value at) {
+                auto asF64 = [&](Value v) -> Value {
+                  return b.create<arith::SIToFPOp>(loc, b.getF64Type(),
+                                                   k.loadAt(v, at));
+                };
+                Value rate = buildScheduleRate(b, loc, s, asF64(s.getStep()),
+                                               asF64(s.getTotal()));
+                Value out = s.getResult();
+                k.storeAt(out, at,
+                          b.create<arith::TruncFOp>(loc, k.elementOf(out),
+                                                    rate));
+              });
+              return success();
+            })
+            .Default([&](Operation *o) {
+              return o->emitOpError("has no GPU kernel builder");
+            });
+    if (failed(built))
+      return failure();
+    b.setInsertionPointToEnd(&fn.getBody().front());
+    b.create<gpu::ReturnOp>(loc);
+    return success();
+  }
+
+  /// Copies `piece` to (fromWhole: from) its place along `axis` of `whole`,
+  /// starting at `start`: one loop over the piece's elements.
+  static void copyPiece(KernelBuilder &k, Value whole, Value piece,
+                        int64_t axis, int64_t start, bool fromWhole) {
+    int64_t n = std::max<int64_t>(
+        1, llvm::cast<RankedTensorType>(piece.getType()).getNumElements());
+    k.gridLoop(n, [&](Value i) {
+      SmallVector<Value> idx = k.delinearize(i, k.shapeOf(piece));
+      idx[axis] = k.add(idx[axis], start);
+      Value there = k.linearize(idx, k.shapeOf(whole));
+      if (fromWhole)
+        k.storeAt(piece, i, k.loadAt(whole, there));
+      else
+        k.storeAt(whole, there, k.loadAt(piece, i));
+    });
+  }
+
+  /// copyPiece for consecutive pieces of `whole` along `axis`.
+  static void copyPieces(KernelBuilder &k, Value whole, ValueRange pieces,
+                         int64_t axis, bool fromWhole) {
+    int64_t start = 0;
+    for (Value piece : pieces) {
+      copyPiece(k, whole, piece, axis, start, fromWhole);
+      start += k.shapeOf(piece)[axis];
+    }
+  }
+
+  /// The input where it is, zeros past its end along the axis.
+  LogicalResult buildPad(OpBuilder &b, KernelBuilder &k, PadOp p) {
+    Location loc = p.getLoc();
+    Value in = p.getInput(), out = p.getResult();
+    int64_t axis = p.getAxis(), size = k.shapeOf(in)[axis];
+    Type elem = k.elementOf(out);
+    k.gridLoop(launchElements(p), [&](Value i) {
+      SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
+      Value inside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                             idx[axis], k.index(size));
+      auto branch = b.create<scf::IfOp>(loc, TypeRange{elem}, inside,
+                                        /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&branch.getThenRegion().front());
+        b.create<scf::YieldOp>(
+            loc, k.loadAt(in, k.linearize(idx, k.shapeOf(in))));
+        b.setInsertionPointToStart(&branch.getElseRegion().front());
+        b.create<scf::YieldOp>(
+            loc, b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))
+                     .getResult());
+      }
+      k.storeAt(out, i, branch.getResult(0));
+    });
+    return success();
+  }
+
+  /// One thread per output element sums its inputs in order, in f64 for
+  /// narrower floats as the CPU loops do.
+  LogicalResult buildReduceSum(OpBuilder &b, KernelBuilder &k,
+                               gpu::GPUFuncOp fn, ReduceSumOp r) {
+    Location loc = r.getLoc();
+    Value in = r.getInput(), out = r.getResult();
+    ArrayRef<int64_t> shape = k.shapeOf(in);
+    SmallVector<int64_t> kept, reduced, keptShape, reducedShape;
+    for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+      bool isReduced = llvm::is_contained(r.getAxes(), d);
+      (isReduced ? reduced : kept).push_back(d);
+      (isReduced ? reducedShape : keptShape).push_back(shape[d]);
+    }
+    int64_t perOutput = 1;
+    for (int64_t s : reducedShape)
+      perOutput *= s;
+    Type elem = k.elementOf(out);
+    auto f = llvm::dyn_cast<FloatType>(elem);
+    Type acc = f && f.getWidth() < 64 ? b.getF64Type() : elem;
+    int64_t outputs = std::max<int64_t>(1, product(keptShape));
+    auto termAt = [&](Value o, Value at) {
+      SmallVector<Value> outIdx = k.delinearize(o, keptShape);
+      SmallVector<Value> redIdx = k.delinearize(at, reducedShape);
+      SmallVector<Value> idx(shape.size());
+      for (auto [d, v] : llvm::zip(kept, outIdx))
+        idx[d] = v;
+      for (auto [d, v] : llvm::zip(reduced, redIdx))
+        idx[d] = v;
+      return SmallVector<Value>{k.loadAt(in, k.linearize(idx, shape))};
+    };
+    if (reducesByBlock(outputs, perOutput)) {
+      blockSums(b, k, fn, loc, outputs, perOutput, {acc}, termAt,
+                [&](Value o, ArrayRef<Value> sums) {
+                  Value total = sums[0];
+                  if (acc != elem)
+                    total = b.create<arith::TruncFOp>(loc, elem, total);
+                  k.storeAt(out, o, total);
+                });
+      return success();
+    }
+    k.gridLoop(launchElements(r), [&](Value o) {
+      SmallVector<Value> outIdx = k.delinearize(o, keptShape);
+      Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(acc));
+      auto loop = b.create<scf::ForOp>(loc, k.index(0), k.index(perOutput),
+                                       k.index(1), ValueRange{zero});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        SmallVector<Value> redIdx =
+            k.delinearize(loop.getInductionVar(), reducedShape);
+        SmallVector<Value> idx(shape.size());
+        for (auto [d, v] : llvm::zip(kept, outIdx))
+          idx[d] = v;
+        for (auto [d, v] : llvm::zip(reduced, redIdx))
+          idx[d] = v;
+        Value x = k.loadAt(in, k.linearize(idx, shape));
+        if (acc != elem)
+          x = b.create<arith::ExtFOp>(loc, acc, x);
+        Value acc0 = loop.getRegionIterArg(0);
+        Value sum = f ? b.create<arith::AddFOp>(loc, acc0, x).getResult()
+                      : b.create<arith::AddIOp>(loc, acc0, x).getResult();
+        b.create<scf::YieldOp>(loc, sum);
+      }
+      Value total = loop.getResult(0);
+      if (acc != elem)
+        total = b.create<arith::TruncFOp>(loc, elem, total);
+      k.storeAt(out, o, total);
+    });
+    return success();
+  }
+
+  /// Sums by blocks: block b takes outputs b, b + grid, ...; its
+  /// kGpuThreadsPerBlock threads stride over the output's `perOutput` terms
+  /// (`terms(o, r)`), each keeping partial sums in `accs`, which a tree in
+  /// workgroup memory adds (the same order on every launch: no atomics), and
+  /// thread 0 hands `store(o, sums)` the totals.
+  static void blockSums(
+      OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn, Location loc,
+      int64_t outputs, int64_t perOutput, ArrayRef<Type> accs,
+      function_ref<SmallVector<Value>(Value, Value)> terms,
+      function_ref<void(Value, ArrayRef<Value>)> store) {
+    MLIRContext *ctx = b.getContext();
+    auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    SmallVector<Value> shared;
+    for (Type t : accs)
+      shared.push_back(fn.addWorkgroupAttribution(
+          MemRefType::get({kGpuThreadsPerBlock}, t, MemRefLayoutAttrInterface(),
+                          workgroup),
+          loc));
+    auto add = [&](Value x, Value y) -> Value {
+      return llvm::isa<FloatType>(x.getType())
+                 ? b.create<arith::AddFOp>(loc, x, y).getResult()
+                 : b.create<arith::AddIOp>(loc, x, y).getResult();
+    };
+    Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
+    Value grid = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
+    auto outer = b.create<scf::ForOp>(loc, block, k.index(outputs), grid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(outer.getBody());
+    Value o = outer.getInductionVar();
+    SmallVector<Value> zeros;
+    for (Type t : accs)
+      zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
+    auto inner = b.create<scf::ForOp>(loc, tid, k.index(perOutput),
+                                      k.index(kGpuThreadsPerBlock), zeros);
+    {
+      OpBuilder::InsertionGuard innerGuard(b);
+      b.setInsertionPointToStart(inner.getBody());
+      SmallVector<Value> values = terms(o, inner.getInductionVar());
+      SmallVector<Value> sums;
+      for (auto [acc, v, t] : llvm::zip(inner.getRegionIterArgs(), values, accs)) {
+        if (!v) { // the body failed; its error is out
+          sums.push_back(acc);
+          continue;
+        }
+        if (v.getType() != t)
+          v = b.create<arith::ExtFOp>(loc, t, v);
+        sums.push_back(add(acc, v));
+      }
+      b.create<scf::YieldOp>(loc, sums);
+    }
+    for (auto [partial, buffer] : llvm::zip(inner.getResults(), shared))
+      b.create<memref::StoreOp>(loc, partial, buffer, ValueRange{tid});
+    b.create<gpu::BarrierOp>(loc);
+    for (int64_t half = kGpuThreadsPerBlock / 2; half >= 1; half /= 2) {
+      Value lower = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, tid,
+                                            k.index(half));
+      auto branch = b.create<scf::IfOp>(loc, lower, /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard ifGuard(b);
+        b.setInsertionPointToStart(&branch.getThenRegion().front());
+        Value other = b.create<arith::AddIOp>(loc, tid, k.index(half));
+        for (Value buffer : shared) {
+          Value mine = b.create<memref::LoadOp>(loc, buffer, ValueRange{tid});
+          Value theirs = b.create<memref::LoadOp>(loc, buffer, ValueRange{other});
+          b.create<memref::StoreOp>(loc, add(mine, theirs), buffer,
+                                    ValueRange{tid});
+        }
+      }
+      b.create<gpu::BarrierOp>(loc);
+    }
+    Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid,
+                                          k.index(0));
+    auto branch = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard ifGuard(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      SmallVector<Value> totals;
+      for (Value buffer : shared)
+        totals.push_back(
+            b.create<memref::LoadOp>(loc, buffer, ValueRange{k.index(0)}));
+      store(o, totals);
+    }
+    // The next output's partial sums reuse the buffers.
+    b.create<gpu::BarrierOp>(loc);
+  }
+
+  LogicalResult buildFused(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
+                           FusedOp fused) {
+    Location loc = fused.getLoc();
 
     // The shape the threads walk: the results' (reduced axes removed).
     ArrayRef<int64_t> iteration = fused.getIterationShape();
@@ -178,6 +529,47 @@ struct ConvertFusedToGPUPass
     for (int64_t d : reduced)
       perOutput *= iteration[d];
 
+    SmallVector<int64_t> keptShape, reducedShape;
+    for (int64_t d : kept)
+      keptShape.push_back(iteration[d]);
+    for (int64_t d : reduced)
+      reducedShape.push_back(iteration[d]);
+    if (!reduced.empty() && reducesByBlock(outputs, perOutput)) {
+      SmallVector<Type> accs;
+      for (Value r : fused.getResults()) {
+        Type e = llvm::cast<RankedTensorType>(r.getType()).getElementType();
+        auto f = llvm::dyn_cast<FloatType>(e);
+        accs.push_back(f && f.getWidth() < 64 ? b.getF64Type() : e);
+      }
+      bool broken = false;
+      blockSums(
+          b, k, fn, loc, outputs, perOutput, accs,
+          [&](Value o, Value at) {
+            SmallVector<Value> idx(iteration.size());
+            for (auto [d, v] : llvm::zip(kept, k.delinearize(o, keptShape)))
+              idx[d] = v;
+            for (auto [d, v] :
+                 llvm::zip(reduced, k.delinearize(at, reducedShape)))
+              idx[d] = v;
+            FailureOr<SmallVector<Value>> values = k.body(fused, idx);
+            if (failed(values)) {
+              broken = true;
+              return SmallVector<Value>(accs.size(), Value());
+            }
+            return *values;
+          },
+          [&](Value o, ArrayRef<Value> sums) {
+            for (auto [result, sum] : llvm::zip(fused.getResults(), sums)) {
+              Type e = k.elementOf(result);
+              Value v = sum.getType() == e
+                            ? sum
+                            : b.create<arith::TruncFOp>(loc, e, sum).getResult();
+              k.store(v, offsetOf(result), o);
+            }
+          });
+      return failure(broken);
+    }
+
     Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
     Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
     Value blockDim = b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x);
@@ -189,9 +581,6 @@ struct ConvertFusedToGPUPass
     b.setInsertionPointToStart(loop.getBody());
     Value out = loop.getInductionVar();
 
-    SmallVector<int64_t> keptShape;
-    for (int64_t d : kept)
-      keptShape.push_back(iteration[d]);
     SmallVector<Value> outIdx = k.delinearize(out, keptShape);
     auto fullIndex = [&](ArrayRef<Value> reducedIdx) {
       SmallVector<Value> idx(iteration.size());
@@ -218,9 +607,6 @@ struct ConvertFusedToGPUPass
       auto inner = b.create<scf::ForOp>(loc, k.index(0), k.index(perOutput),
                                         k.index(1), zeros);
       b.setInsertionPointToStart(inner.getBody());
-      SmallVector<int64_t> reducedShape;
-      for (int64_t d : reduced)
-        reducedShape.push_back(iteration[d]);
       FailureOr<SmallVector<Value>> values = k.body(
           fused,
           fullIndex(k.delinearize(inner.getInductionVar(), reducedShape)));
@@ -237,8 +623,6 @@ struct ConvertFusedToGPUPass
     }
     for (auto [result, value] : llvm::zip(fused.getResults(), results))
       k.store(value, offsetOf(result), out);
-    b.setInsertionPointToEnd(&fn.getBody().front());
-    b.create<gpu::ReturnOp>(loc);
     return success();
   }
 };

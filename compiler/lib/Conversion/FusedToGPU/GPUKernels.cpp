@@ -1,0 +1,135 @@
+//===- GPUKernels.cpp - which planned ops become generated GPU kernels ----===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Conversion/GPUKernels.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace dt {
+
+bool isGeneratedKernelOp(Operation *op) {
+  // Constants too: a dense one is refused where its kernel is built.
+  return llvm::isa<ConstantOp, FusedOp, TransposeOp, SplitOp, ConcatOp, SliceOp, PadOp,
+                   ReduceSumOp, IotaOp, ScheduleOp>(op);
+}
+
+void forEachGeneratedKernel(
+    ModuleOp module,
+    llvm::function_ref<void(Operation *, const std::string &)> fn) {
+  for (auto entry : module.getOps<func::FuncOp>()) {
+    if (entry.isExternal())
+      continue;
+    int n = 0;
+    for (Operation &op : entry.getBody().front())
+      if (isGeneratedKernelOp(&op))
+        fn(&op, (entry.getSymName() + "_k" + llvm::Twine(n++)).str());
+  }
+}
+
+static int64_t numel(Value v) {
+  return std::max<int64_t>(
+      1, llvm::cast<RankedTensorType>(v.getType()).getNumElements());
+}
+
+int64_t launchElements(Operation *op) {
+  // A reduction by blocks walks its outputs a block each.
+  auto reduction = [](int64_t outputs, int64_t perOutput) {
+    return reducesByBlock(outputs, perOutput) ? outputs * kGpuThreadsPerBlock
+                                              : outputs;
+  };
+  if (auto f = llvm::dyn_cast<FusedOp>(op)) {
+    ArrayRef<int64_t> iteration = f.getIterationShape();
+    std::optional<ArrayRef<int64_t>> axes = f.getReduceAxes();
+    int64_t n = 1, perOutput = 1;
+    for (int64_t d = 0; d < int64_t(iteration.size()); ++d)
+      (axes && llvm::is_contained(*axes, d) ? perOutput : n) *= iteration[d];
+    return axes ? reduction(n, perOutput) : n;
+  }
+  if (auto r = llvm::dyn_cast<ReduceSumOp>(op)) {
+    int64_t outputs = numel(r.getResult());
+    return reduction(outputs, numel(r.getInput()) / outputs);
+  }
+  if (auto s = llvm::dyn_cast<SplitOp>(op)) {
+    int64_t n = 1;
+    for (Value r : s.getResults())
+      n = std::max(n, numel(r));
+    return n;
+  }
+  if (auto c = llvm::dyn_cast<ConcatOp>(op)) {
+    int64_t n = 1;
+    for (Value in : c.getInputs())
+      n = std::max(n, numel(in));
+    return n;
+  }
+  if (llvm::isa<ScheduleOp>(op))
+    return 1;
+  return numel(op->getResult(0));
+}
+
+Value buildScheduleRate(OpBuilder &b, Location loc, ScheduleOp s, Value t,
+                        Value total) {
+  auto f64 = [&](double v) -> Value {
+    return b.create<arith::ConstantFloatOp>(loc, APFloat(v), b.getF64Type());
+  };
+  auto mul = [&](Value x, Value y) -> Value {
+    return b.create<arith::MulFOp>(loc, x, y);
+  };
+  auto add = [&](Value x, Value y) -> Value {
+    return b.create<arith::AddFOp>(loc, x, y);
+  };
+  auto sub = [&](Value x, Value y) -> Value {
+    return b.create<arith::SubFOp>(loc, x, y);
+  };
+  auto div = [&](Value x, Value y) -> Value {
+    return b.create<arith::DivFOp>(loc, x, y);
+  };
+  double lr = s.getLr().convertToDouble();
+  double warmup = static_cast<double>(s.getWarmup());
+  StringRef kind = s.getKind();
+  Value rate;
+  if (kind == "constant") {
+    rate = f64(lr);
+  } else if (kind == "step") {
+    Value periods = b.create<math::FloorOp>(
+        loc, div(sub(t, f64(1)), f64(static_cast<double>(s.getEvery()))));
+    rate = mul(f64(lr), b.create<math::PowFOp>(
+                            loc, f64(s.getGamma().convertToDouble()), periods));
+  } else {
+    // progress = clamp((t - 1 - warmup) / max(1, total - warmup), 0, 1): the
+    // first step after warm-up runs at exactly lr (as Hugging Face's
+    // schedules do).
+    Value span =
+        b.create<arith::MaximumFOp>(loc, f64(1), sub(total, f64(warmup)));
+    Value progress = div(sub(t, f64(warmup + 1)), span);
+    progress = b.create<arith::MinimumFOp>(
+        loc, f64(1), b.create<arith::MaximumFOp>(loc, f64(0), progress));
+    if (kind == "cosine") {
+      double mn = s.getMin().convertToDouble();
+      Value c = b.create<math::CosOp>(loc, mul(f64(M_PI), progress));
+      rate = add(f64(mn), mul(f64((lr - mn) * 0.5), add(f64(1), c)));
+    } else { // linear
+      double fin = s.getFinal().convertToDouble();
+      rate = add(f64(lr), mul(f64(fin - lr), progress));
+    }
+    if (warmup > 0) {
+      Value inWarmup = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLE,
+                                               t, f64(warmup));
+      rate = b.create<arith::SelectOp>(loc, inWarmup,
+                                       mul(f64(lr / warmup), t), rate);
+    }
+  }
+  return rate;
+}
+
+} // namespace dt

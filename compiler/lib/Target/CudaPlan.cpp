@@ -1,0 +1,347 @@
+//===- CudaPlan.cpp - a planned program's GPU launch sequence -------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// Walks each entry point of a planned module in order and writes one record
+// per launch (docs/abi.md, "The GPU plan"):
+//
+//   {"op": "kernel", "name": "grad_step_k3", "n": 4096}   a generated kernel
+//   {"op": "copy", "p": [from, to], "i": [bytes]}          device to device
+//   {"op": "<kernel>", "p": [offsets...], "i": [...], "f": [...]}
+//
+// where <kernel> names a kernels/cuda kernel or the cuBLAS product, and its
+// pointers, integers and floats are the CPU kernel's arguments in its order
+// (the lowering in DTToKernels.cpp makes the same lists). What a GPU cannot
+// run yet (collectives, pipeline stages, kernels without a GPU twin, 16-bit
+// products) makes the whole program CPU-only, with the first such op's
+// location as the reason.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Target/CudaPlan.h"
+
+#include "dt/Conversion/GPUKernels.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Transforms/Passes.h"
+#include "dt/Target/PTXEmitter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <variant>
+
+using namespace mlir;
+using namespace dt;
+namespace json = llvm::json;
+
+namespace {
+
+int64_t product(ArrayRef<int64_t> s) {
+  int64_t p = 1;
+  for (int64_t d : s)
+    p *= d;
+  return p;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getShape();
+}
+
+int64_t bytesOf(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  return std::max<int64_t>(1, t.getNumElements() *
+                                  ((t.getElementTypeBitWidth() + 7) / 8));
+}
+
+std::string where(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn() << ": ";
+  return text;
+}
+
+/// The op a GPU cannot run yet, and why.
+struct Unsupported {
+  Operation *op;
+  std::string why;
+};
+
+class PlanBuilder {
+public:
+  explicit PlanBuilder(ModuleOp module) : module(module) {
+    for (GlobalOp g : module.getOps<GlobalOp>())
+      if (g.getOffset())
+        globals[g.getSymName()] = int64_t(*g.getOffset());
+    forEachGeneratedKernel(module, [&](Operation *op, const std::string &n) {
+      kernelOf[op] = n;
+    });
+  }
+
+  /// The plan as JSON, or the first op it cannot launch.
+  std::variant<std::string, Unsupported> build() {
+    for (GlobalOp g : module.getOps<GlobalOp>())
+      if (g->hasAttr(names::kSlotsAttr))
+        return Unsupported{g, "a pipelined program's stages do not run on "
+                              "the GPU yet"};
+    json::Object entries;
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      json::Array thunks;
+      for (Operation &op : fn.getBody().front()) {
+        std::optional<Unsupported> failed = lower(&op, thunks);
+        if (failed)
+          return *failed;
+      }
+      entries[fn.getSymName()] = std::move(thunks);
+    }
+    json::Object plan{{"version", 1},
+                      {"scratch_bytes", scratchBytes},
+                      {"entries", std::move(entries)}};
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << json::Value(std::move(plan));
+    return text;
+  }
+
+private:
+  int64_t offsetOf(Value v) {
+    auto r = llvm::cast<OpResult>(v);
+    auto offsets = r.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
+    return llvm::cast<IntegerAttr>(offsets[r.getResultNumber()]).getInt();
+  }
+
+  static json::Object thunk(StringRef op, ArrayRef<int64_t> pointers,
+                            ArrayRef<int64_t> ints,
+                            ArrayRef<double> floats = {}) {
+    json::Object t{{"op", op}};
+    t["p"] = json::Array(pointers);
+    t["i"] = json::Array(ints);
+    if (!floats.empty())
+      t["f"] = json::Array(floats);
+    return t;
+  }
+
+  /// Records that a thunk needs `bytes` of the executor's scratch.
+  void scratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
+
+  std::optional<Unsupported> requireF32(Operation *op, ArrayRef<Value> values) {
+    for (Value v : values)
+      if (!llvm::cast<RankedTensorType>(v.getType()).getElementType().isF32())
+        return Unsupported{op, op->getName().getStringRef().str() +
+                                   " has 16-bit data; the GPU backend's "
+                                   "kernels and products take f32 only so far"};
+    return std::nullopt;
+  }
+
+  std::optional<Unsupported> lower(Operation *op, json::Array &out) {
+    if (auto it = kernelOf.find(op); it != kernelOf.end()) {
+      out.push_back(json::Object{{"op", "kernel"},
+                                 {"name", it->second},
+                                 {"n", launchElements(op)}});
+      return std::nullopt;
+    }
+    auto copy = [&](int64_t from, int64_t to, int64_t bytes) {
+      if (from != to)
+        out.push_back(thunk("copy", {from, to}, {bytes}));
+    };
+    auto emit = [&](json::Object t) {
+      out.push_back(std::move(t));
+      return std::optional<Unsupported>();
+    };
+    return llvm::TypeSwitch<Operation *, std::optional<Unsupported>>(op)
+        .Case([&](LoadOp l) {
+          copy(globals.lookup(l.getGlobal()), offsetOf(l.getResult()),
+               bytesOf(l.getType()));
+          return std::nullopt;
+        })
+        .Case([&](StoreOp s) {
+          copy(offsetOf(s.getValue()), globals.lookup(s.getGlobal()),
+               bytesOf(s.getValue().getType()));
+          return std::nullopt;
+        })
+        .Case([&](ReshapeOp) { return std::nullopt; })
+        .Case([&](func::ReturnOp) { return std::nullopt; })
+        .Case<MatmulOp, MatmulBiasOp>([&](auto m) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(m, {m.getLhs(), m.getRhs()}))
+            return bad;
+          ArrayRef<int64_t> a = shapeOf(m.getLhs()), c = shapeOf(m.getResult());
+          size_t r = a.size();
+          int64_t k = m.getTransposeLhs() ? a[r - 2] : a[r - 1];
+          SmallVector<int64_t> p{offsetOf(m.getLhs()), offsetOf(m.getRhs())};
+          StringRef name = "matmul";
+          if constexpr (std::is_same_v<decltype(m), MatmulBiasOp>) {
+            p.push_back(offsetOf(m.getBias()));
+            name = "matmul_bias";
+          }
+          p.push_back(offsetOf(m.getResult()));
+          return emit(thunk(name, p,
+                            {product(a.drop_back(2)), c[r - 2], c[r - 1], k,
+                             int64_t(m.getTransposeLhs()),
+                             int64_t(m.getTransposeRhs())}));
+        })
+        .Case([&](SoftmaxOp s) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(s, {s.getInput()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(s.getInput());
+          int64_t axis = s.getAxis();
+          return emit(thunk("softmax",
+                            {offsetOf(s.getInput()), offsetOf(s.getResult())},
+                            {product(shape.take_front(axis)), shape[axis],
+                             product(shape.drop_front(axis + 1))}));
+        })
+        .Case([&](LayerNormOp l) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(l, {l.getInput()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(l.getInput());
+          return emit(thunk("layer_norm",
+                            {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                             offsetOf(l.getBias()), offsetOf(l.getResult())},
+                            {product(shape.drop_back()), shape.back()},
+                            {l.getEps().convertToDouble()}));
+        })
+        .Case([&](LayerNormGradOp l) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(l, {l.getInput()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(l.getInput());
+          int64_t rows = product(shape.drop_back());
+          scratch(2 * rows * 4);
+          return emit(thunk(
+              "layer_norm_grad",
+              {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+               offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
+               offsetOf(l.getWeightGrad()), offsetOf(l.getBiasGrad())},
+              {rows, shape.back()}, {l.getEps().convertToDouble()}));
+        })
+        .Case([&](EmbeddingOp e) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(e, {e.getTable()}))
+            return bad;
+          ArrayRef<int64_t> table = shapeOf(e.getTable());
+          return emit(thunk("embedding",
+                            {offsetOf(e.getTable()), offsetOf(e.getIds()),
+                             offsetOf(e.getResult())},
+                            {product(shapeOf(e.getIds())), table[0], table[1]}));
+        })
+        .Case([&](EmbeddingGradOp e) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(e, {e.getResultGrad()}))
+            return bad;
+          ArrayRef<int64_t> table = shapeOf(e.getTableGrad());
+          return emit(thunk("embedding_grad",
+                            {offsetOf(e.getIds()), offsetOf(e.getResultGrad()),
+                             offsetOf(e.getTableGrad())},
+                            {product(shapeOf(e.getIds())), table[0], table[1]}));
+        })
+        .Case([&](CrossEntropyOp c) {
+          return logits(c, "cross_entropy", c.getLogits(), c.getLabels(), {},
+                        c.getResult(), out);
+        })
+        .Case([&](CrossEntropyGradOp c) {
+          return logits(c, "cross_entropy_grad", c.getLogits(), c.getLabels(),
+                        c.getResultGrad(), c.getLogitsGrad(), out);
+        })
+        .Case([&](CountCorrectOp c) {
+          return logits(c, "count_correct", c.getLogits(), c.getLabels(), {},
+                        c.getResult(), out);
+        })
+        .Case<AttentionOp, AttentionGradOp>(
+            [&](auto a) -> std::optional<Unsupported> {
+              if (auto bad = requireF32(a, {a.getQuery()}))
+                return bad;
+              ArrayRef<int64_t> s = shapeOf(a.getQuery());
+              int64_t t = s[s.size() - 2], d = s.back(),
+                      slices = product(s) / (t * d);
+              if (d > 256)
+                return Unsupported{a, "attention heads wider than 256 do not "
+                                      "fit the GPU attention kernel"};
+              SmallVector<int64_t> ints{slices, t, d, int64_t(a.getCausal())};
+              if constexpr (std::is_same_v<decltype(a), AttentionOp>) {
+                return emit(thunk("attention",
+                                  {offsetOf(a.getQuery()), offsetOf(a.getKey()),
+                                   offsetOf(a.getValue()),
+                                   offsetOf(a.getResult())},
+                                  ints));
+              } else {
+                scratch(2 * slices * t * 4);
+                return emit(thunk(
+                    "attention_grad",
+                    {offsetOf(a.getQuery()), offsetOf(a.getKey()),
+                     offsetOf(a.getValue()), offsetOf(a.getResultGrad()),
+                     offsetOf(a.getQueryGrad()), offsetOf(a.getKeyGrad()),
+                     offsetOf(a.getValueGrad())},
+                    ints));
+              }
+            })
+        .Default([&](Operation *o) -> std::optional<Unsupported> {
+          return Unsupported{o, "'" + o->getName().getStringRef().str() +
+                                    "' has no GPU implementation yet"};
+        });
+  }
+
+  /// cross_entropy, its gradient and count_correct: (logits, labels[, g],
+  /// out) and their scratch.
+  std::optional<Unsupported> logits(Operation *op, StringRef name, Value logits,
+                                    Value labels, Value grad, Value result,
+                                    json::Array &out) {
+    if (auto bad = requireF32(op, {logits}))
+      return bad;
+    ArrayRef<int64_t> shape = shapeOf(logits);
+    int64_t rows = product(shape.drop_back());
+    SmallVector<int64_t> p{offsetOf(logits), offsetOf(labels)};
+    if (grad)
+      p.push_back(offsetOf(grad));
+    p.push_back(offsetOf(result));
+    scratch(name == "cross_entropy_grad" ? 4 : rows * 4);
+    out.push_back(thunk(name, p, {rows, shape.back()}));
+    return std::nullopt;
+  }
+
+  ModuleOp module;
+  llvm::StringMap<int64_t> globals;
+  llvm::DenseMap<Operation *, std::string> kernelOf;
+  int64_t scratchBytes = 0;
+};
+
+} // namespace
+
+CudaCode dt::buildCudaPlan(ModuleOp planned) {
+  CudaCode code;
+  std::variant<std::string, Unsupported> plan = PlanBuilder(planned).build();
+  if (auto *bad = std::get_if<Unsupported>(&plan)) {
+    code.unsupported = where(bad->op->getLoc()) + bad->why;
+    return code;
+  }
+  code.plan = std::get<std::string>(plan);
+  return code;
+}
+
+CudaCode dt::buildCudaCode(ModuleOp planned) {
+  CudaCode code = buildCudaPlan(planned);
+  if (!code.unsupported.empty())
+    return code;
+  // The PTX emitter reports through diagnostics: keep them as the reason.
+  std::string messages;
+  {
+    llvm::raw_string_ostream os(messages);
+    ScopedDiagnosticHandler capture(planned.getContext(), [&](Diagnostic &d) {
+      os << where(d.getLocation()) << d.str();
+      return success();
+    });
+    FailureOr<std::string> ptx = emitKernelsPTX(planned);
+    if (succeeded(ptx))
+      code.ptx = std::move(*ptx);
+  }
+  if (code.ptx.empty()) {
+    code.plan.clear();
+    code.unsupported = messages.empty() ? "the GPU kernels did not compile"
+                                        : messages;
+  }
+  return code;
+}

@@ -1,0 +1,87 @@
+//===- dtrt/cuda/executor.h - Runs a program's GPU plan ---------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The GPU half of an emitted program: the launch sequence dtc wrote for each
+// entry point (dt/Target/CudaPlan.h, docs/abi.md "The GPU plan"), replayed on
+// one stream over the device arena. Generated kernels come from the
+// program's PTX (KernelLibrary), the rest from kernels/cuda and cuBLAS, which
+// is loaded when the executor is made (dlopen: a program never needs it on a
+// machine without a GPU). Everything is resolved once, when the plan is read:
+// a step only launches.
+//
+// Built only where the CUDA toolkit was found (DT_HAVE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_CUDA_EXECUTOR_H
+#define DTRT_CUDA_EXECUTOR_H
+
+#include "dtrt/cuda/library.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtrt::cuda {
+
+class Blas;
+
+/// One recorded launch, its arguments resolved.
+struct Thunk {
+  enum Kind {
+    Kernel, Copy, Matmul, MatmulBias, Softmax, LayerNorm, LayerNormGrad,
+    Embedding, EmbeddingGrad, CrossEntropy, CrossEntropyGrad, CountCorrect,
+    Attention, AttentionGrad
+  } kind;
+  cudaKernel_t kernel = nullptr;
+  /// The generated kernel's name (profiles).
+  std::string name;
+  std::vector<int64_t> p, i;
+  std::vector<double> f;
+};
+
+class Executor {
+public:
+  /// Reads `plan`, loads `image` and cuBLAS, and allocates the scratch the
+  /// plan asks for, on the current device.
+  static Expected<std::unique_ptr<Executor>> create(const std::string &image,
+                                                    const std::string &plan);
+  ~Executor();
+
+  /// Whether the plan has entry point `name` (grad_step, apply_step, ...).
+  bool has(const std::string &name) const;
+  /// Queues entry point `name` over the device arena at `arena`; errors of
+  /// the launches themselves surface at the next synchronize.
+  Status run(const std::string &name, char *arena);
+  /// Waits for everything queued; the first failure of any launch.
+  Status synchronize();
+  cudaStream_t stream() const { return stream_; }
+
+  /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
+  /// with CUDA events (serialising the stream) and this prints the launches
+  /// that took longest, summed over the run, to stderr.
+  void printProfile() const;
+
+private:
+  Executor() = default;
+  Status launch(const Thunk &t, char *arena);
+  /// The name a profile gives a launch: its kernel's or its kind's.
+  static std::string describe(const Thunk &t);
+
+  bool profile_ = false;
+  std::map<std::string, std::pair<double, int64_t>> profiled_;
+
+  std::unique_ptr<KernelLibrary> library_;
+  std::unique_ptr<Blas> blas_;
+  std::vector<std::pair<std::string, std::vector<Thunk>>> entries_;
+  cudaStream_t stream_ = nullptr;
+  char *scratch_ = nullptr;
+};
+
+} // namespace dtrt::cuda
+
+#endif // DTRT_CUDA_EXECUTOR_H

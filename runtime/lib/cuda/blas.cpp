@@ -1,0 +1,112 @@
+//===- blas.cpp - cuBLAS, loaded when a GPU is used -----------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/cuda/blas.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace dtrt::cuda {
+
+/// The entry points used, by their exported names.
+struct Blas::Api {
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*setMathMode)(cublasHandle_t, cublasMath_t);
+  const char *(*statusString)(cublasStatus_t);
+  cublasStatus_t (*sgemmStridedBatched)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+      const float *, const float *, int, long long, const float *, int,
+      long long, const float *, float *, int, long long, int);
+};
+
+namespace {
+
+template <typename F> bool bind(void *library, const char *name, F &fn) {
+  fn = reinterpret_cast<F>(dlsym(library, name));
+  return fn != nullptr;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
+  // The major version of the toolkit dt was built with: its cuBLAS's ABI.
+  std::string soname = fmt::format("libcublas.so.{}", CUDA_VERSION / 1000);
+  std::vector<std::string> candidates{soname};
+  if (const char *home = std::getenv("CUDA_HOME"))
+    candidates.push_back(std::string(home) + "/lib64/" + soname);
+  candidates.push_back("/usr/local/cuda/lib64/" + soname);
+  std::unique_ptr<Blas> blas(new Blas);
+  std::string tried;
+  for (const std::string &path : candidates) {
+    blas->library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (blas->library_)
+      break;
+    tried += fmt::format("\n  {}: {}", path, dlerror());
+  }
+  if (!blas->library_)
+    return Error(fmt::format(
+        "cannot load cuBLAS ({}), which the GPU backend's matrix products "
+        "need: install the CUDA {} toolkit's libraries or put them on "
+        "LD_LIBRARY_PATH; tried:{}",
+        soname, CUDA_VERSION / 1000, tried));
+  blas->api_ = std::make_unique<Api>();
+  Api &api = *blas->api_;
+  if (!bind(blas->library_, "cublasCreate_v2", api.create) ||
+      !bind(blas->library_, "cublasDestroy_v2", api.destroy) ||
+      !bind(blas->library_, "cublasSetStream_v2", api.setStream) ||
+      !bind(blas->library_, "cublasSetMathMode", api.setMathMode) ||
+      !bind(blas->library_, "cublasGetStatusString", api.statusString) ||
+      !bind(blas->library_, "cublasSgemmStridedBatched",
+            api.sgemmStridedBatched))
+    return Error(fmt::format("{} lacks an entry point dt uses: {}", soname,
+                             dlerror()));
+  cublasStatus_t s = api.create(&blas->handle_);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = api.setStream(blas->handle_, stream);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = api.setMathMode(blas->handle_, CUBLAS_DEFAULT_MATH);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Error(fmt::format("cuBLAS cannot start: {}", api.statusString(s)));
+  return blas;
+}
+
+Blas::~Blas() {
+  if (handle_)
+    api_->destroy(handle_);
+  // The library stays loaded: its own teardown runs at exit.
+}
+
+Status Blas::matmul(const float *a, const float *b, float *c, int64_t batch,
+                    int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+                    bool accumulate) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
+    return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
+                             "cuBLAS's 32-bit sizes",
+                             m, n, k, batch));
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // operands swap and keep their own transposes.
+  const float one = 1.0f, zero = 0.0f;
+  int lda = int(transA ? m : k), ldb = int(transB ? k : n);
+  cublasStatus_t s = api_->sgemmStridedBatched(
+      handle_, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+      transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &one, b, ldb,
+      k * n, a, lda, m * k, accumulate ? &one : &zero, c, int(n), m * n,
+      int(batch));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Error(fmt::format("cuBLAS sgemm ({} x {} x {}, batch {}): {}", m, n,
+                             k, batch, api_->statusString(s)));
+  return Status::ok();
+}
+
+} // namespace dtrt::cuda

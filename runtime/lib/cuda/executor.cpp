@@ -1,0 +1,279 @@
+//===- executor.cpp - runs a program's GPU plan ---------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/cuda/executor.h"
+
+#include "dtrt/cuda/blas.h"
+
+#include "dtk/cuda_kernels.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+namespace dtrt::cuda {
+
+namespace {
+
+/// Each thunk kind: its name in the plan and how many pointers, integers and
+/// floats it takes (the CPU kernel's arguments, in order).
+struct KindInfo {
+  const char *name;
+  Thunk::Kind kind;
+  size_t pointers, ints, floats;
+};
+constexpr KindInfo kKinds[] = {
+    {"copy", Thunk::Copy, 2, 1, 0},
+    {"matmul", Thunk::Matmul, 3, 6, 0},
+    {"matmul_bias", Thunk::MatmulBias, 4, 6, 0},
+    {"softmax", Thunk::Softmax, 2, 3, 0},
+    {"layer_norm", Thunk::LayerNorm, 4, 2, 1},
+    {"layer_norm_grad", Thunk::LayerNormGrad, 6, 2, 1},
+    {"embedding", Thunk::Embedding, 3, 3, 0},
+    {"embedding_grad", Thunk::EmbeddingGrad, 3, 3, 0},
+    {"cross_entropy", Thunk::CrossEntropy, 3, 2, 0},
+    {"cross_entropy_grad", Thunk::CrossEntropyGrad, 4, 2, 0},
+    {"count_correct", Thunk::CountCorrect, 3, 2, 0},
+    {"attention", Thunk::Attention, 4, 4, 0},
+    {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
+};
+
+Error planError(const std::string &what) {
+  return Error("the program's GPU plan is malformed (" + what +
+               "); rebuild it with this runtime's dtc");
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
+                                                     const std::string &plan) {
+  nlohmann::json j = nlohmann::json::parse(plan, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("entries"))
+    return planError("not a JSON object with entries");
+  std::unique_ptr<Executor> e(new Executor);
+  cudaError_t err = cudaStreamCreate(&e->stream_);
+  if (err != cudaSuccess)
+    return cudaFailure("cannot create a CUDA stream", err);
+  Expected<KernelLibrary> library = KernelLibrary::load(image);
+  if (!library)
+    return library.error();
+  e->library_ = std::make_unique<KernelLibrary>(std::move(*library));
+  Expected<std::unique_ptr<Blas>> blas = Blas::open(e->stream_);
+  if (!blas)
+    return blas.error();
+  e->blas_ = std::move(*blas);
+
+  const char *profile = std::getenv("DTRT_CUDA_PROFILE");
+  e->profile_ = profile && std::string(profile) == "1";
+  int64_t scratch = j.value("scratch_bytes", int64_t(0));
+  if (scratch > 0 &&
+      (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
+                        size_t(scratch))) != cudaSuccess)
+    return cudaFailure(fmt::format("cannot allocate {} bytes of kernel "
+                                   "scratch on the GPU",
+                                   scratch),
+                       err);
+
+  std::map<std::string, cudaKernel_t> kernels;
+  for (auto &[name, list] : j["entries"].items()) {
+    if (!list.is_array())
+      return planError("entry " + name + " is not a list");
+    std::vector<Thunk> thunks;
+    for (const nlohmann::json &t : list) {
+      std::string op = t.value("op", "");
+      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}};
+      if (op == "kernel") {
+        std::string kernel = t.value("name", "");
+        auto it = kernels.find(kernel);
+        if (it == kernels.end()) {
+          Expected<cudaKernel_t> k = e->library_->kernel(kernel);
+          if (!k)
+            return k.error();
+          it = kernels.emplace(kernel, *k).first;
+        }
+        thunk.kernel = it->second;
+        thunk.name = kernel;
+        thunk.i = {t.value("n", int64_t(1))};
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+      const KindInfo *info = nullptr;
+      for (const KindInfo &k : kKinds)
+        if (op == k.name)
+          info = &k;
+      if (!info)
+        return planError("unknown launch '" + op + "'");
+      thunk.kind = info->kind;
+      thunk.p = t.value("p", std::vector<int64_t>{});
+      thunk.i = t.value("i", std::vector<int64_t>{});
+      thunk.f = t.value("f", std::vector<double>{});
+      if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
+          thunk.f.size() != info->floats)
+        return planError("'" + op + "' has the wrong number of arguments");
+      thunks.push_back(std::move(thunk));
+    }
+    e->entries_.emplace_back(name, std::move(thunks));
+  }
+  return e;
+}
+
+Executor::~Executor() {
+  if (stream_)
+    cudaStreamSynchronize(stream_);
+  if (profile_)
+    printProfile();
+  blas_.reset();
+  if (scratch_)
+    cudaFree(scratch_);
+  if (stream_)
+    cudaStreamDestroy(stream_);
+}
+
+bool Executor::has(const std::string &name) const {
+  for (const auto &entry : entries_)
+    if (entry.first == name)
+      return true;
+  return false;
+}
+
+Status Executor::run(const std::string &name, char *arena) {
+  for (const auto &[entry, thunks] : entries_) {
+    if (entry != name)
+      continue;
+    for (const Thunk &t : thunks) {
+      cudaEvent_t begin = nullptr, end = nullptr;
+      if (profile_) {
+        cudaEventCreate(&begin);
+        cudaEventCreate(&end);
+        cudaEventRecord(begin, stream_);
+      }
+      if (Status s = launch(t, arena); !s)
+        return s.error().withContext(name);
+      if (profile_) {
+        cudaEventRecord(end, stream_);
+        cudaEventSynchronize(end);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, begin, end);
+        auto &[total, count] = profiled_[describe(t)];
+        total += ms;
+        ++count;
+        cudaEventDestroy(begin);
+        cudaEventDestroy(end);
+      }
+    }
+    if (const char *e = dtk_cuda_last_error())
+      return Error(fmt::format("{}: a GPU kernel failed to launch: {}", name,
+                               e));
+    return Status::ok();
+  }
+  return Error("the GPU plan has no entry point " + name);
+}
+
+Status Executor::synchronize() {
+  cudaError_t e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess)
+    return cudaFailure("a GPU step failed (an id out of range traps a "
+                       "kernel: check the data's vocabulary)",
+                       e);
+  return Status::ok();
+}
+
+std::string Executor::describe(const Thunk &t) {
+  if (t.kind == Thunk::Kernel)
+    return t.name;
+  for (const KindInfo &k : kKinds)
+    if (k.kind == t.kind)
+      return k.name;
+  return "?";
+}
+
+void Executor::printProfile() const {
+  std::vector<std::pair<double, std::string>> rows;
+  double all = 0;
+  for (const auto &[name, timing] : profiled_) {
+    rows.push_back({timing.first, name});
+    all += timing.first;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  fmt::print(stderr, "GPU profile: {:.1f} ms in {} launch kinds; the longest:\n",
+             all, rows.size());
+  for (size_t r = 0; r < rows.size() && r < 25; ++r)
+    fmt::print(stderr, "  {:10.2f} ms {:5.1f}%  {:6} x  {}\n", rows[r].first,
+               100 * rows[r].first / std::max(all, 1e-9),
+               profiled_.at(rows[r].second).second, rows[r].second);
+}
+
+Status Executor::launch(const Thunk &t, char *arena) {
+  auto f32 = [&](size_t k) { return reinterpret_cast<float *>(arena + t.p[k]); };
+  auto i32 = [&](size_t k) {
+    return reinterpret_cast<const int32_t *>(arena + t.p[k]);
+  };
+  const std::vector<int64_t> &i = t.i;
+  dtk_stream s = reinterpret_cast<dtk_stream>(stream_);
+  float *scratch = reinterpret_cast<float *>(scratch_);
+  switch (t.kind) {
+  case Thunk::Kernel:
+    return library_->launch(t.kernel, arena, i[0], stream_);
+  case Thunk::Copy: {
+    cudaError_t e = cudaMemcpyAsync(arena + t.p[1], arena + t.p[0],
+                                    size_t(i[0]), cudaMemcpyDeviceToDevice,
+                                    stream_);
+    if (e != cudaSuccess)
+      return cudaFailure("a copy in the arena failed", e);
+    return Status::ok();
+  }
+  case Thunk::Matmul:
+    return blas_->matmul(f32(0), f32(1), f32(2), i[0], i[1], i[2], i[3],
+                         i[4] != 0, i[5] != 0, false);
+  case Thunk::MatmulBias:
+    dtk_cuda_fill_rows_f32(f32(2), f32(3), i[0] * i[1], i[2], s);
+    return blas_->matmul(f32(0), f32(1), f32(3), i[0], i[1], i[2], i[3],
+                         i[4] != 0, i[5] != 0, true);
+  case Thunk::Softmax:
+    dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
+    return Status::ok();
+  case Thunk::LayerNorm:
+    dtk_cuda_layer_norm_f32(f32(0), f32(1), f32(2), f32(3), i[0], i[1],
+                            float(t.f[0]), s);
+    return Status::ok();
+  case Thunk::LayerNormGrad:
+    dtk_cuda_layer_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4),
+                                 f32(5), scratch, i[0], i[1], float(t.f[0]),
+                                 s);
+    return Status::ok();
+  case Thunk::Embedding:
+    dtk_cuda_embedding_f32(f32(0), i32(1), f32(2), i[0], i[1], i[2], s);
+    return Status::ok();
+  case Thunk::EmbeddingGrad:
+    dtk_cuda_embedding_grad_f32(i32(0), f32(1), f32(2), i[0], i[1], i[2], s);
+    return Status::ok();
+  case Thunk::CrossEntropy:
+    dtk_cuda_cross_entropy_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
+    return Status::ok();
+  case Thunk::CrossEntropyGrad:
+    dtk_cuda_cross_entropy_grad_f32(f32(0), i32(1), f32(2), f32(3), scratch,
+                                    i[0], i[1], s);
+    return Status::ok();
+  case Thunk::CountCorrect:
+    dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
+    return Status::ok();
+  case Thunk::Attention:
+    dtk_cuda_attention_f32(f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2],
+                           int32_t(i[3]), s);
+    return Status::ok();
+  case Thunk::AttentionGrad:
+    dtk_cuda_attention_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), f32(5),
+                                f32(6), scratch, i[0], i[1], i[2],
+                                int32_t(i[3]), s);
+    return Status::ok();
+  }
+  return Error("unknown launch kind");
+}
+
+} // namespace dtrt::cuda
