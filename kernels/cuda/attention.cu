@@ -19,9 +19,14 @@
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ = dS K / sqrt(d),
 //   dK = dS^T Q / sqrt(d).
 //
-// This first version favours being right over being fast: each thread takes
-// one key (or query) of a tile and forms its dot products alone, in f32, not
-// on tensor cores.
+// Heads of up to 128 take the tiled kernels: a block of four warps holds a
+// tile of 32 query rows (or, for dK and dV, 32 keys) and walks the other side
+// in tiles of 32 staged in shared memory, each warp owning 8 rows and its
+// lanes the 32 keys (or queries) of a tile for the dot products and the
+// columns for the accumulations, so every K and V row is read from global
+// memory once per 32 query rows. Wider heads take the first, simpler kernels,
+// a block per row, each thread forming its dot products alone. Both are f32
+// on CUDA cores, not tensor cores.
 //
 //===----------------------------------------------------------------------===//
 
@@ -198,6 +203,254 @@ __global__ void attentionKeyGrad(const float *q, const float *k,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Tiled kernels (heads of up to kTiledMaxD)
+//===----------------------------------------------------------------------===//
+
+constexpr int kRows = 32;  // query rows (or keys) per block = lanes per warp
+constexpr int kWarps = 4;  // warps per block, each owning kRows / kWarps rows
+constexpr int kOwn = kRows / kWarps;
+constexpr int kTiledMaxD = 128;
+constexpr int kCols = kTiledMaxD / 32; // accumulator columns per lane
+constexpr unsigned kFull = 0xffffffffu;
+
+/// Lets `kernel` take `bytes` of dynamic shared memory (above 48 KiB it must
+/// ask; the H100 has up to 227 KiB).
+template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(bytes));
+}
+
+/// Rows [first, first + kRows) of a [t, d] matrix into shared memory with row
+/// stride `stride`; rows past t are zeros.
+__device__ void loadTile(float *dst, const float *src, int64_t first,
+                         int64_t t, int64_t d, int64_t stride) {
+  for (int64_t e = threadIdx.x; e < kRows * d; e += blockDim.x) {
+    int64_t r = e / d, c = e % d;
+    dst[r * stride + c] = first + r < t ? src[(first + r) * d + c] : 0.0f;
+  }
+}
+
+__device__ float dotShared(const float *a, const float *b, int64_t d) {
+  float s = 0.0f;
+  for (int64_t c = 0; c < d; ++c)
+    s += a[c] * b[c];
+  return s;
+}
+
+__device__ bool sees(int64_t i, int64_t j, int64_t t, int32_t causal) {
+  return i < t && j < t && (!causal || j <= i);
+}
+
+/// O for 32 query rows: each warp's 8 rows run the online softmax over key
+/// tiles, a lane per key for the scores and per column for the output.
+__global__ void tiledForward(const float *q, const float *k, const float *v,
+                             float *o, int64_t t, int64_t d, int32_t causal,
+                             float scale) {
+  extern __shared__ float smem[];
+  float *qs = smem, *ks = qs + kRows * d, *vs = ks + kRows * (d + 1);
+  int64_t tiles = (t + kRows - 1) / kRows;
+  int64_t slice = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kRows;
+  int64_t base = slice * t * d;
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  loadTile(qs, q + base, i0, t, d, d);
+  float m[kOwn], l[kOwn], acc[kOwn][kCols];
+  for (int r = 0; r < kOwn; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    for (int a = 0; a < kCols; ++a)
+      acc[r][a] = 0.0f;
+  }
+  int64_t end = causal ? min(t, i0 + kRows) : t;
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    __syncthreads(); // the previous tile is done with
+    loadTile(ks, k + base, j0, t, d, d + 1);
+    loadTile(vs, v + base, j0, t, d, d);
+    __syncthreads();
+    for (int r = 0; r < kOwn; ++r) {
+      int row = warp * kOwn + r;
+      int64_t i = i0 + row, j = j0 + lane;
+      bool ok = sees(i, j, t, causal);
+      float s = ok ? dotShared(qs + row * d, ks + lane * (d + 1), d) * scale
+                   : -INFINITY;
+      float mNew = fmaxf(m[r], dtk::warpReduce(s, dtk::Max{}));
+      float p = ok ? expf(s - mNew) : 0.0f;
+      float correction = mNew == -INFINITY ? 1.0f : expf(m[r] - mNew);
+      l[r] = l[r] * correction + dtk::warpReduce(p, dtk::Sum{});
+      float sum[kCols] = {};
+      for (int c = 0; c < kRows; ++c) {
+        float pc = __shfl_sync(kFull, p, c);
+        for (int a = 0; a < kCols; ++a) {
+          int64_t col = lane + 32 * a;
+          if (col < d)
+            sum[a] += pc * vs[c * d + col];
+        }
+      }
+      for (int a = 0; a < kCols; ++a)
+        acc[r][a] = acc[r][a] * correction + sum[a];
+      m[r] = mNew;
+    }
+  }
+  for (int r = 0; r < kOwn; ++r) {
+    int64_t i = i0 + warp * kOwn + r;
+    for (int a = 0; a < kCols; ++a) {
+      int64_t col = lane + 32 * a;
+      if (i < t && col < d)
+        o[base + i * d + col] = acc[r][a] / l[r];
+    }
+  }
+}
+
+/// For 32 query rows: the log-sum-exp and D of each (into `stats`), then
+/// dQ = scale (sum_j p dOv k_j - D sum_j p k_j), both sums in one pass.
+__global__ void tiledQueryGrad(const float *q, const float *k, const float *v,
+                               const float *dout, float *dq, float *stats,
+                               int64_t t, int64_t d, int32_t causal,
+                               float scale) {
+  extern __shared__ float smem[];
+  float *qs = smem, *dos = qs + kRows * d, *ks = dos + kRows * d,
+        *vs = ks + kRows * (d + 1);
+  int64_t tiles = (t + kRows - 1) / kRows;
+  int64_t slice = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kRows;
+  int64_t base = slice * t * d;
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  loadTile(qs, q + base, i0, t, d, d);
+  loadTile(dos, dout + base, i0, t, d, d);
+  int64_t end = causal ? min(t, i0 + kRows) : t;
+  // 1. Each row's log-sum-exp, online over the key tiles.
+  float m[kOwn], l[kOwn];
+  for (int r = 0; r < kOwn; ++r)
+    m[r] = -INFINITY, l[r] = 0.0f;
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    __syncthreads();
+    loadTile(ks, k + base, j0, t, d, d + 1);
+    __syncthreads();
+    for (int r = 0; r < kOwn; ++r) {
+      int row = warp * kOwn + r;
+      int64_t i = i0 + row, j = j0 + lane;
+      bool ok = sees(i, j, t, causal);
+      float s = ok ? dotShared(qs + row * d, ks + lane * (d + 1), d) * scale
+                   : -INFINITY;
+      float mNew = fmaxf(m[r], dtk::warpReduce(s, dtk::Max{}));
+      float p = ok ? expf(s - mNew) : 0.0f;
+      float correction = mNew == -INFINITY ? 1.0f : expf(m[r] - mNew);
+      l[r] = l[r] * correction + dtk::warpReduce(p, dtk::Sum{});
+      m[r] = mNew;
+    }
+  }
+  float lse[kOwn];
+  for (int r = 0; r < kOwn; ++r)
+    lse[r] = m[r] + logf(l[r]);
+  // 2. D, sum_j p dOv k_j and sum_j p k_j.
+  float D[kOwn] = {}, pdk[kOwn][kCols] = {}, pk[kOwn][kCols] = {};
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    __syncthreads();
+    loadTile(ks, k + base, j0, t, d, d + 1);
+    loadTile(vs, v + base, j0, t, d, d + 1);
+    __syncthreads();
+    for (int r = 0; r < kOwn; ++r) {
+      int row = warp * kOwn + r;
+      int64_t i = i0 + row, j = j0 + lane;
+      bool ok = sees(i, j, t, causal);
+      float p = 0.0f, dov = 0.0f;
+      if (ok) {
+        p = expf(dotShared(qs + row * d, ks + lane * (d + 1), d) * scale -
+                 lse[r]);
+        dov = dotShared(dos + row * d, vs + lane * (d + 1), d);
+      }
+      float pd = p * dov;
+      D[r] += dtk::warpReduce(pd, dtk::Sum{});
+      for (int c = 0; c < kRows; ++c) {
+        float pc = __shfl_sync(kFull, p, c), pdc = __shfl_sync(kFull, pd, c);
+        for (int a = 0; a < kCols; ++a) {
+          int64_t col = lane + 32 * a;
+          if (col < d) {
+            float kc = ks[c * (d + 1) + col];
+            pdk[r][a] += pdc * kc;
+            pk[r][a] += pc * kc;
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < kOwn; ++r) {
+    int64_t i = i0 + warp * kOwn + r;
+    if (i >= t)
+      continue;
+    for (int a = 0; a < kCols; ++a) {
+      int64_t col = lane + 32 * a;
+      if (col < d)
+        dq[base + i * d + col] = (pdk[r][a] - D[r] * pk[r][a]) * scale;
+    }
+    if (lane == 0) {
+      stats[2 * (slice * t + i)] = lse[r];
+      stats[2 * (slice * t + i) + 1] = D[r];
+    }
+  }
+}
+
+/// For 32 keys: dV_j = sum_i p_ij dO_i and dK_j = scale sum_i ds_ij q_i over
+/// the query tiles that see them, a lane per query row for p and ds.
+__global__ void tiledKeyGrad(const float *q, const float *k, const float *v,
+                             const float *dout, const float *stats, float *dk,
+                             float *dv, int64_t t, int64_t d, int32_t causal,
+                             float scale) {
+  extern __shared__ float smem[];
+  float *ks = smem, *vs = ks + kRows * d, *qs = vs + kRows * d,
+        *dos = qs + kRows * (d + 1), *lse = dos + kRows * (d + 1),
+        *Ds = lse + kRows;
+  int64_t tiles = (t + kRows - 1) / kRows;
+  int64_t slice = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kRows;
+  int64_t base = slice * t * d;
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  loadTile(ks, k + base, j0, t, d, d);
+  loadTile(vs, v + base, j0, t, d, d);
+  float accK[kOwn][kCols] = {}, accV[kOwn][kCols] = {};
+  for (int64_t i0 = causal ? j0 : 0; i0 < t; i0 += kRows) {
+    __syncthreads();
+    loadTile(qs, q + base, i0, t, d, d + 1);
+    loadTile(dos, dout + base, i0, t, d, d + 1);
+    for (int e = threadIdx.x; e < kRows; e += blockDim.x) {
+      bool in = i0 + e < t;
+      lse[e] = in ? stats[2 * (slice * t + i0 + e)] : 0.0f;
+      Ds[e] = in ? stats[2 * (slice * t + i0 + e) + 1] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < kOwn; ++r) {
+      int key = warp * kOwn + r;
+      int64_t j = j0 + key, i = i0 + lane;
+      bool ok = sees(i, j, t, causal);
+      float p = 0.0f, ds = 0.0f;
+      if (ok) {
+        p = expf(dotShared(qs + lane * (d + 1), ks + key * d, d) * scale -
+                 lse[lane]);
+        ds = p * (dotShared(dos + lane * (d + 1), vs + key * d, d) - Ds[lane]);
+      }
+      for (int c = 0; c < kRows; ++c) {
+        float pc = __shfl_sync(kFull, p, c), dsc = __shfl_sync(kFull, ds, c);
+        for (int a = 0; a < kCols; ++a) {
+          int64_t col = lane + 32 * a;
+          if (col < d) {
+            accV[r][a] += pc * dos[c * (d + 1) + col];
+            accK[r][a] += dsc * qs[c * (d + 1) + col];
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < kOwn; ++r) {
+    int64_t j = j0 + warp * kOwn + r;
+    for (int a = 0; a < kCols; ++a) {
+      int64_t col = lane + 32 * a;
+      if (j < t && col < d) {
+        dv[base + j * d + col] = accV[r][a];
+        dk[base + j * d + col] = accK[r][a] * scale;
+      }
+    }
+  }
+}
+
 } // namespace
 
 extern "C" void dtk_cuda_attention_f32(const float *q, const float *k,
@@ -206,8 +459,18 @@ extern "C" void dtk_cuda_attention_f32(const float *q, const float *k,
                                        int32_t causal, dtk_stream stream) {
   if (slices * t == 0)
     return;
+  float scale = 1.0f / sqrtf(float(d));
+  if (d <= kTiledMaxD) {
+    int64_t tiles = (t + kRows - 1) / kRows;
+    size_t bytes =
+        sizeof(float) * size_t(kRows * d + kRows * (d + 1) + kRows * d);
+    allowShared(tiledForward, bytes);
+    tiledForward<<<unsigned(slices * tiles), kWarps * 32, bytes, stream>>>(
+        q, k, v, o, t, d, causal, scale);
+    return;
+  }
   attentionForward<<<unsigned(slices * t), kTile, 0, stream>>>(
-      q, k, v, o, t, d, causal, 1.0f / sqrtf(float(d)));
+      q, k, v, o, t, d, causal, scale);
 }
 
 extern "C" void dtk_cuda_attention_grad_f32(
@@ -217,6 +480,20 @@ extern "C" void dtk_cuda_attention_grad_f32(
   if (slices * t == 0)
     return;
   float scale = 1.0f / sqrtf(float(d));
+  if (d <= kTiledMaxD) {
+    int64_t tiles = (t + kRows - 1) / kRows;
+    size_t queryBytes =
+        sizeof(float) * size_t(2 * kRows * d + 2 * kRows * (d + 1));
+    allowShared(tiledQueryGrad, queryBytes);
+    tiledQueryGrad<<<unsigned(slices * tiles), kWarps * 32, queryBytes,
+                     stream>>>(q, k, v, dout, dq, scratch, t, d, causal, scale);
+    size_t keyBytes = sizeof(float) *
+                      size_t(2 * kRows * d + 2 * kRows * (d + 1) + 2 * kRows);
+    allowShared(tiledKeyGrad, keyBytes);
+    tiledKeyGrad<<<unsigned(slices * tiles), kWarps * 32, keyBytes, stream>>>(
+        q, k, v, dout, scratch, dk, dv, t, d, causal, scale);
+    return;
+  }
   attentionQueryGrad<<<unsigned(slices * t), kTile, 0, stream>>>(
       q, k, v, dout, dq, scratch, t, d, causal, scale);
   attentionKeyGrad<<<unsigned(slices * t), kTile, 0, stream>>>(

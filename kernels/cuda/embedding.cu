@@ -15,6 +15,8 @@
 
 #include "dtk/cuda_kernels.h"
 
+#include <algorithm>
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -33,20 +35,32 @@ __global__ void embedding(const float *table, const int32_t *ids, float *out,
     out[i * width + j] = table[int64_t(id) * width + j];
 }
 
+/// Rows [v0, v0 + rows) of dtable: the block walks every id in order once and
+/// adds the dO rows of the ids in its range into shared memory, so each
+/// element sums its terms in index order, as the CPU kernel does (the same
+/// bits), and the ids are read once per `rows` table rows, not once per row.
 __global__ void embeddingGrad(const int32_t *ids, const float *dout,
                               float *dtable, int64_t n, int64_t count,
-                              int64_t width) {
-  int64_t v = blockIdx.x;
-  if (v == 0)
+                              int64_t width, int64_t rows) {
+  extern __shared__ float acc[]; // [rows][width]
+  int64_t v0 = blockIdx.x * rows;
+  int64_t mine = min(rows, count - v0);
+  if (blockIdx.x == 0)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
       checkId(ids[i], count);
-  for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-      if (ids[i] == v)
-        acc += dout[i * width + j];
-    dtable[v * width + j] = acc;
+  for (int64_t e = threadIdx.x; e < mine * width; e += blockDim.x)
+    acc[e] = 0.0f;
+  __syncthreads();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = int64_t(ids[i]) - v0;
+    if (r < 0 || r >= mine)
+      continue; // the same for every thread: no divergence
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      acc[r * width + j] += dout[i * width + j];
   }
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < mine * width; e += blockDim.x)
+    dtable[v0 * width + e] = acc[e];
 }
 
 } // namespace
@@ -63,7 +77,18 @@ extern "C" void dtk_cuda_embedding_grad_f32(const int32_t *ids,
                                             const float *dout, float *dtable,
                                             int64_t n, int64_t count,
                                             int64_t width, dtk_stream stream) {
-  if (count > 0)
-    embeddingGrad<<<unsigned(count), kThreads, 0, stream>>>(ids, dout, dtable,
-                                                            n, count, width);
+  if (count <= 0 || width <= 0)
+    return;
+  // As many table rows per block as 32 KiB of shared memory holds (at least
+  // one: a row of up to 12 288 floats fits the 48 KiB default).
+  int64_t rows = std::max<int64_t>(1, (32 * 1024 / 4) / width);
+  rows = std::min<int64_t>(rows, count);
+  size_t bytes = size_t(rows * width) * sizeof(float);
+  if (bytes > 48 * 1024)
+    cudaFuncSetAttribute(embeddingGrad,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int(bytes));
+  int64_t blocks = (count + rows - 1) / rows;
+  embeddingGrad<<<unsigned(blocks), kThreads, bytes, stream>>>(
+      ids, dout, dtable, n, count, width, rows);
 }

@@ -570,7 +570,10 @@ void Run::printBanner() {
   if (isCheckedBuild())
     fmt::print("  checked: every kernel call and loop view is checked against "
                "the memory plan; AddressSanitizer and UBSan are on\n");
-  fmt::print("  blas: {}\n", describeBlas());
+  // On a GPU the products are cuBLAS's (runtime/lib/cuda/blas.cpp).
+  fmt::print("  blas: {}\n", config_.backend == Backend::Cuda
+                                 ? "cuBLAS on the GPU, f32 products"
+                                 : describeBlas());
   std::string length =
       config_.epochs ? fmt::format("{} epochs", *config_.epochs)
                      : fmt::format("{:.2f} epochs", double(totalSteps_) /

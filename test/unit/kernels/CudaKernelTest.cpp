@@ -97,6 +97,21 @@ TEST(CudaKernelTest, SoftmaxAlongEachDimension) {
   }
 }
 
+TEST(CudaKernelTest, BiasRowsBeforeAProduct) {
+  REQUIRE_GPU();
+  // The fill dt.matmul_bias starts C from, on awkward sizes.
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{37, 1000}, {1, 1}, {300, 77}}) {
+    std::vector<float> bias = randomVector(size_t(n), 21);
+    DeviceBuffer<float> gbias(bias), c(size_t(rows * n));
+    dtk_cuda_fill_rows_f32(gbias.get(), c.get(), rows, n, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    std::vector<float> got = c.read();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(got[size_t(r * n + j)], bias[size_t(j)]) << r << ", " << j;
+  }
+}
+
 TEST(CudaKernelTest, LayerNormAndItsGradients) {
   REQUIRE_GPU();
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 768},
