@@ -23,13 +23,14 @@ packages=(
   # front end
   antlr4 libantlr4-runtime-dev default-jre-headless
   # libraries
-  libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev
+  libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev libboost-dev
   libopenblas-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
   # data
   dataset-fashion-mnist fortunes python3
   # tests: the AWS CLI checks packaged SageMaker requests offline; jq runs in their
-  # entry points; PyTorch (and NumPy) is the oracle of the Hugging Face weight tests
-  awscli jq python3-torch python3-numpy
+  # entry points; PyTorch (and NumPy) is the oracle of the Hugging Face weight tests;
+  # crc32c checks TensorBoard's event files independently of the runtime
+  awscli jq python3-torch python3-numpy python3-crc32c
 )
 if [ "$want_bench" = 1 ]; then packages+=(hyperfine); fi
 

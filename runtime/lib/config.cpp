@@ -107,6 +107,10 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
 
   const std::optional<LogSpec> &log = t.log;
   c.logDir = o.logDir.value_or(log ? log->dir : "");
+  // Vertex AI names the TensorBoard directory of a job in the environment.
+  const char *vertexTensorboard = std::getenv("AIP_TENSORBOARD_LOG_DIR");
+  c.tensorboardDir = o.tensorboardDir.value_or(
+      vertexTensorboard ? vertexTensorboard : "");
   c.logEvery =
       o.logEvery.value_or(log && log->every ? log->every : kDefaultLogEvery);
 

@@ -271,6 +271,28 @@ Status Trainer::logStep() {
              mfu ? fmt::format("  MFU {:.1f}%", 100 * *mfu) : "",
              formatDuration(elapsed()), formatDuration(eta));
   std::fflush(stdout);
+  if (s_.tensorboard) {
+    std::vector<std::pair<std::string, double>> scalars{{"loss", loss_}};
+    if (lrBuf_)
+      scalars.push_back({"lr", lr_});
+    if (gradNormBuf_ && std::isfinite(gradNorm_))
+      scalars.push_back({"grad_norm", gradNorm_});
+    if (lossScaleBuf_ && skippedBuf_)
+      scalars.push_back({"loss_scale", lossScale_});
+    scalars.push_back({tokensPerSample() ? "tokens_per_s" : "samples_per_s",
+                       tokensPerSample() ? tokensPerS : samplesPerS});
+    if (mfu)
+      scalars.push_back({"mfu", *mfu});
+    s_.tensorboard->scalars(step_, scalars);
+  }
+  if (s_.tensorboardRank) {
+    // This rank's own time, which the job's record replaces by the slowest.
+    std::vector<std::pair<std::string, double>> timings{
+        {"step_time_s", intervalSeconds_ / double(intervalSteps_)}};
+    if (s_.comm)
+      timings.push_back({"comm_time_s", intervalComm_ / double(intervalSteps_)});
+    s_.tensorboardRank->scalars(step_, timings);
+  }
   if (s_.metrics) {
     nlohmann::ordered_json r = {
         {"step", step_},
@@ -326,6 +348,13 @@ Status Trainer::evaluateNow() {
   fmt::print("eval at step {}: loss {:.6f}{}  ({} samples, {:.1f} s)\n", step_,
              r->loss, accuracy, r->samples, r->seconds);
   std::fflush(stdout);
+  if (s_.tensorboard) {
+    std::vector<std::pair<std::string, double>> scalars{
+        {"eval_loss", r->loss}};
+    if (r->accuracy)
+      scalars.push_back({"eval_accuracy", *r->accuracy});
+    s_.tensorboard->scalars(step_, scalars);
+  }
   if (!s_.metrics)
     return Status::ok();
   nlohmann::ordered_json rec = {{"step", step_}, {"eval_loss", r->loss}};

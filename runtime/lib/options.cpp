@@ -35,6 +35,7 @@ enum class Opt {
   SeedOpt,
   EvalEvery,
   LogDir,
+  TensorBoard,
   LogEvery,
   CheckpointDir,
   CheckpointEvery,
@@ -66,6 +67,7 @@ const OptionRow kOptions[] = {
     {Opt::SeedOpt, "seed", "N"},
     {Opt::EvalEvery, "eval-every", "N"},
     {Opt::LogDir, "log-dir", "DIR"},
+    {Opt::TensorBoard, "tensorboard", "DIR"},
     {Opt::LogEvery, "log-every", "N"},
     {Opt::CheckpointDir, "checkpoint-dir", "DIR"},
     {Opt::CheckpointEvery, "checkpoint-every", "N"},
@@ -218,6 +220,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     case Opt::LogDir:
       o.logDir = std::string(value);
       break;
+    case Opt::TensorBoard:
+      o.tensorboardDir = std::string(value);
+      break;
     case Opt::LogEvery:
       s = count(1, o.logEvery);
       break;
@@ -359,6 +364,9 @@ std::string usageText(const std::string &prog, const Manifest &m) {
   s += "Output:\n";
   line("--log-dir DIR",
        fmt::format("write DIR/metrics.jsonl (default: {})", orNone(logDir)));
+  line("--tensorboard DIR",
+       "TensorBoard events: the job's scalars in DIR, each rank's timings in");
+  line("", "DIR/rank_<r>/ (default: $AIP_TENSORBOARD_LOG_DIR, else none)");
   line("--log-every N", fmt::format("progress line and training record every "
                                     "N steps (default: {})",
                                     logEvery));

@@ -30,6 +30,7 @@
 #include "dtrt/manifest.h"
 #include "dtrt/memory.h"
 #include "dtrt/metrics.h"
+#include "dtrt/tensorboard.h"
 #include "dtrt/options.h"
 #include "dtrt/report.h"
 #include "dtrt/signals.h"
@@ -75,6 +76,7 @@ private:
   Status checkCheckpointDir();
   Status openCommunicator();
   Status loadInitialWeights();
+  void openTensorBoard();
   Expected<int> exportModel();
   void printBanner();
 
@@ -92,6 +94,7 @@ private:
   std::optional<BatchStager> trainStager_, evalStager_;
   std::optional<Arena> arena_;
   std::optional<MetricsLog> metrics_;
+  std::optional<EventWriter> tensorboard_, tensorboardRank_;
   int64_t stepsPerEpoch_ = 0, totalSteps_ = 0;
   std::optional<TrainPosition> resumed_;
   std::string resumedFrom_;
@@ -207,6 +210,7 @@ Expected<int> Run::execute(int argc, char **argv) {
       return metrics.error();
     metrics_.emplace(std::move(*metrics));
   }
+  openTensorBoard();
   printBanner();
 
   if (resumed_ && resumed_->step >= totalSteps_) {
@@ -228,6 +232,8 @@ Expected<int> Run::execute(int argc, char **argv) {
   setup.evalSource = eval_.get();
   setup.evalStager = evalStager_ ? &*evalStager_ : nullptr;
   setup.metrics = metrics_ ? &*metrics_ : nullptr;
+  setup.tensorboard = tensorboard_ ? &*tensorboard_ : nullptr;
+  setup.tensorboardRank = tensorboardRank_ ? &*tensorboardRank_ : nullptr;
   setup.comm = comm_.get();
   setup.coords = coords_;
   setup.stepsPerEpoch = stepsPerEpoch_;
@@ -521,6 +527,29 @@ Status Run::checkCheckpointDir() {
                kExitUsage);
 }
 
+/// --tensorboard DIR: the first rank's writer in DIR, every rank's in
+/// DIR/rank_<r> (one writer per directory, as TensorBoard requires). A sink
+/// never stops a run: one that cannot be opened is a warning.
+void Run::openTensorBoard() {
+  if (config_.tensorboardDir.empty())
+    return;
+  auto open = [&](const std::string &dir, std::optional<EventWriter> &slot) {
+    Expected<EventWriter> w = EventWriter::open(dir);
+    if (w)
+      slot.emplace(std::move(*w));
+    else
+      fmt::print(stderr, "{}: warning: {}; training continues without it\n",
+                 name_, w.error().message());
+  };
+  if (launch_.isLeader()) {
+    open(config_.tensorboardDir, tensorboard_);
+    if (!tensorboard_)
+      return; // one warning: the ranks' directories are inside it
+  }
+  open(fmt::format("{}/rank_{}", config_.tensorboardDir, launch_.rank),
+       tensorboardRank_);
+}
+
 void Run::printBanner() {
   // The whole model's parameters; on a mesh also what this rank holds.
   int64_t params = 0, frozen = 0;
@@ -592,6 +621,12 @@ void Run::printBanner() {
   fmt::print("  metrics: {}; progress {}\n",
              metrics_ ? metrics_->path() : "none (no --log-dir)",
              every(config_.logEvery));
+  if (tensorboard_ || tensorboardRank_)
+    fmt::print("  tensorboard: {}{}\n",
+               tensorboard_ ? tensorboard_->path() + ", " : "",
+               tensorboardRank_ ? "each rank's timings in " +
+                                      config_.tensorboardDir + "/rank_<r>/"
+                                : "");
   if (config_.checkpointDir.empty())
     fmt::print("  checkpoints: none (no --checkpoint-dir)\n");
   else

@@ -41,6 +41,8 @@ struct RunConfig {
   std::optional<DataSpec> evalData;
   /// Empty: no metrics file.
   std::string logDir;
+  /// Empty: no TensorBoard events (dtrt/tensorboard.h).
+  std::string tensorboardDir;
   int64_t logEvery = kDefaultLogEvery;
   /// Empty: no checkpoints.
   std::string checkpointDir;

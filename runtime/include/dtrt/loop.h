@@ -33,6 +33,7 @@
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
 #include "dtrt/metrics.h"
+#include "dtrt/tensorboard.h"
 #include "dtrt/pipeline.h"
 
 #include <optional>
@@ -51,6 +52,9 @@ struct TrainSetup {
   BatchStager *evalStager = nullptr;
   /// Null when no log directory is set (and on every rank but the first).
   MetricsLog *metrics = nullptr;
+  /// TensorBoard: the job's scalars (the first rank's) and this rank's
+  /// timings; null without --tensorboard.
+  EventWriter *tensorboard = nullptr, *tensorboardRank = nullptr;
   /// The collectives between the ranks; null for a program of one rank.
   Communicator *comm = nullptr;
   /// This rank's mesh coordinates (empty for one rank).

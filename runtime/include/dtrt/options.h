@@ -41,6 +41,7 @@ struct Options {
   std::optional<int64_t> steps, epochs;
   std::vector<DataOverride> data;
   std::optional<std::string> logDir;
+  std::optional<std::string> tensorboardDir;
   std::optional<int64_t> logEvery;
   std::optional<std::string> checkpointDir;
   std::optional<int64_t> checkpointEvery, checkpointKeep;
