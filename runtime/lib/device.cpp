@@ -145,8 +145,17 @@ Expected<std::unique_ptr<Device>> openDevice(Backend backend,
     GpuProbe gpus = probeGpus();
     std::string why = whyNoGpuCode(program);
 #if defined(DTRT_HAVE_CUDA) && !defined(DTRT_CHECKED)
-    if (gpus.count > 0 && why.empty())
-      return cuda::openCudaDevice(launch, *program);
+    if (gpus.count > 0 && why.empty()) {
+      Expected<std::unique_ptr<Device>> gpu =
+          cuda::openCudaDevice(launch, *program);
+      if (gpu || backend == Backend::Cuda) {
+        if (!gpu)
+          return Error(gpu.error().message() + "; or run with --backend cpu",
+                       gpu.error().exitCode());
+        return gpu;
+      }
+      why = gpu.error().message(); // auto: the CPU, saying why
+    }
 #endif
     if (backend == Backend::Cuda) {
       if (gpus.count == 0)
