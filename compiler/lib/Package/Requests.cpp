@@ -28,12 +28,14 @@ llvm::json::Value sageMakerRequest(const Job &job, const DeployConfig &d) {
   using llvm::json::Array;
   using llvm::json::Object;
   // What the progress line prints (runtime/lib/loop.cpp), as CloudWatch
-  // metrics: numeric captures only.
+  // metrics: numeric captures only (MFU appears on GPUs with a known peak;
+  // test/e2e/launchers/package.test feeds a run's output through these).
   Array metrics;
   for (auto [name, regex] :
        {std::pair{"train:loss", "step [0-9]+/[0-9]+ +loss ([0-9.eE+-]+)"},
         {"train:lr", " lr ([0-9.eE+-]+)"},
         {"train:grad_norm", "grad norm ([0-9.eE+-]+)"},
+        {"train:mfu_percent", "MFU ([0-9.]+)%"},
         {"eval:loss", "eval at step [0-9]+: loss ([0-9.eE+-]+)"}})
     metrics.push_back(Object{{"Name", name}, {"Regex", regex}});
   Object request{
