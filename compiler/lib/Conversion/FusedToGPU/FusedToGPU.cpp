@@ -82,7 +82,8 @@ public:
       if (shape[k] != 1)
         linear = b.create<arith::AddIOp>(loc, linear, idx[lead + k]);
     }
-    return b.create<LLVM::LoadOp>(loc, element, address(element, offset, linear));
+    return b.create<LLVM::LoadOp>(loc, element,
+                                  address(element, offset, linear));
   }
 
   void store(Value value, int64_t offset, Value linear) {
@@ -111,8 +112,8 @@ public:
 
   /// The element of planned tensor `v` at linear position `linear`.
   Value loadAt(Value v, Value linear) {
-    return b.create<LLVM::LoadOp>(
-        loc, elementOf(v), address(elementOf(v), offsetOf(v), linear));
+    return b.create<LLVM::LoadOp>(loc, elementOf(v),
+                                  address(elementOf(v), offsetOf(v), linear));
   }
 
   /// Stores `value` at linear position `linear` of planned tensor `v`.
@@ -147,7 +148,8 @@ public:
     Block &block = fused.getBody().front();
     ArrayRef<int64_t> iteration = fused.getIterationShape();
     IRMapping scalars;
-    for (auto [arg, input] : llvm::zip(block.getArguments(), fused.getInputs())) {
+    for (auto [arg, input] :
+         llvm::zip(block.getArguments(), fused.getInputs())) {
       auto type = llvm::cast<RankedTensorType>(input.getType());
       scalars.map(arg, load(type.getElementType(), offsetOf(input),
                             type.getShape(), iteration, idx));
@@ -176,7 +178,8 @@ private:
             b.create<arith::MulIOp>(
                 loc, linear,
                 index(int64_t(element.getIntOrFloatBitWidth() / 8)))));
-    return b.create<LLVM::GEPOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
+    return b.create<LLVM::GEPOp>(loc,
+                                 LLVM::LLVMPointerType::get(b.getContext()),
                                  b.getI8Type(), arena, ValueRange{byteOffset});
   }
 
@@ -208,16 +211,14 @@ struct ConvertFusedToGPUPass
     MLIRContext *ctx = op->getContext();
     Location loc = op->getLoc();
     for (Value v : op->getOperands())
-      if (!llvm::isa<OpResult>(v) ||
-          !v.getDefiningOp()->hasAttr("dt.offsets"))
+      if (!llvm::isa<OpResult>(v) || !v.getDefiningOp()->hasAttr("dt.offsets"))
         return op->emitOpError("needs dt-plan-memory's offsets");
     if (op->getNumResults() && !op->hasAttr("dt.offsets"))
       return op->emitOpError("needs dt-plan-memory's offsets");
     OpBuilder b(ctx);
     b.setInsertionPoint(kernels.getBody()->getTerminator());
     auto ptr = LLVM::LLVMPointerType::get(ctx);
-    auto fn = b.create<gpu::GPUFuncOp>(loc, name,
-                                       b.getFunctionType({ptr}, {}));
+    auto fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType({ptr}, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&fn.getBody().front());
     KernelBuilder k(b, loc, fn.getArgument(0));
@@ -255,9 +256,9 @@ struct ConvertFusedToGPUPass
             .Case([&](IotaOp i) {
               Value out = i.getResult();
               k.gridLoop(launchElements(i), [&](Value at) {
-                k.storeAt(out, at,
-                          b.create<arith::IndexCastOp>(loc, k.elementOf(out),
-                                                       at));
+                k.storeAt(
+                    out, at,
+                    b.create<arith::IndexCastOp>(loc, k.elementOf(out), at));
               });
               return success();
             })
@@ -285,9 +286,9 @@ struct ConvertFusedToGPUPass
                 Value rate = buildScheduleRate(b, loc, s, asF64(s.getStep()),
                                                asF64(s.getTotal()));
                 Value out = s.getResult();
-                k.storeAt(out, at,
-                          b.create<arith::TruncFOp>(loc, k.elementOf(out),
-                                                    rate));
+                k.storeAt(
+                    out, at,
+                    b.create<arith::TruncFOp>(loc, k.elementOf(out), rate));
               });
               return success();
             })
@@ -343,12 +344,12 @@ struct ConvertFusedToGPUPass
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&branch.getThenRegion().front());
-        b.create<scf::YieldOp>(
-            loc, k.loadAt(in, k.linearize(idx, k.shapeOf(in))));
+        b.create<scf::YieldOp>(loc,
+                               k.loadAt(in, k.linearize(idx, k.shapeOf(in))));
         b.setInsertionPointToStart(&branch.getElseRegion().front());
         b.create<scf::YieldOp>(
-            loc, b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem))
-                     .getResult());
+            loc,
+            b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem)).getResult());
       }
       k.storeAt(out, i, branch.getResult(0));
     });
@@ -431,13 +432,14 @@ struct ConvertFusedToGPUPass
   /// (`terms(o, r)`), each keeping partial sums in `accs`, which a tree in
   /// workgroup memory adds (the same order on every launch: no atomics), and
   /// thread 0 hands `store(o, sums)` the totals.
-  static void blockSums(
-      OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn, Location loc,
-      int64_t outputs, int64_t perOutput, ArrayRef<Type> accs,
-      function_ref<SmallVector<Value>(Value, Value)> terms,
-      function_ref<void(Value, ArrayRef<Value>)> store) {
+  static void blockSums(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
+                        Location loc, int64_t outputs, int64_t perOutput,
+                        ArrayRef<Type> accs,
+                        function_ref<SmallVector<Value>(Value, Value)> terms,
+                        function_ref<void(Value, ArrayRef<Value>)> store) {
     MLIRContext *ctx = b.getContext();
-    auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    auto workgroup =
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
     SmallVector<Value> shared;
     for (Type t : accs)
       shared.push_back(fn.addWorkgroupAttribution(
@@ -466,7 +468,8 @@ struct ConvertFusedToGPUPass
       b.setInsertionPointToStart(inner.getBody());
       SmallVector<Value> values = terms(o, inner.getInductionVar());
       SmallVector<Value> sums;
-      for (auto [acc, v, t] : llvm::zip(inner.getRegionIterArgs(), values, accs)) {
+      for (auto [acc, v, t] :
+           llvm::zip(inner.getRegionIterArgs(), values, accs)) {
         if (!v) { // the body failed; its error is out
           sums.push_back(acc);
           continue;
@@ -490,15 +493,16 @@ struct ConvertFusedToGPUPass
         Value other = b.create<arith::AddIOp>(loc, tid, k.index(half));
         for (Value buffer : shared) {
           Value mine = b.create<memref::LoadOp>(loc, buffer, ValueRange{tid});
-          Value theirs = b.create<memref::LoadOp>(loc, buffer, ValueRange{other});
+          Value theirs =
+              b.create<memref::LoadOp>(loc, buffer, ValueRange{other});
           b.create<memref::StoreOp>(loc, add(mine, theirs), buffer,
                                     ValueRange{tid});
         }
       }
       b.create<gpu::BarrierOp>(loc);
     }
-    Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid,
-                                          k.index(0));
+    Value first =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
     auto branch = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard ifGuard(b);
@@ -561,69 +565,67 @@ struct ConvertFusedToGPUPass
           [&](Value o, ArrayRef<Value> sums) {
             for (auto [result, sum] : llvm::zip(fused.getResults(), sums)) {
               Type e = k.elementOf(result);
-              Value v = sum.getType() == e
-                            ? sum
-                            : b.create<arith::TruncFOp>(loc, e, sum).getResult();
+              Value v =
+                  sum.getType() == e
+                      ? sum
+                      : b.create<arith::TruncFOp>(loc, e, sum).getResult();
               k.store(v, offsetOf(result), o);
             }
           });
       return failure(broken);
     }
 
-    Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
-    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
-    Value blockDim = b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x);
-    Value gridDim = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
-    Value first = b.create<arith::AddIOp>(
-        loc, b.create<arith::MulIOp>(loc, block, blockDim), thread);
-    Value stride = b.create<arith::MulIOp>(loc, gridDim, blockDim);
-    auto loop = b.create<scf::ForOp>(loc, first, k.index(outputs), stride);
-    b.setInsertionPointToStart(loop.getBody());
-    Value out = loop.getInductionVar();
+    LogicalResult status = success();
+    k.gridLoop(outputs, [&](Value out) {
+      SmallVector<Value> outIdx = k.delinearize(out, keptShape);
+      auto fullIndex = [&](ArrayRef<Value> reducedIdx) {
+        SmallVector<Value> idx(iteration.size());
+        for (auto [d, v] : llvm::zip(kept, outIdx))
+          idx[d] = v;
+        for (auto [d, v] : llvm::zip(reduced, reducedIdx))
+          idx[d] = v;
+        return idx;
+      };
 
-    SmallVector<Value> outIdx = k.delinearize(out, keptShape);
-    auto fullIndex = [&](ArrayRef<Value> reducedIdx) {
-      SmallVector<Value> idx(iteration.size());
-      for (auto [d, v] : llvm::zip(kept, outIdx))
-        idx[d] = v;
-      for (auto [d, v] : llvm::zip(reduced, reducedIdx))
-        idx[d] = v;
-      return idx;
-    };
-
-    SmallVector<Value> results;
-    if (reduced.empty()) {
-      FailureOr<SmallVector<Value>> values = k.body(fused, fullIndex({}));
-      if (failed(values))
-        return failure();
-      results = *values;
-    } else {
-      // Each output element's sum, in order.
-      SmallVector<Value> zeros;
-      for (Value r : fused.getResults()) {
-        Type e = llvm::cast<RankedTensorType>(r.getType()).getElementType();
-        zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(e)));
+      SmallVector<Value> results;
+      if (reduced.empty()) {
+        FailureOr<SmallVector<Value>> values = k.body(fused, fullIndex({}));
+        if (failed(values)) {
+          status = failure();
+          return;
+        }
+        results = *values;
+      } else {
+        // Each output element's sum, in order.
+        SmallVector<Value> zeros;
+        for (Value r : fused.getResults()) {
+          Type e = llvm::cast<RankedTensorType>(r.getType()).getElementType();
+          zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(e)));
+        }
+        auto inner = b.create<scf::ForOp>(loc, k.index(0), k.index(perOutput),
+                                          k.index(1), zeros);
+        b.setInsertionPointToStart(inner.getBody());
+        FailureOr<SmallVector<Value>> values = k.body(
+            fused,
+            fullIndex(k.delinearize(inner.getInductionVar(), reducedShape)));
+        if (failed(values)) {
+          status = failure();
+          return;
+        }
+        SmallVector<Value> sums;
+        for (auto [acc, v] : llvm::zip(inner.getRegionIterArgs(), *values))
+          sums.push_back(
+              llvm::isa<FloatType>(v.getType())
+                  ? b.create<arith::AddFOp>(loc, acc, v).getResult()
+                  : b.create<arith::AddIOp>(loc, acc, v).getResult());
+        b.create<scf::YieldOp>(loc, sums);
+        b.setInsertionPointAfter(inner);
+        results.assign(inner.getResults().begin(), inner.getResults().end());
       }
-      auto inner = b.create<scf::ForOp>(loc, k.index(0), k.index(perOutput),
-                                        k.index(1), zeros);
-      b.setInsertionPointToStart(inner.getBody());
-      FailureOr<SmallVector<Value>> values = k.body(
-          fused,
-          fullIndex(k.delinearize(inner.getInductionVar(), reducedShape)));
-      if (failed(values))
-        return failure();
-      SmallVector<Value> sums;
-      for (auto [acc, v] : llvm::zip(inner.getRegionIterArgs(), *values))
-        sums.push_back(llvm::isa<FloatType>(v.getType())
-                           ? b.create<arith::AddFOp>(loc, acc, v).getResult()
-                           : b.create<arith::AddIOp>(loc, acc, v).getResult());
-      b.create<scf::YieldOp>(loc, sums);
-      b.setInsertionPointAfter(inner);
-      results.assign(inner.getResults().begin(), inner.getResults().end());
-    }
-    for (auto [result, value] : llvm::zip(fused.getResults(), results))
-      k.store(value, offsetOf(result), out);
-    return success();
+      for (auto [result, value] : llvm::zip(fused.getResults(), results))
+        k.store(value, offsetOf(result), out);
+    });
+    return status;
   }
 };
 
