@@ -17,11 +17,16 @@ out="$build/gpu"
 rm -rf "$out" && mkdir -p "$out/golden" "$out/data"
 "$build/bin/dt-fused-golden" "$out/golden" > /dev/null
 DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tiny.dt" -o "$out/gpt_tiny"
+# The same with bf16 activations: its products and attention take tensor cores.
+sed -e 's/^  seed      = 1337$/&\n  precision = bf16/' "$root/examples/gpt_tiny.dt" \
+  > "$out/gpt_tiny_bf16.dt"
+grep -q "^  precision = bf16" "$out/gpt_tiny_bf16.dt"
+DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_bf16.dt" -o "$out/gpt_tiny_bf16"
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
 cp -r "$root/data/text" "$out/data/"
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
-for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt2_124m_gpu; do
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
   ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -44,16 +49,23 @@ cat > "$out/run-gpt-tiny.sh" <<'RUN'
 #!/bin/sh
 # examples/gpt_tiny.dt for STEPS (50) steps on the GPU and on the CPU, from the
 # same initialisation and batches; the losses must agree within 1e-3 relative.
+# Then its bf16 twin, whose GPU products and attention run on TF32 tensor cores:
+# within 5e-3 (what test/e2e/precision.test allows bf16 against f32 on the CPU).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 steps=${STEPS:-50}
 rm -rf runs ckpt
-for backend in cuda cpu; do
-  ./gpt_tiny --backend $backend --steps "$steps" --log-every 1 --eval-every 0 \
-    --checkpoint-every 0 --checkpoint-dir "ckpt/$backend" \
-    --log-dir "runs/$backend" || exit 1
+status=0
+for program in gpt_tiny gpt_tiny_bf16; do
+  for backend in cuda cpu; do
+    ./$program --backend $backend --steps "$steps" --log-every 1 --eval-every 0 \
+      --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \
+      --log-dir "runs/$program-$backend" || exit 1
+  done
 done
-python3 compare-losses.py runs/cuda/metrics.jsonl runs/cpu/metrics.jsonl 1e-3
+python3 compare-losses.py runs/gpt_tiny-cuda/metrics.jsonl runs/gpt_tiny-cpu/metrics.jsonl 1e-3 || status=1
+python3 compare-losses.py runs/gpt_tiny_bf16-cuda/metrics.jsonl runs/gpt_tiny_bf16-cpu/metrics.jsonl 5e-3 || status=1
+exit $status
 RUN
 cat > "$out/run-gpt2.sh" <<'RUN'
 #!/bin/sh
@@ -63,6 +75,16 @@ cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 python3 run_gpt2_gpu.py ./gpt2_124m_gpu --steps "${STEPS:-30}" --batch 16
 RUN
-chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh"
+cat > "$out/run-gpt2-profile.sh" <<'RUN'
+#!/bin/sh
+# Where a GPT-2 step's GPU time goes: every launch timed (DTRT_CUDA_PROFILE=1).
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
+  --log-every 1 --checkpoint-every 0 --checkpoint-dir ckpt/profile \
+  --log-dir runs/profile
+RUN
+chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
+  "$out/run-gpt2-profile.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"

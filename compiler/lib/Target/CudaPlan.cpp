@@ -13,7 +13,9 @@
 //
 // where <kernel> names a kernels/cuda kernel or the cuBLAS product, and its
 // pointers, integers and floats are the CPU kernel's arguments in its order
-// (the lowering in DTToKernels.cpp makes the same lists). What a GPU cannot
+// (the lowering in DTToKernels.cpp makes the same lists); `"tf32": true` on
+// a product or attention says its inputs are 16-bit values widened to f32,
+// so the GPU may take tensor cores for it. What a GPU cannot
 // run yet (collectives, pipeline stages, kernels without a GPU twin, 16-bit
 // products) makes the whole program CPU-only, with the first such op's
 // location as the reason.
@@ -24,11 +26,12 @@
 
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
-#include "dt/Transforms/Passes.h"
 #include "dt/Target/PTXEmitter.h"
+#include "dt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
@@ -68,6 +71,31 @@ std::string where(Location loc) {
   return text;
 }
 
+/// Whether every element of `v` is a 16-bit float widened to f32: the
+/// result of an elementwise dt.fused region whose yielded value is a
+/// dt.convert from bf16 or f16, which is how a mixed-precision program feeds
+/// its products and attention (the planned ops take f32). TF32 holds bf16's
+/// and f16's mantissas and f32's exponent range, so tensor cores multiply
+/// such operands exactly and add in f32, as cuBLAS's f32 path does.
+bool isHalfValued(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  auto fused = v.getDefiningOp<FusedOp>();
+  if (!fused || fused.isReduction())
+    return false;
+  Value yielded = fused.getBody().front().getTerminator()->getOperand(
+      llvm::cast<OpResult>(v).getResultNumber());
+  auto convert = yielded.getDefiningOp<ConvertOp>();
+  if (!convert)
+    return false;
+  Type from = getElementTypeOrSelf(convert.getInput().getType());
+  return from.isBF16() || from.isF16();
+}
+
+bool allHalfValued(ArrayRef<Value> values) {
+  return llvm::all_of(values, isHalfValued);
+}
+
 /// The op a GPU cannot run yet, and why.
 struct Unsupported {
   Operation *op;
@@ -80,9 +108,8 @@ public:
     for (GlobalOp g : module.getOps<GlobalOp>())
       if (g.getOffset())
         globals[g.getSymName()] = int64_t(*g.getOffset());
-    forEachGeneratedKernel(module, [&](Operation *op, const std::string &n) {
-      kernelOf[op] = n;
-    });
+    forEachGeneratedKernel(
+        module, [&](Operation *op, const std::string &n) { kernelOf[op] = n; });
   }
 
   /// The plan as JSON, or the first op it cannot launch.
@@ -144,9 +171,8 @@ private:
 
   std::optional<Unsupported> lower(Operation *op, json::Array &out) {
     if (auto it = kernelOf.find(op); it != kernelOf.end()) {
-      out.push_back(json::Object{{"op", "kernel"},
-                                 {"name", it->second},
-                                 {"n", launchElements(op)}});
+      out.push_back(json::Object{
+          {"op", "kernel"}, {"name", it->second}, {"n", launchElements(op)}});
       return std::nullopt;
     }
     auto copy = [&](int64_t from, int64_t to, int64_t bytes) {
@@ -170,7 +196,8 @@ private:
         })
         .Case([&](ReshapeOp) { return std::nullopt; })
         .Case([&](func::ReturnOp) { return std::nullopt; })
-        .Case<MatmulOp, MatmulBiasOp>([&](auto m) -> std::optional<Unsupported> {
+        .Case<MatmulOp, MatmulBiasOp>([&](auto m)
+                                          -> std::optional<Unsupported> {
           if (auto bad = requireF32(m, {m.getLhs(), m.getRhs()}))
             return bad;
           ArrayRef<int64_t> a = shapeOf(m.getLhs()), c = shapeOf(m.getResult());
@@ -183,10 +210,13 @@ private:
             name = "matmul_bias";
           }
           p.push_back(offsetOf(m.getResult()));
-          return emit(thunk(name, p,
-                            {product(a.drop_back(2)), c[r - 2], c[r - 1], k,
-                             int64_t(m.getTransposeLhs()),
-                             int64_t(m.getTransposeRhs())}));
+          json::Object t = thunk(name, p,
+                                 {product(a.drop_back(2)), c[r - 2], c[r - 1],
+                                  k, int64_t(m.getTransposeLhs()),
+                                  int64_t(m.getTransposeRhs())});
+          if (allHalfValued({m.getLhs(), m.getRhs()}))
+            t["tf32"] = true;
+          return emit(std::move(t));
         })
         .Case([&](SoftmaxOp s) -> std::optional<Unsupported> {
           if (auto bad = requireF32(s, {s.getInput()}))
@@ -214,30 +244,32 @@ private:
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
           int64_t rows = product(shape.drop_back());
           scratch(2 * rows * 4);
-          return emit(thunk(
-              "layer_norm_grad",
-              {offsetOf(l.getInput()), offsetOf(l.getWeight()),
-               offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
-               offsetOf(l.getWeightGrad()), offsetOf(l.getBiasGrad())},
-              {rows, shape.back()}, {l.getEps().convertToDouble()}));
+          return emit(
+              thunk("layer_norm_grad",
+                    {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                     offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
+                     offsetOf(l.getWeightGrad()), offsetOf(l.getBiasGrad())},
+                    {rows, shape.back()}, {l.getEps().convertToDouble()}));
         })
         .Case([&](EmbeddingOp e) -> std::optional<Unsupported> {
           if (auto bad = requireF32(e, {e.getTable()}))
             return bad;
           ArrayRef<int64_t> table = shapeOf(e.getTable());
-          return emit(thunk("embedding",
-                            {offsetOf(e.getTable()), offsetOf(e.getIds()),
-                             offsetOf(e.getResult())},
-                            {product(shapeOf(e.getIds())), table[0], table[1]}));
+          return emit(
+              thunk("embedding",
+                    {offsetOf(e.getTable()), offsetOf(e.getIds()),
+                     offsetOf(e.getResult())},
+                    {product(shapeOf(e.getIds())), table[0], table[1]}));
         })
         .Case([&](EmbeddingGradOp e) -> std::optional<Unsupported> {
           if (auto bad = requireF32(e, {e.getResultGrad()}))
             return bad;
           ArrayRef<int64_t> table = shapeOf(e.getTableGrad());
-          return emit(thunk("embedding_grad",
-                            {offsetOf(e.getIds()), offsetOf(e.getResultGrad()),
-                             offsetOf(e.getTableGrad())},
-                            {product(shapeOf(e.getIds())), table[0], table[1]}));
+          return emit(
+              thunk("embedding_grad",
+                    {offsetOf(e.getIds()), offsetOf(e.getResultGrad()),
+                     offsetOf(e.getTableGrad())},
+                    {product(shapeOf(e.getIds())), table[0], table[1]}));
         })
         .Case([&](CrossEntropyOp c) {
           return logits(c, "cross_entropy", c.getLogits(), c.getLabels(), {},
@@ -262,22 +294,31 @@ private:
                 return Unsupported{a, "attention heads wider than 256 do not "
                                       "fit the GPU attention kernel"};
               SmallVector<int64_t> ints{slices, t, d, int64_t(a.getCausal())};
+              SmallVector<Value> inputs{a.getQuery(), a.getKey(), a.getValue()};
+              json::Object launch;
               if constexpr (std::is_same_v<decltype(a), AttentionOp>) {
-                return emit(thunk("attention",
-                                  {offsetOf(a.getQuery()), offsetOf(a.getKey()),
-                                   offsetOf(a.getValue()),
-                                   offsetOf(a.getResult())},
-                                  ints));
+                launch =
+                    thunk("attention",
+                          {offsetOf(a.getQuery()), offsetOf(a.getKey()),
+                           offsetOf(a.getValue()), offsetOf(a.getResult())},
+                          ints);
               } else {
+                inputs.push_back(a.getResultGrad());
                 scratch(2 * slices * t * 4);
-                return emit(thunk(
-                    "attention_grad",
-                    {offsetOf(a.getQuery()), offsetOf(a.getKey()),
-                     offsetOf(a.getValue()), offsetOf(a.getResultGrad()),
-                     offsetOf(a.getQueryGrad()), offsetOf(a.getKeyGrad()),
-                     offsetOf(a.getValueGrad())},
-                    ints));
+                launch =
+                    thunk("attention_grad",
+                          {offsetOf(a.getQuery()), offsetOf(a.getKey()),
+                           offsetOf(a.getValue()), offsetOf(a.getResultGrad()),
+                           offsetOf(a.getQueryGrad()), offsetOf(a.getKeyGrad()),
+                           offsetOf(a.getValueGrad())},
+                          ints);
               }
+              // With 16-bit inputs, the probabilities and their gradients
+              // may round to TF32 too: still finer than the program's own
+              // 16-bit activations.
+              if (allHalfValued(inputs))
+                launch["tf32"] = true;
+              return emit(std::move(launch));
             })
         .Default([&](Operation *o) -> std::optional<Unsupported> {
           return Unsupported{o, "'" + o->getName().getStringRef().str() +
@@ -340,8 +381,8 @@ CudaCode dt::buildCudaCode(ModuleOp planned) {
   }
   if (code.ptx.empty()) {
     code.plan.clear();
-    code.unsupported = messages.empty() ? "the GPU kernels did not compile"
-                                        : messages;
+    code.unsupported =
+        messages.empty() ? "the GPU kernels did not compile" : messages;
   }
   return code;
 }

@@ -81,6 +81,18 @@ void dtk_cuda_attention_grad_f32(const float *q, const float *k,
                                  float *dk, float *dv, float *scratch,
                                  int64_t slices, int64_t t, int64_t d,
                                  int32_t causal, dtk_stream stream);
+/* The same on tensor cores (TF32 products, f32 sums), for inputs that are
+ * 16-bit values: exact scores; the probabilities and their gradients round
+ * to TF32. Heads not a multiple of 16 wide, wider than 128, or operands not
+ * 16-byte aligned take the f32 kernels above. */
+void dtk_cuda_attention_tf32(const float *q, const float *k, const float *v,
+                             float *o, int64_t slices, int64_t t, int64_t d,
+                             int32_t causal, dtk_stream stream);
+void dtk_cuda_attention_grad_tf32(const float *q, const float *k,
+                                  const float *v, const float *dout, float *dq,
+                                  float *dk, float *dv, float *scratch,
+                                  int64_t slices, int64_t t, int64_t d,
+                                  int32_t causal, dtk_stream stream);
 
 #ifdef __cplusplus
 }

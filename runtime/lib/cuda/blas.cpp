@@ -24,10 +24,17 @@ struct Blas::Api {
   cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
   cublasStatus_t (*setMathMode)(cublasHandle_t, cublasMath_t);
   const char *(*statusString)(cublasStatus_t);
-  cublasStatus_t (*sgemmStridedBatched)(
+  cublasStatus_t (*sgemmStridedBatched)(cublasHandle_t, cublasOperation_t,
+                                        cublasOperation_t, int, int, int,
+                                        const float *, const float *, int,
+                                        long long, const float *, int,
+                                        long long, const float *, float *, int,
+                                        long long, int);
+  cublasStatus_t (*gemmStridedBatchedEx)(
       cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-      const float *, const float *, int, long long, const float *, int,
-      long long, const float *, float *, int, long long, int);
+      const void *, const void *, cudaDataType, int, long long, const void *,
+      cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+      long long, int, cublasComputeType_t, cublasGemmAlgo_t);
 };
 
 namespace {
@@ -68,9 +75,11 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
       !bind(blas->library_, "cublasSetMathMode", api.setMathMode) ||
       !bind(blas->library_, "cublasGetStatusString", api.statusString) ||
       !bind(blas->library_, "cublasSgemmStridedBatched",
-            api.sgemmStridedBatched))
-    return Error(fmt::format("{} lacks an entry point dt uses: {}", soname,
-                             dlerror()));
+            api.sgemmStridedBatched) ||
+      !bind(blas->library_, "cublasGemmStridedBatchedEx",
+            api.gemmStridedBatchedEx))
+    return Error(
+        fmt::format("{} lacks an entry point dt uses: {}", soname, dlerror()));
   cublasStatus_t s = api.create(&blas->handle_);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = api.setStream(blas->handle_, stream);
@@ -89,7 +98,7 @@ Blas::~Blas() {
 
 Status Blas::matmul(const float *a, const float *b, float *c, int64_t batch,
                     int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                    bool accumulate) {
+                    bool accumulate, bool tf32) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
     return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
                              "cuBLAS's 32-bit sizes",
@@ -98,14 +107,25 @@ Status Blas::matmul(const float *a, const float *b, float *c, int64_t batch,
   // operands swap and keep their own transposes.
   const float one = 1.0f, zero = 0.0f;
   int lda = int(transA ? m : k), ldb = int(transB ? k : n);
-  cublasStatus_t s = api_->sgemmStridedBatched(
-      handle_, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-      transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k), &one, b, ldb,
-      k * n, a, lda, m * k, accumulate ? &one : &zero, c, int(n), m * n,
-      int(batch));
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const float *beta = accumulate ? &one : &zero;
+  // TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit operands
+  // only, which is what the plan's flag promises.
+  cublasStatus_t s =
+      tf32
+          ? api_->gemmStridedBatchedEx(
+                handle_, opB, opA, int(n), int(m), int(k), &one, b, CUDA_R_32F,
+                ldb, k * n, a, CUDA_R_32F, lda, m * k, beta, c, CUDA_R_32F,
+                int(n), m * n, int(batch), CUBLAS_COMPUTE_32F_FAST_TF32,
+                CUBLAS_GEMM_DEFAULT)
+          : api_->sgemmStridedBatched(handle_, opB, opA, int(n), int(m), int(k),
+                                      &one, b, ldb, k * n, a, lda, m * k, beta,
+                                      c, int(n), m * n, int(batch));
   if (s != CUBLAS_STATUS_SUCCESS)
-    return Error(fmt::format("cuBLAS sgemm ({} x {} x {}, batch {}): {}", m, n,
-                             k, batch, api_->statusString(s)));
+    return Error(fmt::format("cuBLAS {} ({} x {} x {}, batch {}): {}",
+                             tf32 ? "TF32 gemm" : "sgemm", m, n, k, batch,
+                             api_->statusString(s)));
   return Status::ok();
 }
 

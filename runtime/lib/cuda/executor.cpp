@@ -72,9 +72,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
   const char *profile = std::getenv("DTRT_CUDA_PROFILE");
   e->profile_ = profile && std::string(profile) == "1";
   int64_t scratch = j.value("scratch_bytes", int64_t(0));
-  if (scratch > 0 &&
-      (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
-                        size_t(scratch))) != cudaSuccess)
+  if (scratch > 0 && (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
+                                       size_t(scratch))) != cudaSuccess)
     return cudaFailure(fmt::format("cannot allocate {} bytes of kernel "
                                    "scratch on the GPU",
                                    scratch),
@@ -87,7 +86,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
     std::vector<Thunk> thunks;
     for (const nlohmann::json &t : list) {
       std::string op = t.value("op", "");
-      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}};
+      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, false};
       if (op == "kernel") {
         std::string kernel = t.value("name", "");
         auto it = kernels.find(kernel);
@@ -113,6 +112,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
       thunk.p = t.value("p", std::vector<int64_t>{});
       thunk.i = t.value("i", std::vector<int64_t>{});
       thunk.f = t.value("f", std::vector<double>{});
+      thunk.tf32 = t.value("tf32", false);
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
@@ -168,8 +168,8 @@ Status Executor::run(const std::string &name, char *arena) {
       }
     }
     if (const char *e = dtk_cuda_last_error())
-      return Error(fmt::format("{}: a GPU kernel failed to launch: {}", name,
-                               e));
+      return Error(
+          fmt::format("{}: a GPU kernel failed to launch: {}", name, e));
     return Status::ok();
   }
   return Error("the GPU plan has no entry point " + name);
@@ -201,8 +201,9 @@ void Executor::printProfile() const {
     all += timing.first;
   }
   std::sort(rows.rbegin(), rows.rend());
-  fmt::print(stderr, "GPU profile: {:.1f} ms in {} launch kinds; the longest:\n",
-             all, rows.size());
+  fmt::print(stderr,
+             "GPU profile: {:.1f} ms in {} launch kinds; the longest:\n", all,
+             rows.size());
   for (size_t r = 0; r < rows.size() && r < 25; ++r)
     fmt::print(stderr, "  {:10.2f} ms {:5.1f}%  {:6} x  {}\n", rows[r].first,
                100 * rows[r].first / std::max(all, 1e-9),
@@ -210,7 +211,9 @@ void Executor::printProfile() const {
 }
 
 Status Executor::launch(const Thunk &t, char *arena) {
-  auto f32 = [&](size_t k) { return reinterpret_cast<float *>(arena + t.p[k]); };
+  auto f32 = [&](size_t k) {
+    return reinterpret_cast<float *>(arena + t.p[k]);
+  };
   auto i32 = [&](size_t k) {
     return reinterpret_cast<const int32_t *>(arena + t.p[k]);
   };
@@ -221,20 +224,20 @@ Status Executor::launch(const Thunk &t, char *arena) {
   case Thunk::Kernel:
     return library_->launch(t.kernel, arena, i[0], stream_);
   case Thunk::Copy: {
-    cudaError_t e = cudaMemcpyAsync(arena + t.p[1], arena + t.p[0],
-                                    size_t(i[0]), cudaMemcpyDeviceToDevice,
-                                    stream_);
+    cudaError_t e =
+        cudaMemcpyAsync(arena + t.p[1], arena + t.p[0], size_t(i[0]),
+                        cudaMemcpyDeviceToDevice, stream_);
     if (e != cudaSuccess)
       return cudaFailure("a copy in the arena failed", e);
     return Status::ok();
   }
   case Thunk::Matmul:
     return blas_->matmul(f32(0), f32(1), f32(2), i[0], i[1], i[2], i[3],
-                         i[4] != 0, i[5] != 0, false);
+                         i[4] != 0, i[5] != 0, false, t.tf32);
   case Thunk::MatmulBias:
     dtk_cuda_fill_rows_f32(f32(2), f32(3), i[0] * i[1], i[2], s);
     return blas_->matmul(f32(0), f32(1), f32(3), i[0], i[1], i[2], i[3],
-                         i[4] != 0, i[5] != 0, true);
+                         i[4] != 0, i[5] != 0, true, t.tf32);
   case Thunk::Softmax:
     dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
     return Status::ok();
@@ -243,9 +246,8 @@ Status Executor::launch(const Thunk &t, char *arena) {
                             float(t.f[0]), s);
     return Status::ok();
   case Thunk::LayerNormGrad:
-    dtk_cuda_layer_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4),
-                                 f32(5), scratch, i[0], i[1], float(t.f[0]),
-                                 s);
+    dtk_cuda_layer_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), f32(5),
+                                 scratch, i[0], i[1], float(t.f[0]), s);
     return Status::ok();
   case Thunk::Embedding:
     dtk_cuda_embedding_f32(f32(0), i32(1), f32(2), i[0], i[1], i[2], s);
@@ -264,13 +266,13 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
-    dtk_cuda_attention_f32(f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2],
-                           int32_t(i[3]), s);
+    (t.tf32 ? dtk_cuda_attention_tf32 : dtk_cuda_attention_f32)(
+        f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
-    dtk_cuda_attention_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), f32(5),
-                                f32(6), scratch, i[0], i[1], i[2],
-                                int32_t(i[3]), s);
+    (t.tf32 ? dtk_cuda_attention_grad_tf32 : dtk_cuda_attention_grad_f32)(
+        f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), scratch, i[0],
+        i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   }
   return Error("unknown launch kind");

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -42,7 +43,8 @@ bool haveGpu() {
 
 #define REQUIRE_GPU()                                                          \
   if (!haveGpu())                                                              \
-  GTEST_SKIP() << "no GPU on this machine (the kernels were compiled, not run)"
+  GTEST_SKIP() << "no GPU on this machine (the kernels were compiled, not "    \
+                  "run)"
 
 /// A device copy of a host vector, freed with it.
 template <typename T> class DeviceBuffer {
@@ -83,10 +85,10 @@ void expectClose(const std::vector<float> &got, const std::vector<float> &want,
 
 TEST(CudaKernelTest, SoftmaxAlongEachDimension) {
   REQUIRE_GPU();
-  for (auto [outer, n, inner] : {std::tuple<int64_t, int64_t, int64_t>{
-                                     37, 1000, 1},
-                                 {3, 77, 5},
-                                 {1, 50257, 1}}) {
+  for (auto [outer, n, inner] :
+       {std::tuple<int64_t, int64_t, int64_t>{37, 1000, 1},
+        {3, 77, 5},
+        {1, 50257, 1}}) {
     std::vector<float> x = randomVector(size_t(outer * n * inner), 1, 3.0f);
     std::vector<float> want(x.size());
     dtk_softmax_f32(x.data(), want.data(), outer, n, inner);
@@ -100,7 +102,8 @@ TEST(CudaKernelTest, SoftmaxAlongEachDimension) {
 TEST(CudaKernelTest, BiasRowsBeforeAProduct) {
   REQUIRE_GPU();
   // The fill dt.matmul_bias starts C from, on awkward sizes.
-  for (auto [rows, n] : {std::pair<int64_t, int64_t>{37, 1000}, {1, 1}, {300, 77}}) {
+  for (auto [rows, n] :
+       {std::pair<int64_t, int64_t>{37, 1000}, {1, 1}, {300, 77}}) {
     std::vector<float> bias = randomVector(size_t(n), 21);
     DeviceBuffer<float> gbias(bias), c(size_t(rows * n));
     dtk_cuda_fill_rows_f32(gbias.get(), c.get(), rows, n, nullptr);
@@ -114,9 +117,8 @@ TEST(CudaKernelTest, BiasRowsBeforeAProduct) {
 
 TEST(CudaKernelTest, LayerNormAndItsGradients) {
   REQUIRE_GPU();
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 768},
-                            {1000, 37},
-                            {5, 4100}}) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{33, 768}, {1000, 37}, {5, 4100}}) {
     std::vector<float> x = randomVector(size_t(rows * cols), 2, 2.0f),
                        w = randomVector(size_t(cols), 3),
                        b = randomVector(size_t(cols), 4),
@@ -125,11 +127,11 @@ TEST(CudaKernelTest, LayerNormAndItsGradients) {
         db(static_cast<size_t>(cols));
     dtk_layer_norm_f32(x.data(), w.data(), b.data(), y.data(), rows, cols,
                        1e-5f);
-    dtk_layer_norm_grad_f32(x.data(), w.data(), dy.data(), dx.data(),
-                            dw.data(), db.data(), rows, cols, 1e-5f);
+    dtk_layer_norm_grad_f32(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                            db.data(), rows, cols, 1e-5f);
     DeviceBuffer<float> gx(x), gw(w), gb(b), gdy(dy), gy(x.size()),
-        gdx(x.size()), gdw(static_cast<size_t>(cols)), gdb(static_cast<size_t>(cols)),
-        stats(static_cast<size_t>(2 * rows));
+        gdx(x.size()), gdw(static_cast<size_t>(cols)),
+        gdb(static_cast<size_t>(cols)), stats(static_cast<size_t>(2 * rows));
     dtk_cuda_layer_norm_f32(gx.get(), gw.get(), gb.get(), gy.get(), rows, cols,
                             1e-5f, nullptr);
     dtk_cuda_layer_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),
@@ -170,9 +172,8 @@ TEST(CudaKernelTest, EmbeddingLookupsAndDeterministicGradients) {
 
 TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
   REQUIRE_GPU();
-  for (auto [rows, classes] : {std::pair<int64_t, int64_t>{70, 50257},
-                               {1000, 10},
-                               {3, 1}}) {
+  for (auto [rows, classes] :
+       {std::pair<int64_t, int64_t>{70, 50257}, {1000, 10}, {3, 1}}) {
     std::vector<float> logits = randomVector(size_t(rows * classes), 9, 2.0f);
     std::mt19937 rng(10);
     std::vector<int32_t> labels(static_cast<size_t>(rows));
@@ -188,14 +189,12 @@ TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
     dtk_count_correct_f32(logits.data(), labels.data(), &correct, rows,
                           classes);
     DeviceBuffer<float> gl(logits), gdl(logits.size()), gloss(1), gcorrect(1),
-        gdloss(std::vector<float>{dloss}),
-        scratch(static_cast<size_t>(rows));
+        gdloss(std::vector<float>{dloss}), scratch(static_cast<size_t>(rows));
     DeviceBuffer<int32_t> gy(labels);
     dtk_cuda_cross_entropy_f32(gl.get(), gy.get(), gloss.get(), scratch.get(),
                                rows, classes, nullptr);
-    dtk_cuda_cross_entropy_grad_f32(gl.get(), gy.get(), gdloss.get(),
-                                    gdl.get(), scratch.get(), rows, classes,
-                                    nullptr);
+    dtk_cuda_cross_entropy_grad_f32(gl.get(), gy.get(), gdloss.get(), gdl.get(),
+                                    scratch.get(), rows, classes, nullptr);
     dtk_cuda_count_correct_f32(gl.get(), gy.get(), gcorrect.get(),
                                scratch.get(), rows, classes, nullptr);
     ASSERT_EQ(dtk_cuda_last_error(), nullptr);
@@ -205,33 +204,85 @@ TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
   }
 }
 
+using AttentionForward = void (*)(const float *, const float *, const float *,
+                                  float *, int64_t, int64_t, int64_t, int32_t,
+                                  dtk_stream);
+using AttentionBackward = void (*)(const float *, const float *, const float *,
+                                   const float *, float *, float *, float *,
+                                   float *, int64_t, int64_t, int64_t, int32_t,
+                                   dtk_stream);
+
+/// Rounds every element to the nearest bf16 (ties to even): what a bf16
+/// program's widened operands hold.
+std::vector<float> roundedToBf16(std::vector<float> x) {
+  for (float &f : x) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&f, &bits, 4);
+  }
+  return x;
+}
+
+/// One GPU attention (forward and backward) against the CPU kernels on
+/// random inputs (bf16 values with `bf16`), within `forward` and `backward`
+/// relative to the largest element.
+void checkAttention(AttentionForward gpuForward, AttentionBackward gpuBackward,
+                    int64_t slices, int64_t t, int64_t d, int32_t causal,
+                    bool bf16, double forward, double backward) {
+  SCOPED_TRACE(testing::Message() << "slices=" << slices << " t=" << t
+                                  << " d=" << d << " causal=" << causal);
+  size_t n = size_t(slices * t * d);
+  auto input = [&](unsigned seed) {
+    std::vector<float> x = randomVector(n, seed);
+    return bf16 ? roundedToBf16(std::move(x)) : x;
+  };
+  std::vector<float> q = input(11), k = input(12), v = input(13),
+                     dout = input(14);
+  std::vector<float> o(n), dq(n), dk(n), dv(n);
+  dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
+                    causal);
+  dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(), dq.data(),
+                         dk.data(), dv.data(), slices, t, d, causal);
+  DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n), gdk(n),
+      gdv(n), scratch(static_cast<size_t>(2 * slices * t));
+  gpuForward(gq.get(), gk.get(), gv.get(), go.get(), slices, t, d, causal,
+             nullptr);
+  gpuBackward(gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
+              gdv.get(), scratch.get(), slices, t, d, causal, nullptr);
+  ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+  expectClose(go.read(), o, forward, "o");
+  expectClose(gdq.read(), dq, backward, "dq");
+  expectClose(gdk.read(), dk, backward, "dk");
+  expectClose(gdv.read(), dv, backward, "dv");
+}
+
 TEST(CudaKernelTest, AttentionForwardAndBackward) {
   REQUIRE_GPU();
   for (auto [slices, t, d, causal] :
        {std::tuple<int64_t, int64_t, int64_t, int32_t>{3, 200, 64, 1},
         {2, 129, 33, 0},
-        {1, 300, 256, 1}}) {
-    size_t n = size_t(slices * t * d);
-    std::vector<float> q = randomVector(n, 11), k = randomVector(n, 12),
-                       v = randomVector(n, 13), dout = randomVector(n, 14);
-    std::vector<float> o(n), dq(n), dk(n), dv(n);
-    dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
-                      causal);
-    dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(),
-                           dq.data(), dk.data(), dv.data(), slices, t, d,
-                           causal);
-    DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n),
-        gdk(n), gdv(n), scratch(static_cast<size_t>(2 * slices * t));
-    dtk_cuda_attention_f32(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
-                           d, causal, nullptr);
-    dtk_cuda_attention_grad_f32(gq.get(), gk.get(), gv.get(), gdout.get(),
-                                gdq.get(), gdk.get(), gdv.get(), scratch.get(),
-                                slices, t, d, causal, nullptr);
-    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
-    expectClose(go.read(), o, 1e-5, "o");
-    expectClose(gdq.read(), dq, 1e-4, "dq");
-    expectClose(gdk.read(), dk, 1e-4, "dk");
-    expectClose(gdv.read(), dv, 1e-4, "dv");
+        {1, 300, 256, 1}})
+    checkAttention(dtk_cuda_attention_f32, dtk_cuda_attention_grad_f32, slices,
+                   t, d, causal, false, 1e-5, 1e-4);
+}
+
+TEST(CudaKernelTest, AttentionOnTensorCoresForSixteenBitInputs) {
+  REQUIRE_GPU();
+  // Heads of 16, 64 and 128 take the TF32 kernels (ragged t, both
+  // maskings): P and dS round to TF32 (2^-11 relative) before their
+  // products. 33 and 256 fall back to the f32 kernels, as tight as above.
+  for (auto [slices, t, d, causal] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{3, 200, 64, 1},
+        {2, 129, 128, 0},
+        {2, 77, 16, 1},
+        {1, 64, 64, 0},
+        {2, 129, 33, 0},
+        {1, 100, 256, 1}}) {
+    bool tensorCores = d % 16 == 0 && d <= 128;
+    checkAttention(dtk_cuda_attention_tf32, dtk_cuda_attention_grad_tf32,
+                   slices, t, d, causal, true, tensorCores ? 1e-3 : 1e-5,
+                   tensorCores ? 3e-3 : 1e-4);
   }
 }
 

@@ -32,10 +32,12 @@ public:
 
   /// dtk_matmul_f32's contract on device pointers: C = op(A) op(B) for
   /// `batch` consecutive row-major matrices; op(A) is M x K, op(B) K x N.
-  /// With `accumulate`, C += instead of C =.
+  /// With `accumulate`, C += instead of C =. With `tf32`, the operands are
+  /// 16-bit values and the product takes TF32 tensor cores (exact products,
+  /// f32 sums).
   Status matmul(const float *a, const float *b, float *c, int64_t batch,
                 int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                bool accumulate);
+                bool accumulate, bool tf32);
 
 private:
   Blas() = default;

@@ -42,6 +42,9 @@ struct Thunk {
   std::string name;
   std::vector<int64_t> p, i;
   std::vector<double> f;
+  /// The inputs are 16-bit values (the plan's "tf32"): products may take
+  /// TF32 tensor cores.
+  bool tf32 = false;
 };
 
 class Executor {
