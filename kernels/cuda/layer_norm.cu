@@ -7,9 +7,10 @@
 // dtk_layer_norm_f32 and dtk_layer_norm_grad_f32 on the GPU. Forward and the
 // input gradient take one block per row (two block sums for the statistics,
 // two for the gradient's means). The weight and bias gradients sum over rows,
-// which a second kernel does column by column from the statistics the first
-// left in `stats`: 32 columns per block, 8 rows at a time, summed in a fixed
-// order, so no atomics and the same bits every run.
+// from the statistics the first kernel left in `stats`: a block per 32
+// columns and 256 rows (8 rows at a time) leaves partial sums in `stats`
+// after them, and a last kernel adds each column's partials in order, so no
+// atomics and the same bits every run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kColumns = 32, kRowLanes = 8;
+constexpr int64_t kChunkRows = 256; // dtk_cuda_layer_norm_grad_f32's contract
 
 /// The mean and 1/std of row `xr` (biased variance, two passes as the CPU
 /// kernel does).
@@ -77,30 +79,53 @@ __global__ void layerNormInputGrad(const float *x, const float *w,
   }
 }
 
-__global__ void layerNormParamGrad(const float *x, const float *dy,
-                                   const float *stats, float *dw, float *db,
-                                   int64_t rows, int64_t cols) {
-  __shared__ float partW[kRowLanes][kColumns + 1], partB[kRowLanes][kColumns + 1];
+/// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
+/// eight rows at a time, summed in a fixed order into `partW` and `partB`
+/// (row y of each, `cols` wide).
+__global__ void layerNormParamPartials(const float *x, const float *dy,
+                                       const float *stats, float *partW,
+                                       float *partB, int64_t rows,
+                                       int64_t cols) {
+  __shared__ float lanesW[kRowLanes][kColumns + 1],
+      lanesB[kRowLanes][kColumns + 1];
   int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
+  int64_t first = int64_t(blockIdx.y) * kChunkRows;
+  int64_t end = min(rows, first + kChunkRows);
   float accW = 0.0f, accB = 0.0f;
   if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) {
+    for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {
       float g = dy[r * cols + c];
       accW += g * ((x[r * cols + c] - stats[2 * r]) * stats[2 * r + 1]);
       accB += g;
     }
-  partW[threadIdx.y][threadIdx.x] = accW;
-  partB[threadIdx.y][threadIdx.x] = accB;
+  lanesW[threadIdx.y][threadIdx.x] = accW;
+  lanesB[threadIdx.y][threadIdx.x] = accB;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     float sw = 0.0f, sb = 0.0f;
     for (int k = 0; k < kRowLanes; ++k) {
-      sw += partW[k][threadIdx.x];
-      sb += partB[k][threadIdx.x];
+      sw += lanesW[k][threadIdx.x];
+      sb += lanesB[k][threadIdx.x];
     }
-    dw[c] = sw;
-    db[c] = sb;
+    partW[blockIdx.y * cols + c] = sw;
+    partB[blockIdx.y * cols + c] = sb;
   }
+}
+
+/// dw and db: each column's partial sums, chunk by chunk in order.
+__global__ void layerNormParamSum(const float *partW, const float *partB,
+                                  float *dw, float *db, int64_t chunks,
+                                  int64_t cols) {
+  int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t k = 0; k < chunks; ++k) {
+    sw += partW[k * cols + c];
+    sb += partB[k * cols + c];
+  }
+  dw[c] = sw;
+  db[c] = sb;
 }
 
 } // namespace
@@ -122,8 +147,17 @@ extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
   if (rows > 0)
     layerNormInputGrad<<<unsigned(rows), kThreads, 0, stream>>>(
         x, w, dy, dx, stats, cols, eps);
-  unsigned blocks = unsigned((cols + kColumns - 1) / kColumns);
-  if (blocks > 0)
-    layerNormParamGrad<<<blocks, dim3(kColumns, kRowLanes), 0, stream>>>(
-        x, dy, stats, dw, db, rows, cols);
+  if (cols == 0)
+    return;
+  // The rows' sums go by chunks of kChunkRows over the whole GPU, then
+  // chunk by chunk per column (rows == 0: no chunks, zero gradients).
+  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  float *partW = stats + 2 * rows, *partB = partW + chunks * cols;
+  unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
+  if (chunks > 0)
+    layerNormParamPartials<<<dim3(columnBlocks, unsigned(chunks)),
+                             dim3(kColumns, kRowLanes), 0, stream>>>(
+        x, dy, stats, partW, partB, rows, cols);
+  layerNormParamSum<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0,
+                      stream>>>(partW, partB, dw, db, chunks, cols);
 }

@@ -7,12 +7,16 @@
 // the result's offset. A region with reduce_axes and few terms per output loops over
 // its outputs, each thread summing its reduced axes in order; with 32 terms or more,
 // each output gets a block, whose threads' partial sums (in f64) meet in a tree in
-// workgroup memory. The host function is left as it is.
+// workgroup memory. With few outputs of 8192 terms or more, each output's terms are
+// cut into chunks of 4096, a block each: a chunk's block leaves its sums past the
+// arena (dt.arena_bytes) and counts itself atomically, and the output's last block
+// adds the partials in chunk order. The host function is left as it is.
 
-module {
+module attributes {dt.arena_bytes = 70000 : i64} {
   dt.global input @x : tensor<4x3xf32> {offset = 0 : i64}
   dt.global param @b : tensor<3xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 64 : i64}
   dt.global param @w : tensor<64x3xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 256 : i64}
+  dt.global param @big : tensor<128x128xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 4096 : i64}
   // CHECK: func.func @grad_step()
   // CHECK: dt.fused
   func.func @grad_step() {
@@ -34,6 +38,12 @@ module {
     %m = dt.fused(%t) {dt.offsets = [2048], reduce_axes = array<i64: 1>} : (tensor<3x64xf32>) -> tensor<3xf32> {
     ^bb0(%a: tensor<3x64xf32>):
       dt.yield %a : tensor<3x64xf32>
+    }
+    %g = dt.load @big {dt.offsets = [4096]} : tensor<128x128xf32>
+    %norm = dt.fused(%g) {dt.offsets = [69632], reduce_axes = array<i64: 0, 1>} : (tensor<128x128xf32>) -> tensor<f32> {
+    ^bb0(%a: tensor<128x128xf32>):
+      %sq = dt.mul %a, %a : tensor<128x128xf32>
+      dt.yield %sq : tensor<128x128xf32>
     }
     return
   }
@@ -84,3 +94,30 @@ module {
 // CHECK: arith.truncf %{{.*}} : f64 to f32
 // CHECK: arith.constant 2048 : index
 // CHECK: llvm.store
+// One output of 16384 terms: 4 chunks, a block each. The counter is at the arena's
+// end (70000), the partials after it (70008).
+// CHECK: gpu.func @grad_step_k4(%{{.*}}: !llvm.ptr) workgroup(%[[SUMS:.*]] : memref<256xf64, #gpu.address_space<workgroup>>, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>) kernel
+// CHECK: %[[PAIRS:.*]] = arith.constant 4 : index
+// CHECK: scf.for %[[PAIR:.*]] = %{{.*}} to %[[PAIRS]] step %{{.*}} {
+// CHECK: %[[CHUNK:.*]] = arith.remui %[[PAIR]], %{{.*}} : index
+// CHECK: arith.muli %[[CHUNK]], %{{.*}} : index
+// CHECK: arith.minui
+// CHECK: memref.store %{{.*}}, %[[SUMS]]
+// CHECK: scf.if
+// CHECK: arith.constant 70008 : index
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f64, !llvm.ptr
+// CHECK: llvm.call_intrinsic "llvm.nvvm.membar.gl"()
+// CHECK: arith.constant 70000 : index
+// CHECK: %[[BEFORE:.*]] = llvm.atomicrmw add %{{.*}}, %{{.*}} monotonic : !llvm.ptr, i32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.membar.gl"()
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[BEFORE]], %c3_i32 : i32
+// CHECK: memref.store %{{.*}}, %[[FLAG]]
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[FLAG]]
+// CHECK: scf.if
+// CHECK: llvm.load volatile %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> f64
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+// CHECK: arith.constant 69632 : index
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK: arith.constant 70000 : index
+// CHECK: llvm.store %{{.*}}, %{{.*}} : i32, !llvm.ptr

@@ -132,6 +132,7 @@ public:
     }
     json::Object plan{{"version", 1},
                       {"scratch_bytes", scratchBytes},
+                      {"arena_bytes", gpuArenaBytes(module)},
                       {"entries", std::move(entries)}};
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -243,7 +244,9 @@ private:
             return bad;
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
           int64_t rows = product(shape.drop_back());
-          scratch(2 * rows * 4);
+          // Each row's statistics, then partial sums of 256 rows
+          // (dtk/cuda_kernels.h).
+          scratch((2 * rows + 2 * ((rows + 255) / 256) * shape.back()) * 4);
           return emit(
               thunk("layer_norm_grad",
                     {offsetOf(l.getInput()), offsetOf(l.getWeight()),

@@ -42,7 +42,9 @@ void dtk_cuda_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
 void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);
-/* `stats`: scratch of 2 * rows floats (each row's mean and 1/std). */
+/* `stats`: scratch of 2 * rows floats (each row's mean and 1/std), then
+ * 2 * ceil(rows / 256) * cols (the weight and bias gradients' partial sums
+ * over 256 rows at a time). */
 void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                   const float *dy, float *dx, float *dw,
                                   float *db, float *stats, int64_t rows,

@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <optional>
 #include <cstdlib>
@@ -84,6 +86,9 @@ public:
   }
 
   Expected<char *> allocate(size_t bytes, size_t align) override {
+    // The plan's arena may end later: split reductions keep their counters
+    // and partial sums past the planned one (docs/abi.md).
+    bytes = std::max(bytes, size_t(executor_->arenaBytes()));
     // cudaMalloc aligns to at least 256 bytes.
     if (align > 256)
       return Error(fmt::format("the arena's alignment of {} bytes exceeds "

@@ -71,6 +71,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
 
   const char *profile = std::getenv("DTRT_CUDA_PROFILE");
   e->profile_ = profile && std::string(profile) == "1";
+  e->arenaBytes_ = j.value("arena_bytes", int64_t(0));
   int64_t scratch = j.value("scratch_bytes", int64_t(0));
   if (scratch > 0 && (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
                                        size_t(scratch))) != cudaSuccess)

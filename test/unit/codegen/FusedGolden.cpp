@@ -16,9 +16,11 @@
 // holding only those operands and compares.
 //
 //   OUTDIR/<program>.ptx     the kernels
-//   OUTDIR/<program>.golden  "DTFG1\n", then little-endian int64 fields:
-//     arena_bytes, cases; per case: the kernel's name (length, bytes),
-//     inputs, outputs; per input: offset, element code, count, raw bytes;
+//   OUTDIR/<program>.golden  "DTFG2\n", then little-endian int64 fields:
+//     arena_bytes (the GPU arena's: gpuArenaBytes), cases; per case: the
+//     kernel's name (length, bytes), the elements its launch covers
+//     (launchElements), inputs, outputs; per input: offset, element code,
+//     count, raw bytes;
 //     per output: the same, the bytes being the interpreter's results.
 //   Element codes: 0 f32, 1 bf16, 2 f16, 3 i32, 4 i64, 5 i8/i1, 6 f64.
 //
@@ -45,7 +47,7 @@ namespace {
 
 const std::string kProgram = std::string(kGptModel) + R"(
 train fused_gpt {
-  model     = GPT(vocab = 256, ctx = 16, width = 32, depth = 2, heads = 2)
+  model     = GPT(vocab = 256, ctx = 16, width = 64, depth = 2, heads = 2)
   data      = nn.tokens(path = "data/text/train.bin", seq = 16)
   loss      = cross_entropy(model(data.x), data.y)
   batch     = 2
@@ -167,6 +169,7 @@ bool writeProgram(const std::string &dir, const std::string &name,
   };
   struct Case {
     std::string kernel;
+    int64_t launch;
     std::vector<Span> inputs, outputs;
   };
   std::vector<Case> cases;
@@ -179,7 +182,7 @@ bool writeProgram(const std::string &dir, const std::string &name,
     auto it = kernelOf.find(op);
     if (it == kernelOf.end() || seen[it->second]++ >= kCasesPerKernel)
       return;
-    Case c{it->second, {}, {}};
+    Case c{it->second, dt::launchElements(op), {}, {}};
     for (auto [v, t] : llvm::zip(op->getOperands(), operands))
       c.inputs.push_back({offsetOf(v),
                           llvm::cast<RankedTensorType>(v.getType())
@@ -235,12 +238,13 @@ bool writeProgram(const std::string &dir, const std::string &name,
     }
 
   Writer out(dir + "/" + name + ".golden");
-  out.bytes("DTFG1\n");
-  out.i64((*planned)->getAttrOfType<IntegerAttr>("dt.arena_bytes").getInt());
+  out.bytes("DTFG2\n");
+  out.i64(dt::gpuArenaBytes(*planned));
   out.i64(int64_t(cases.size()));
   for (const Case &c : cases) {
     out.i64(int64_t(c.kernel.size()));
     out.bytes(c.kernel);
+    out.i64(c.launch);
     out.i64(int64_t(c.inputs.size()));
     out.i64(int64_t(c.outputs.size()));
     for (const Span &s : c.inputs) {

@@ -117,8 +117,10 @@ TEST(CudaKernelTest, BiasRowsBeforeAProduct) {
 
 TEST(CudaKernelTest, LayerNormAndItsGradients) {
   REQUIRE_GPU();
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{33, 768}, {1000, 37}, {5, 4100}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 768},
+                            {1000, 37},
+                            {5, 4100},
+                            {2000, 300}}) {
     std::vector<float> x = randomVector(size_t(rows * cols), 2, 2.0f),
                        w = randomVector(size_t(cols), 3),
                        b = randomVector(size_t(cols), 4),
@@ -131,7 +133,8 @@ TEST(CudaKernelTest, LayerNormAndItsGradients) {
                             db.data(), rows, cols, 1e-5f);
     DeviceBuffer<float> gx(x), gw(w), gb(b), gdy(dy), gy(x.size()),
         gdx(x.size()), gdw(static_cast<size_t>(cols)),
-        gdb(static_cast<size_t>(cols)), stats(static_cast<size_t>(2 * rows));
+        gdb(static_cast<size_t>(cols)),
+        stats(static_cast<size_t>(2 * rows + 2 * ((rows + 255) / 256) * cols));
     dtk_cuda_layer_norm_f32(gx.get(), gw.get(), gb.get(), gy.get(), rows, cols,
                             1e-5f, nullptr);
     dtk_cuda_layer_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),

@@ -20,7 +20,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <optional>
 
 #include <string>
 
@@ -39,6 +42,35 @@ inline bool reducesByBlock(int64_t outputs, int64_t perOutput) {
   (void)outputs;
   return perOutput >= 32;
 }
+
+/// How the kernel of a reduction by blocks cuts each output's terms:
+/// `chunks` blocks of `chunk` terms per output. Few outputs of many terms
+/// (a gradient's square norm: one output, millions of terms) would leave all
+/// but a few multiprocessors idle, so each chunk's block writes its partial
+/// sums past the arena and the block that finishes an output's last chunk
+/// adds them, in chunk order: the same bits whichever block is last.
+struct ReductionSplit {
+  int64_t chunks = 1, chunk = 0;
+  bool split() const { return chunks > 1; }
+};
+ReductionSplit splitReduction(int64_t outputs, int64_t perOutput);
+
+/// The outputs and terms per output of a generated reduction kernel's op (a
+/// dt.fused with reduce_axes, a dt.reduce_sum), or nothing for other ops.
+std::optional<std::pair<int64_t, int64_t>> reductionShape(mlir::Operation *op);
+
+/// Where the kernel of a split reduction keeps its scratch: at arena byte
+/// `offset`, `outputs` 32-bit counters (padded to 8 bytes), then the
+/// partial sums, 8 bytes each, by output, chunk and result. Every split
+/// reduction of the module has its own span past dt.arena_bytes, so the GPU
+/// arena is `gpuArenaBytes` (the counters start at zero and each output's
+/// last block puts its counter back to zero).
+struct ReductionScratch {
+  int64_t offset = 0, bytes = 0;
+};
+llvm::DenseMap<mlir::Operation *, ReductionScratch>
+reductionScratch(mlir::ModuleOp module);
+int64_t gpuArenaBytes(mlir::ModuleOp module);
 
 /// Whether convert-dt-fused-to-gpu makes a kernel of `op`.
 bool isGeneratedKernelOp(mlir::Operation *op);

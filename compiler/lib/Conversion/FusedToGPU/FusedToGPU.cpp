@@ -169,6 +169,12 @@ public:
     return yielded;
   }
 
+  /// The address of element `linear` of a `element` array at arena byte
+  /// `offset`.
+  Value pointer(Type element, int64_t offset, Value linear) {
+    return address(element, offset, linear);
+  }
+
 private:
   Value address(Type element, int64_t offset, Value linear) {
     Value byteOffset = b.create<arith::IndexCastOp>(
@@ -198,6 +204,12 @@ struct ConvertFusedToGPUPass
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
     auto kernels = b.create<gpu::GPUModuleOp>(module.getLoc(), "dt_kernels");
+    scratch = reductionScratch(module);
+    if (!scratch.empty() && !module->hasAttr("dt.arena_bytes")) {
+      module.emitError("needs dt-plan-memory's dt.arena_bytes: a split "
+                       "reduction keeps its partial sums past the arena");
+      return signalPassFailure();
+    }
     bool broken = false;
     forEachGeneratedKernel(module, [&](Operation *op, const std::string &name) {
       broken = broken || failed(buildKernel(kernels, op, name));
@@ -387,7 +399,7 @@ struct ConvertFusedToGPUPass
       return SmallVector<Value>{k.loadAt(in, k.linearize(idx, shape))};
     };
     if (reducesByBlock(outputs, perOutput)) {
-      blockSums(b, k, fn, loc, outputs, perOutput, {acc}, termAt,
+      blockSums(b, k, fn, r, outputs, perOutput, {acc}, termAt,
                 [&](Value o, ArrayRef<Value> sums) {
                   Value total = sums[0];
                   if (acc != elem)
@@ -431,13 +443,21 @@ struct ConvertFusedToGPUPass
   /// kGpuThreadsPerBlock threads stride over the output's `perOutput` terms
   /// (`terms(o, r)`), each keeping partial sums in `accs`, which a tree in
   /// workgroup memory adds (the same order on every launch: no atomics), and
-  /// thread 0 hands `store(o, sums)` the totals.
-  static void blockSums(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
-                        Location loc, int64_t outputs, int64_t perOutput,
-                        ArrayRef<Type> accs,
-                        function_ref<SmallVector<Value>(Value, Value)> terms,
-                        function_ref<void(Value, ArrayRef<Value>)> store) {
+  /// thread 0 hands `store(o, sums)` the totals. A split reduction
+  /// (splitReduction) walks (output, chunk) pairs instead: each chunk's
+  /// block leaves its sums in `op`'s scratch past the arena and counts
+  /// itself in the output's counter; the block that counts last sums the
+  /// output's partials in chunk order, then stores and resets the counter.
+  void blockSums(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
+                 Operation *op, int64_t outputs, int64_t perOutput,
+                 ArrayRef<Type> accs,
+                 function_ref<SmallVector<Value>(Value, Value)> terms,
+                 function_ref<void(Value, ArrayRef<Value>)> store) {
+    Location loc = op->getLoc();
     MLIRContext *ctx = b.getContext();
+    ReductionSplit split = splitReduction(outputs, perOutput);
+    int64_t chunks = split.chunks, chunk = split.split() ? split.chunk
+                                                          : perOutput;
     auto workgroup =
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
     SmallVector<Value> shared;
@@ -446,27 +466,69 @@ struct ConvertFusedToGPUPass
           MemRefType::get({kGpuThreadsPerBlock}, t, MemRefLayoutAttrInterface(),
                           workgroup),
           loc));
+    Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
+    Value grid = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
+    auto outer =
+        b.create<scf::ForOp>(loc, block, k.index(outputs * chunks), grid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(outer.getBody());
+    Value o = outer.getInductionVar(), c = k.index(0);
+    if (split.split()) {
+      c = b.create<arith::RemUIOp>(loc, o, k.index(chunks));
+      o = b.create<arith::DivUIOp>(loc, o, k.index(chunks));
+    }
+    Value first = b.create<arith::MulIOp>(loc, c, k.index(chunk));
+    Value end = b.create<arith::MinUIOp>(
+        loc, b.create<arith::AddIOp>(loc, first, k.index(chunk)),
+        k.index(perOutput));
+    blockTree(b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid),
+              end, [&](Value r) { return terms(o, r); });
+    Value isFirst =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
+    auto totals = [&] {
+      SmallVector<Value> sums;
+      for (Value buffer : shared)
+        sums.push_back(
+            b.create<memref::LoadOp>(loc, buffer, ValueRange{k.index(0)}));
+      return sums;
+    };
+    if (!split.split()) {
+      auto branch = b.create<scf::IfOp>(loc, isFirst, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard ifGuard(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      store(o, totals());
+    } else {
+      lastChunk(b, k, fn, op, o, c, chunks, shared, accs, isFirst, totals,
+                store);
+    }
+    // The next output's partial sums reuse the buffers.
+    b.create<gpu::BarrierOp>(loc);
+  }
+
+  /// The threads' sums of `term(r)` for r = from, from + blockDim, ... below
+  /// `end`, added by a tree in `shared` (the total in element 0; every
+  /// thread waits for it).
+  static void blockTree(OpBuilder &b, KernelBuilder &k,
+                        ArrayRef<Value> shared, ArrayRef<Type> accs,
+                        Value from, Value end,
+                        function_ref<SmallVector<Value>(Value)> term) {
+    Location loc = from.getLoc();
     auto add = [&](Value x, Value y) -> Value {
       return llvm::isa<FloatType>(x.getType())
                  ? b.create<arith::AddFOp>(loc, x, y).getResult()
                  : b.create<arith::AddIOp>(loc, x, y).getResult();
     };
     Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
-    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
-    Value grid = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
-    auto outer = b.create<scf::ForOp>(loc, block, k.index(outputs), grid);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(outer.getBody());
-    Value o = outer.getInductionVar();
     SmallVector<Value> zeros;
     for (Type t : accs)
       zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
-    auto inner = b.create<scf::ForOp>(loc, tid, k.index(perOutput),
+    auto inner = b.create<scf::ForOp>(loc, from, end,
                                       k.index(kGpuThreadsPerBlock), zeros);
     {
       OpBuilder::InsertionGuard innerGuard(b);
       b.setInsertionPointToStart(inner.getBody());
-      SmallVector<Value> values = terms(o, inner.getInductionVar());
+      SmallVector<Value> values = term(inner.getInductionVar());
       SmallVector<Value> sums;
       for (auto [acc, v, t] :
            llvm::zip(inner.getRegionIterArgs(), values, accs)) {
@@ -501,20 +563,89 @@ struct ConvertFusedToGPUPass
       }
       b.create<gpu::BarrierOp>(loc);
     }
-    Value first =
-        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
-    auto branch = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+  }
+
+  /// A split reduction's chunk `c` of output `o` is summed in `shared`:
+  /// thread 0 leaves it in the scratch and counts it; if it was the
+  /// output's last chunk to finish, the block adds the output's partials in
+  /// chunk order and stores the totals.
+  void lastChunk(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
+                 Operation *op, Value o, Value c, int64_t chunks,
+                 ArrayRef<Value> shared, ArrayRef<Type> accs, Value isFirst,
+                 function_ref<SmallVector<Value>()> totals,
+                 function_ref<void(Value, ArrayRef<Value>)> store) {
+    Location loc = op->getLoc();
+    ReductionScratch span = scratch.lookup(op);
+    auto [outputs, perOutput] = *reductionShape(op);
+    int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
+    int64_t results = int64_t(accs.size());
+    Type i32 = b.getI32Type();
+    // Partial (output, chunk, result) as an index of 8-byte slots.
+    auto slot = [&](Value out, Value at, int64_t result) -> Value {
+      Value linear = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, out, k.index(chunks)), at);
+      return b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, linear, k.index(results)),
+          k.index(result));
+    };
+    auto flag = fn.addWorkgroupAttribution(
+        MemRefType::get({1}, i32, MemRefLayoutAttrInterface(),
+                        gpu::AddressSpaceAttr::get(
+                            b.getContext(), gpu::AddressSpace::Workgroup)),
+        loc);
     {
+      auto branch = b.create<scf::IfOp>(loc, isFirst, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard ifGuard(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
-      SmallVector<Value> totals;
-      for (Value buffer : shared)
-        totals.push_back(
-            b.create<memref::LoadOp>(loc, buffer, ValueRange{k.index(0)}));
-      store(o, totals);
+      for (auto [r, sum] : llvm::enumerate(totals()))
+        b.create<LLVM::StoreOp>(
+            loc, sum, k.pointer(b.getI64Type(), partials, slot(o, c, r)));
+      // The partials are out before the count, and the last block reads
+      // them after it: __threadfence() on both sides (NVPTX in LLVM 19
+      // selects no `fence`, so the intrinsic).
+      auto threadFence = [&] {
+        b.create<LLVM::CallIntrinsicOp>(loc, TypeRange{},
+                                        b.getStringAttr("llvm.nvvm.membar.gl"),
+                                        ValueRange{});
+      };
+      threadFence();
+      Value counter = k.pointer(i32, span.offset, o);
+      Value before = b.create<LLVM::AtomicRMWOp>(
+          loc, LLVM::AtomicBinOp::add, counter,
+          b.create<arith::ConstantIntOp>(loc, 1, i32),
+          LLVM::AtomicOrdering::monotonic);
+      threadFence();
+      Value last = b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::eq, before,
+          b.create<arith::ConstantIntOp>(loc, chunks - 1, i32));
+      b.create<memref::StoreOp>(loc,
+                                b.create<arith::ExtUIOp>(loc, i32, last),
+                                flag, ValueRange{k.index(0)});
     }
-    // The next output's partial sums reuse the buffers.
     b.create<gpu::BarrierOp>(loc);
+    Value isLast = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne,
+        b.create<memref::LoadOp>(loc, flag, ValueRange{k.index(0)}),
+        b.create<arith::ConstantIntOp>(loc, 0, i32));
+    auto branch = b.create<scf::IfOp>(loc, isLast, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard ifGuard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    // Volatile: other blocks wrote these; no cached copy may answer.
+    Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+    blockTree(b, k, shared, accs, tid, k.index(chunks), [&](Value at) {
+      SmallVector<Value> values;
+      for (auto [r, t] : llvm::enumerate(accs))
+        values.push_back(b.create<LLVM::LoadOp>(
+            loc, t, k.pointer(t, partials, slot(o, at, r)), /*alignment=*/8,
+            /*isVolatile=*/true));
+      return values;
+    });
+    auto firstBranch =
+        b.create<scf::IfOp>(loc, isFirst, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&firstBranch.getThenRegion().front());
+    store(o, totals());
+    b.create<LLVM::StoreOp>(loc, b.create<arith::ConstantIntOp>(loc, 0, i32),
+                            k.pointer(i32, span.offset, o));
   }
 
   LogicalResult buildFused(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
@@ -547,7 +678,7 @@ struct ConvertFusedToGPUPass
       }
       bool broken = false;
       blockSums(
-          b, k, fn, loc, outputs, perOutput, accs,
+          b, k, fn, fused, outputs, perOutput, accs,
           [&](Value o, Value at) {
             SmallVector<Value> idx(iteration.size());
             for (auto [d, v] : llvm::zip(kept, k.delinearize(o, keptShape)))
@@ -627,6 +758,9 @@ struct ConvertFusedToGPUPass
     });
     return status;
   }
+
+  /// Each split reduction's span past the arena (reductionScratch).
+  llvm::DenseMap<Operation *, ReductionScratch> scratch;
 };
 
 } // namespace

@@ -42,23 +42,73 @@ static int64_t numel(Value v) {
       1, llvm::cast<RankedTensorType>(v.getType()).getNumElements());
 }
 
-int64_t launchElements(Operation *op) {
-  // A reduction by blocks walks its outputs a block each.
-  auto reduction = [](int64_t outputs, int64_t perOutput) {
-    return reducesByBlock(outputs, perOutput) ? outputs * kGpuThreadsPerBlock
-                                              : outputs;
-  };
+ReductionSplit splitReduction(int64_t outputs, int64_t perOutput) {
+  // A block sums 4096 terms (16 a thread) at least; outputs enough to fill
+  // the GPU by themselves keep a block each.
+  constexpr int64_t kChunk = 4096, kEnoughOutputs = 256;
+  if (!reducesByBlock(outputs, perOutput) || outputs >= kEnoughOutputs ||
+      perOutput < 2 * kChunk)
+    return {};
+  return {(perOutput + kChunk - 1) / kChunk, kChunk};
+}
+
+std::optional<std::pair<int64_t, int64_t>> reductionShape(Operation *op) {
   if (auto f = llvm::dyn_cast<FusedOp>(op)) {
-    ArrayRef<int64_t> iteration = f.getIterationShape();
     std::optional<ArrayRef<int64_t>> axes = f.getReduceAxes();
-    int64_t n = 1, perOutput = 1;
+    if (!axes)
+      return std::nullopt;
+    ArrayRef<int64_t> iteration = f.getIterationShape();
+    int64_t outputs = 1, perOutput = 1;
     for (int64_t d = 0; d < int64_t(iteration.size()); ++d)
-      (axes && llvm::is_contained(*axes, d) ? perOutput : n) *= iteration[d];
-    return axes ? reduction(n, perOutput) : n;
+      (llvm::is_contained(*axes, d) ? perOutput : outputs) *= iteration[d];
+    return std::pair{outputs, perOutput};
   }
   if (auto r = llvm::dyn_cast<ReduceSumOp>(op)) {
     int64_t outputs = numel(r.getResult());
-    return reduction(outputs, numel(r.getInput()) / outputs);
+    return std::pair{outputs, numel(r.getInput()) / outputs};
+  }
+  return std::nullopt;
+}
+
+static int64_t alignTo8(int64_t bytes) { return (bytes + 7) / 8 * 8; }
+
+llvm::DenseMap<Operation *, ReductionScratch>
+reductionScratch(ModuleOp module) {
+  llvm::DenseMap<Operation *, ReductionScratch> spans;
+  auto arena = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
+  int64_t at = alignTo8(arena ? arena.getInt() : 0);
+  forEachGeneratedKernel(module, [&](Operation *op, const std::string &) {
+    auto shape = reductionShape(op);
+    if (!shape)
+      return;
+    auto [outputs, perOutput] = *shape;
+    ReductionSplit split = splitReduction(outputs, perOutput);
+    if (!split.split())
+      return;
+    int64_t bytes = alignTo8(outputs * 4) +
+                    outputs * split.chunks * int64_t(op->getNumResults()) * 8;
+    spans[op] = {at, bytes};
+    at += bytes;
+  });
+  return spans;
+}
+
+int64_t gpuArenaBytes(ModuleOp module) {
+  auto arena = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
+  int64_t bytes = arena ? arena.getInt() : 0;
+  for (auto &[op, span] : reductionScratch(module))
+    bytes = std::max(bytes, span.offset + span.bytes);
+  return bytes;
+}
+
+int64_t launchElements(Operation *op) {
+  // A reduction by blocks walks its outputs (or their chunks) a block each.
+  if (auto shape = reductionShape(op)) {
+    auto [outputs, perOutput] = *shape;
+    if (!reducesByBlock(outputs, perOutput))
+      return outputs;
+    return outputs * splitReduction(outputs, perOutput).chunks *
+           kGpuThreadsPerBlock;
   }
   if (auto s = llvm::dyn_cast<SplitOp>(op)) {
     int64_t n = 1;

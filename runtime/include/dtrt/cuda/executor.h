@@ -55,6 +55,9 @@ public:
                                                     const std::string &plan);
   ~Executor();
 
+  /// The bytes the device arena needs: the planned arena's and, past it,
+  /// the split reductions' counters and partial sums (zeros at start).
+  int64_t arenaBytes() const { return arenaBytes_; }
   /// Whether the plan has entry point `name` (grad_step, apply_step, ...).
   bool has(const std::string &name) const;
   /// Queues entry point `name` over the device arena at `arena`; errors of
@@ -83,6 +86,7 @@ private:
   std::vector<std::pair<std::string, std::vector<Thunk>>> entries_;
   cudaStream_t stream_ = nullptr;
   char *scratch_ = nullptr;
+  int64_t arenaBytes_ = 0;
 };
 
 } // namespace dtrt::cuda
