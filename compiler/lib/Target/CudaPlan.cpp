@@ -15,7 +15,9 @@
 // pointers, integers and floats are the CPU kernel's arguments in its order
 // (the lowering in DTToKernels.cpp makes the same lists); `"tf32": true` on
 // a product or attention says its inputs are 16-bit values widened to f32,
-// so the GPU may take tensor cores for it. What a GPU cannot
+// so the GPU may take tensor cores for it, and `"half": "bf16"` on a
+// product that its operands' widenings left them 16-bit (narrowedWidenings).
+// What a GPU cannot
 // run yet (collectives, pipeline stages, kernels without a GPU twin, 16-bit
 // products) makes the whole program CPU-only, with the first such op's
 // location as the reason.
@@ -110,6 +112,7 @@ public:
         globals[g.getSymName()] = int64_t(*g.getOffset());
     forEachGeneratedKernel(
         module, [&](Operation *op, const std::string &n) { kernelOf[op] = n; });
+    narrowed = narrowedWidenings(module);
   }
 
   /// The plan as JSON, or the first op it cannot launch.
@@ -215,7 +218,9 @@ private:
                                  {product(a.drop_back(2)), c[r - 2], c[r - 1],
                                   k, int64_t(m.getTransposeLhs()),
                                   int64_t(m.getTransposeRhs())});
-          if (allHalfValued({m.getLhs(), m.getRhs()}))
+          if (Type half = narrowedOperands(m, narrowed))
+            t["half"] = half.isBF16() ? "bf16" : "f16";
+          else if (allHalfValued({m.getLhs(), m.getRhs()}))
             t["tf32"] = true;
           return emit(std::move(t));
         })
@@ -350,6 +355,7 @@ private:
   ModuleOp module;
   llvm::StringMap<int64_t> globals;
   llvm::DenseMap<Operation *, std::string> kernelOf;
+  llvm::DenseSet<Operation *> narrowed;
   int64_t scratchBytes = 0;
 };
 

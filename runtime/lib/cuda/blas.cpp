@@ -96,9 +96,9 @@ Blas::~Blas() {
   // The library stays loaded: its own teardown runs at exit.
 }
 
-Status Blas::matmul(const float *a, const float *b, float *c, int64_t batch,
+Status Blas::matmul(const void *a, const void *b, float *c, int64_t batch,
                     int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                    bool accumulate, bool tf32) {
+                    bool accumulate, Operands operands) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
     return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
                              "cuBLAS's 32-bit sizes",
@@ -110,22 +110,35 @@ Status Blas::matmul(const float *a, const float *b, float *c, int64_t batch,
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float *beta = accumulate ? &one : &zero;
-  // TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit operands
-  // only, which is what the plan's flag promises.
-  cublasStatus_t s =
-      tf32
-          ? api_->gemmStridedBatchedEx(
-                handle_, opB, opA, int(n), int(m), int(k), &one, b, CUDA_R_32F,
-                ldb, k * n, a, CUDA_R_32F, lda, m * k, beta, c, CUDA_R_32F,
-                int(n), m * n, int(batch), CUBLAS_COMPUTE_32F_FAST_TF32,
-                CUBLAS_GEMM_DEFAULT)
-          : api_->sgemmStridedBatched(handle_, opB, opA, int(n), int(m), int(k),
-                                      &one, b, ldb, k * n, a, lda, m * k, beta,
-                                      c, int(n), m * n, int(batch));
-  if (s != CUBLAS_STATUS_SUCCESS)
+  cublasStatus_t s;
+  if (operands == Operands::F32) {
+    s = api_->sgemmStridedBatched(
+        handle_, opB, opA, int(n), int(m), int(k), &one,
+        static_cast<const float *>(b), ldb, k * n,
+        static_cast<const float *>(a), lda, m * k, beta, c, int(n), m * n,
+        int(batch));
+  } else {
+    // TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit values
+    // only, which is what the plan's flag promises; 16-bit operands multiply
+    // exactly into the f32 sums.
+    cudaDataType type = operands == Operands::BF16  ? CUDA_R_16BF
+                        : operands == Operands::F16 ? CUDA_R_16F
+                                                    : CUDA_R_32F;
+    cublasComputeType_t compute = operands == Operands::TF32
+                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
+    s = api_->gemmStridedBatchedEx(handle_, opB, opA, int(n), int(m), int(k),
+                                   &one, b, type, ldb, k * n, a, type, lda,
+                                   m * k, beta, c, CUDA_R_32F, int(n), m * n,
+                                   int(batch), compute, CUBLAS_GEMM_DEFAULT);
+  }
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    static const char *const kinds[] = {"sgemm", "TF32 gemm", "bf16 gemm",
+                                        "f16 gemm"};
     return Error(fmt::format("cuBLAS {} ({} x {} x {}, batch {}): {}",
-                             tf32 ? "TF32 gemm" : "sgemm", m, n, k, batch,
+                             kinds[int(operands)], m, n, k, batch,
                              api_->statusString(s)));
+  }
   return Status::ok();
 }
 

@@ -87,7 +87,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
     std::vector<Thunk> thunks;
     for (const nlohmann::json &t : list) {
       std::string op = t.value("op", "");
-      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, false};
+      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, Operands::F32};
       if (op == "kernel") {
         std::string kernel = t.value("name", "");
         auto it = kernels.find(kernel);
@@ -113,7 +113,14 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
       thunk.p = t.value("p", std::vector<int64_t>{});
       thunk.i = t.value("i", std::vector<int64_t>{});
       thunk.f = t.value("f", std::vector<double>{});
-      thunk.tf32 = t.value("tf32", false);
+      if (t.value("tf32", false))
+        thunk.operands = Operands::TF32;
+      std::string half = t.value("half", "");
+      if (half == "bf16" || half == "f16")
+        thunk.operands = half == "bf16" ? Operands::BF16 : Operands::F16;
+      else if (!half.empty())
+        return planError("'" + op + "' has 16-bit operands of type '" + half +
+                         "'");
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
@@ -188,6 +195,15 @@ Status Executor::synchronize() {
 std::string Executor::describe(const Thunk &t) {
   if (t.kind == Thunk::Kernel)
     return t.name;
+  // Products by shape and operands: where cuBLAS's time goes.
+  if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
+    static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
+    return fmt::format("{} {}{}x{}x{}{}{} {}",
+                       t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
+                       t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],
+                       t.i[2], t.i[3], t.i[4] ? " A^T" : "",
+                       t.i[5] ? " B^T" : "", operands[int(t.operands)]);
+  }
   for (const KindInfo &k : kKinds)
     if (k.kind == t.kind)
       return k.name;
@@ -233,12 +249,12 @@ Status Executor::launch(const Thunk &t, char *arena) {
     return Status::ok();
   }
   case Thunk::Matmul:
-    return blas_->matmul(f32(0), f32(1), f32(2), i[0], i[1], i[2], i[3],
-                         i[4] != 0, i[5] != 0, false, t.tf32);
+    return blas_->matmul(arena + t.p[0], arena + t.p[1], f32(2), i[0], i[1],
+                         i[2], i[3], i[4] != 0, i[5] != 0, false, t.operands);
   case Thunk::MatmulBias:
     dtk_cuda_fill_rows_f32(f32(2), f32(3), i[0] * i[1], i[2], s);
-    return blas_->matmul(f32(0), f32(1), f32(3), i[0], i[1], i[2], i[3],
-                         i[4] != 0, i[5] != 0, true, t.tf32);
+    return blas_->matmul(arena + t.p[0], arena + t.p[1], f32(3), i[0], i[1],
+                         i[2], i[3], i[4] != 0, i[5] != 0, true, t.operands);
   case Thunk::Softmax:
     dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
     return Status::ok();
@@ -267,11 +283,13 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
-    (t.tf32 ? dtk_cuda_attention_tf32 : dtk_cuda_attention_f32)(
+    (t.operands == Operands::TF32 ? dtk_cuda_attention_tf32
+                                  : dtk_cuda_attention_f32)(
         f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
-    (t.tf32 ? dtk_cuda_attention_grad_tf32 : dtk_cuda_attention_grad_f32)(
+    (t.operands == Operands::TF32 ? dtk_cuda_attention_grad_tf32
+                                  : dtk_cuda_attention_grad_f32)(
         f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), scratch, i[0],
         i[1], i[2], int32_t(i[3]), s);
     return Status::ok();

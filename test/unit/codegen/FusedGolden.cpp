@@ -162,6 +162,8 @@ bool writeProgram(const std::string &dir, const std::string &name,
                                kernelOf[op] = name;
                              });
 
+  llvm::DenseSet<Operation *> narrowed = dt::narrowedWidenings(*planned);
+
   struct Span {
     int64_t offset;
     Type type;
@@ -188,11 +190,20 @@ bool writeProgram(const std::string &dir, const std::string &name,
                           llvm::cast<RankedTensorType>(v.getType())
                               .getElementType(),
                           t.data});
-    for (auto [v, t] : llvm::zip(op->getResults(), results))
-      c.outputs.push_back({offsetOf(v),
-                           llvm::cast<RankedTensorType>(v.getType())
-                               .getElementType(),
-                           t.data});
+    for (auto [v, t] : llvm::zip(op->getResults(), results)) {
+      Type type = llvm::cast<RankedTensorType>(v.getType()).getElementType();
+      // A narrowed widening's kernel stores the 16-bit values it widens.
+      if (narrowed.contains(op))
+        type = llvm::cast<RankedTensorType>(op->getRegion(0)
+                                                .front()
+                                                .getTerminator()
+                                                ->getOperand(0)
+                                                .getDefiningOp()
+                                                ->getOperand(0)
+                                                .getType())
+                   .getElementType();
+      c.outputs.push_back({offsetOf(v), type, t.data});
+    }
     for (const std::vector<Span> *spans : {&c.inputs, &c.outputs})
       for (const Span &s : *spans)
         if (s.offset < 0 || elementCode(s.type) < 0) {

@@ -21,6 +21,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
@@ -71,6 +72,20 @@ struct ReductionScratch {
 llvm::DenseMap<mlir::Operation *, ReductionScratch>
 reductionScratch(mlir::ModuleOp module);
 int64_t gpuArenaBytes(mlir::ModuleOp module);
+
+/// The widenings whose kernels store the 16-bit values instead: a
+/// non-reducing dt.fused of one f32 result that yields a dt.convert from
+/// bf16 or f16, every use of which (through reshapes) is an operand of a
+/// product whose other operand is such a widening of the same type. The
+/// product then multiplies the 16-bit values on tensor cores (exact, f32
+/// sums: cuBLAS's GemmEx), and the f32 copy is never written: the 16-bit
+/// values sit at the start of its buffer.
+llvm::DenseSet<mlir::Operation *> narrowedWidenings(mlir::ModuleOp module);
+
+/// The 16-bit type both operands of product `op` have in narrowed
+/// widenings, or null.
+mlir::Type narrowedOperands(mlir::Operation *op,
+                            const llvm::DenseSet<mlir::Operation *> &narrowed);
 
 /// Whether convert-dt-fused-to-gpu makes a kernel of `op`.
 bool isGeneratedKernelOp(mlir::Operation *op);

@@ -143,8 +143,10 @@ public:
     return llvm::cast<RankedTensorType>(v.getType()).getShape();
   }
 
-  /// The region's yielded values at iteration index `idx`.
-  FailureOr<SmallVector<Value>> body(FusedOp fused, ArrayRef<Value> idx) {
+  /// The region's yielded values at iteration index `idx`; with `narrowed`
+  /// (narrowedWidenings), the 16-bit values before the final widening.
+  FailureOr<SmallVector<Value>> body(FusedOp fused, ArrayRef<Value> idx,
+                                     bool narrowed = false) {
     Block &block = fused.getBody().front();
     ArrayRef<int64_t> iteration = fused.getIterationShape();
     IRMapping scalars;
@@ -164,8 +166,12 @@ public:
       scalars.map(op.getResult(0), scalar.buildScalar(b, loc, operands, 1));
     }
     SmallVector<Value> yielded;
-    for (Value v : block.getTerminator()->getOperands())
+    for (Value v : block.getTerminator()->getOperands()) {
+      // A narrowed widening yields what it would have widened.
+      if (auto convert = v.getDefiningOp<ConvertOp>(); convert && narrowed)
+        v = convert.getInput();
       yielded.push_back(scalars.lookup(v));
+    }
     return yielded;
   }
 
@@ -205,6 +211,7 @@ struct ConvertFusedToGPUPass
     b.setInsertionPointToEnd(module.getBody());
     auto kernels = b.create<gpu::GPUModuleOp>(module.getLoc(), "dt_kernels");
     scratch = reductionScratch(module);
+    narrowed = narrowedWidenings(module);
     if (!scratch.empty() && !module->hasAttr("dt.arena_bytes")) {
       module.emitError("needs dt-plan-memory's dt.arena_bytes: a split "
                        "reduction keeps its partial sums past the arena");
@@ -720,7 +727,8 @@ struct ConvertFusedToGPUPass
 
       SmallVector<Value> results;
       if (reduced.empty()) {
-        FailureOr<SmallVector<Value>> values = k.body(fused, fullIndex({}));
+        FailureOr<SmallVector<Value>> values =
+            k.body(fused, fullIndex({}), narrowed.contains(fused));
         if (failed(values)) {
           status = failure();
           return;
@@ -761,6 +769,8 @@ struct ConvertFusedToGPUPass
 
   /// Each split reduction's span past the arena (reductionScratch).
   llvm::DenseMap<Operation *, ReductionScratch> scratch;
+  /// The widenings that store 16-bit values (narrowedWidenings).
+  llvm::DenseSet<Operation *> narrowed;
 };
 
 } // namespace

@@ -101,6 +101,86 @@ int64_t gpuArenaBytes(ModuleOp module) {
   return bytes;
 }
 
+/// The 16-bit type `op` widens from, if it is a plain widening.
+static Type widenedFrom(Operation *op) {
+  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
+  if (!fused || fused.isReduction() || fused->getNumResults() != 1 ||
+      !llvm::cast<RankedTensorType>(fused->getResult(0).getType())
+           .getElementType()
+           .isF32())
+    return {};
+  auto convert = fused.getBody()
+                     .front()
+                     .getTerminator()
+                     ->getOperand(0)
+                     .getDefiningOp<ConvertOp>();
+  if (!convert)
+    return {};
+  Type from =
+      llvm::cast<RankedTensorType>(convert.getInput().getType()).getElementType();
+  return from.isBF16() || from.isF16() ? from : Type();
+}
+
+/// The op that computed `v`'s bytes, through reshapes (which move none).
+static Operation *producer(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v.getDefiningOp();
+}
+
+/// Every use of `v`, through reshapes.
+static void usesOf(Value v, SmallVectorImpl<OpOperand *> &uses) {
+  for (OpOperand &use : v.getUses()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(use.getOwner()))
+      usesOf(reshape.getResult(), uses);
+    else
+      uses.push_back(&use);
+  }
+}
+
+static bool isProduct(Operation *op) {
+  return llvm::isa<MatmulOp, MatmulBiasOp>(op);
+}
+
+Type narrowedOperands(Operation *op,
+                      const llvm::DenseSet<Operation *> &narrowed) {
+  if (!isProduct(op))
+    return {};
+  Operation *lhs = producer(op->getOperand(0)),
+            *rhs = producer(op->getOperand(1));
+  if (!narrowed.contains(lhs) || !narrowed.contains(rhs))
+    return {};
+  Type type = widenedFrom(lhs);
+  return type == widenedFrom(rhs) ? type : Type();
+}
+
+llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
+  llvm::DenseSet<Operation *> narrowed;
+  for (auto entry : module.getOps<func::FuncOp>())
+    if (!entry.isExternal())
+      for (Operation &op : entry.getBody().front())
+        if (widenedFrom(&op))
+          narrowed.insert(&op);
+  // Drop a widening with a use other than a product's lhs or rhs, or used
+  // with an operand that is not narrowed alike, until none changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(narrowed)) {
+      SmallVector<OpOperand *> uses;
+      usesOf(op->getResult(0), uses);
+      bool keep = !uses.empty() && llvm::all_of(uses, [&](OpOperand *use) {
+        return use->getOperandNumber() < 2 &&
+               narrowedOperands(use->getOwner(), narrowed);
+      });
+      if (!keep) {
+        narrowed.erase(op);
+        changed = true;
+      }
+    }
+  }
+  return narrowed;
+}
+
 int64_t launchElements(Operation *op) {
   // A reduction by blocks walks its outputs (or their chunks) a block each.
   if (auto shape = reductionShape(op)) {

@@ -23,21 +23,28 @@
 
 namespace dtrt::cuda {
 
+/// What a GPU plan says about a product's (or attention's) operands: plain
+/// f32; f32 holding 16-bit values ("tf32": TF32 tensor cores are exact for
+/// them); or stored as 16-bit values ("half").
+enum class Operands { F32, TF32, BF16, F16 };
+
 class Blas {
 public:
-  /// Opens cuBLAS and makes a handle on `stream`. Products are computed in
-  /// f32 (no TF32): the GPU's losses are the CPU's to rounding.
+  /// Opens cuBLAS and makes a handle on `stream`. Products of f32 operands
+  /// are computed in f32 (no TF32): the GPU's losses are the CPU's to
+  /// rounding.
   static Expected<std::unique_ptr<Blas>> open(cudaStream_t stream);
   ~Blas();
 
   /// dtk_matmul_f32's contract on device pointers: C = op(A) op(B) for
   /// `batch` consecutive row-major matrices; op(A) is M x K, op(B) K x N.
-  /// With `accumulate`, C += instead of C =. With `tf32`, the operands are
-  /// 16-bit values and the product takes TF32 tensor cores (exact products,
-  /// f32 sums).
-  Status matmul(const float *a, const float *b, float *c, int64_t batch,
+  /// With `accumulate`, C += instead of C =. With Operands::TF32, the f32
+  /// operands hold 16-bit values and the product takes TF32 tensor cores;
+  /// with BF16 or F16, `a` and `b` point at 16-bit elements. Either way the
+  /// products are exact and summed in f32.
+  Status matmul(const void *a, const void *b, float *c, int64_t batch,
                 int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                bool accumulate, bool tf32);
+                bool accumulate, Operands operands);
 
 private:
   Blas() = default;

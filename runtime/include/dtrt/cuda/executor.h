@@ -19,6 +19,7 @@
 #ifndef DTRT_CUDA_EXECUTOR_H
 #define DTRT_CUDA_EXECUTOR_H
 
+#include "dtrt/cuda/blas.h"
 #include "dtrt/cuda/library.h"
 
 #include <map>
@@ -42,9 +43,8 @@ struct Thunk {
   std::string name;
   std::vector<int64_t> p, i;
   std::vector<double> f;
-  /// The inputs are 16-bit values (the plan's "tf32"): products may take
-  /// TF32 tensor cores.
-  bool tf32 = false;
+  /// The plan's "tf32" (TF32) or "half" (BF16, F16).
+  Operands operands = Operands::F32;
 };
 
 class Executor {
