@@ -6,10 +6,10 @@
 //
 // dtk_embedding_f32 and dtk_embedding_grad_f32 on the GPU. The gradient sums
 // the rows of dout that looked up each table row. Scattering with atomics
-// would add them in a different order every run; here each block owns one
-// table row and scans the ids in order, so the sums are the CPU kernel's, bit
-// for bit, at the cost of reading the ids once per table row (they stay in
-// cache: a GPT-2 step's 8192 ids are 32 KiB).
+// would add them in a different order every run; here each block owns a few
+// table rows and scans the ids in order (a warp ballot per 32 ids), so the
+// sums are the CPU kernel's, bit for bit, at the cost of reading the ids once
+// per block (they stay in cache: a GPT-2 step's 16 384 ids are 64 KiB).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +19,7 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
 
 __device__ void checkId(int32_t id, int64_t count) {
   if (id < 0 || id >= count)
@@ -35,10 +35,11 @@ __global__ void embedding(const float *table, const int32_t *ids, float *out,
     out[i * width + j] = table[int64_t(id) * width + j];
 }
 
-/// Rows [v0, v0 + rows) of dtable: the block walks every id in order once and
-/// adds the dO rows of the ids in its range into shared memory, so each
-/// element sums its terms in index order, as the CPU kernel does (the same
-/// bits), and the ids are read once per `rows` table rows, not once per row.
+/// Rows [v0, v0 + rows) of dtable, summed in shared memory. Each warp owns a
+/// share of the columns and walks the ids 32 at a time: a ballot says which
+/// of them fall in the block's rows, and the warp adds those dO rows in
+/// index order, so each element sums its terms as the CPU kernel does (the
+/// same bits).
 __global__ void embeddingGrad(const int32_t *ids, const float *dout,
                               float *dtable, int64_t n, int64_t count,
                               int64_t width, int64_t rows) {
@@ -51,12 +52,20 @@ __global__ void embeddingGrad(const int32_t *ids, const float *dout,
   for (int64_t e = threadIdx.x; e < mine * width; e += blockDim.x)
     acc[e] = 0.0f;
   __syncthreads();
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t r = int64_t(ids[i]) - v0;
-    if (r < 0 || r >= mine)
-      continue; // the same for every thread: no divergence
-    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
-      acc[r * width + j] += dout[i * width + j];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t share = (width + kWarps - 1) / kWarps;
+  int64_t first = warp * share, end = min(width, first + share);
+  for (int64_t i0 = 0; i0 < n; i0 += 32) {
+    int64_t r = i0 + lane < n ? int64_t(ids[i0 + lane]) - v0 : -1;
+    unsigned hits = __ballot_sync(0xffffffffu, r >= 0 && r < mine);
+    while (hits) {
+      int b = __ffs(hits) - 1;
+      hits &= hits - 1;
+      int64_t row = __shfl_sync(0xffffffffu, r, b);
+      const float *src = dout + (i0 + b) * width;
+      for (int64_t c = first + lane; c < end; c += 32)
+        acc[row * width + c] += src[c];
+    }
   }
   __syncthreads();
   for (int64_t e = threadIdx.x; e < mine * width; e += blockDim.x)

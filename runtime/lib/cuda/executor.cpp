@@ -221,7 +221,7 @@ void Executor::printProfile() const {
   fmt::print(stderr,
              "GPU profile: {:.1f} ms in {} launch kinds; the longest:\n", all,
              rows.size());
-  for (size_t r = 0; r < rows.size() && r < 25; ++r)
+  for (size_t r = 0; r < rows.size() && r < 40; ++r)
     fmt::print(stderr, "  {:10.2f} ms {:5.1f}%  {:6} x  {}\n", rows[r].first,
                100 * rows[r].first / std::max(all, 1e-9),
                profiled_.at(rows[r].second).second, rows[r].second);
