@@ -146,6 +146,8 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   }
   if (o.init)
     c.initPath = *o.init;
+  c.initIgnore.insert(c.initIgnore.end(), m.checkpointSkip.begin(),
+                      m.checkpointSkip.end());
   if (!c.initPath.empty() && m.checkpointNames.empty())
     return Error("--init: this program's manifest names no parameter for a "
                  "checkpoint; compile it again with this dtc",

@@ -717,6 +717,9 @@ Manifest parse(std::string_view text) {
     m.pretrained = parsePretrained(*init);
   if (const json *names = optional(j, "checkpoint_names"))
     m.checkpointNames = parseCheckpointNames(*names, m);
+  if (const json *skip = optional(j, "checkpoint_skip"))
+    for (const json &name : *skip)
+      m.checkpointSkip.push_back(getString(name, "checkpoint_skip[]"));
   if (const json *config = optional(j, "hf_config"))
     m.hfConfig = getString(*config, "hf_config");
   if (const json *adapters = optional(j, "adapters"))

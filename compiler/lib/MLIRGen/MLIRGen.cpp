@@ -428,6 +428,9 @@ DictionaryAttr jobAttr(Builder &b, const Job &job, StringRef sourcePath) {
        b.getNamedAttr("init", init),
        b.getNamedAttr("adapters", adapters),
        b.getNamedAttr("checkpoint_names", b.getArrayAttr(names)),
+       b.getNamedAttr("checkpoint_skip",
+                      b.getStrArrayAttr(
+                          llvm::to_vector_of<StringRef>(job.checkpointSkip))),
        b.getNamedAttr("hf_config", b.getStringAttr(job.hfConfig)),
        b.getNamedAttr("data", b.getDictionaryAttr(data))});
 }

@@ -34,13 +34,15 @@ using llvm::LogicalResult;
 using ArgList = std::vector<std::pair<std::string, EvalValue>>;
 
 /// Whether the model takes its sizes from a Hugging Face config.json
-/// (`nn.Llama(config = "PATH")`, HFConfig.cpp).
+/// (`nn.Llama(config = "PATH")`, `nn.LlamaTied`, HFConfig.cpp).
 bool takesHFConfig(const ModuleScope &scope, const ast::ModelDecl &decl);
 
-/// The model arguments a LlamaConfig `config.json` at `path` gives, by
-/// argument name; a located error at `loc` for a file dt cannot build.
+/// The arguments of stdlib model `model` (Llama, LlamaTied) that a
+/// LlamaConfig `config.json` at `path` gives, by argument name; a located
+/// error at `loc` for a file that model cannot build.
 FailureOr<llvm::StringMap<EvalValue>>
-argsFromHFConfig(SemaContext &ctx, llvm::StringRef path, llvm::SMLoc loc);
+argsFromHFConfig(SemaContext &ctx, llvm::StringRef model, llvm::StringRef path,
+                 llvm::SMLoc loc);
 
 /// Where names are looked up.
 struct Frame {

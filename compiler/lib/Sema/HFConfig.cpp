@@ -7,8 +7,10 @@
 // `nn.Llama(config = "llama/config.json")` takes its sizes from the
 // `config.json` that transformers writes beside a checkpoint (a LlamaConfig),
 // read by dtc at compile time: the program's shapes are static, so the file
-// must be there when it compiles. Keys map to the layer's arguments; what dt
-// cannot build yet (tied embeddings, a head width other than
+// must be there when it compiles. Keys map to the layer's arguments;
+// `tie_word_embeddings` picks between nn.Llama and nn.LlamaTied (the head as
+// the embedding table), and a file for the other one is an error that says
+// which. What dt cannot build yet (a head width other than
 // hidden_size / num_attention_heads, RoPE scaling) is an error that names the
 // key, not a model that silently differs from the checkpoint's. Newer files
 // keep rope_theta inside `rope_parameters`; both spellings are read.
@@ -46,12 +48,13 @@ constexpr KeyArg kLlamaKeys[] = {
 
 bool sema::takesHFConfig(const ModuleScope &scope,
                          const ast::ModelDecl &decl) {
-  return scope.isStdlib && decl.getName() == "Llama";
+  return scope.isStdlib &&
+         (decl.getName() == "Llama" || decl.getName() == "LlamaTied");
 }
 
 FailureOr<llvm::StringMap<EvalValue>>
-sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
-                       llvm::SMLoc loc) {
+sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
+                       llvm::StringRef path, llvm::SMLoc loc) {
   auto fail = [&](const llvm::Twine &why) {
     ctx.error(loc, "config '" + path + "': " + why);
     return failure();
@@ -74,26 +77,32 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
   // biases would make a model that differs from the checkpoint's.
   if (std::optional<llvm::StringRef> type = config->getString("model_type"))
     if (*type != "llama")
-      return fail("model_type is '" + *type +
-                  "'; nn.Llama builds transformers' LLaMA (model_type llama)");
-  if (std::optional<bool> tied = config->getBoolean("tie_word_embeddings"))
-    if (*tied)
-      return fail("tie_word_embeddings is true, and nn.Llama has an untied "
-                  "head for now");
+      return fail("model_type is '" + *type + "'; nn." + model +
+                  " builds transformers' LLaMA (model_type llama)");
+  // LlamaConfig's default is an untied head.
+  bool tied = config->getBoolean("tie_word_embeddings").value_or(false);
+  if (tied && model != "LlamaTied")
+    return fail("tie_word_embeddings is true: its head is the token "
+                "embedding table, which nn.LlamaTied builds (nn." +
+                model + " has a head of its own)");
+  if (!tied && model == "LlamaTied")
+    return fail("tie_word_embeddings is false (or absent, LlamaConfig's "
+                "default): its head has weights of its own, which nn.Llama "
+                "builds");
   for (const char *key : {"rope_scaling", "attention_bias", "mlp_bias"}) {
     const llvm::json::Value *v = config->get(key);
     if (v && v->kind() != llvm::json::Value::Null &&
         !(v->getAsBoolean() && !*v->getAsBoolean()))
-      return fail(llvm::Twine(key) + " is set, which nn.Llama does not build "
-                                     "yet");
+      return fail(llvm::Twine(key) + " is set, which nn." + model +
+                  " does not build yet");
   }
   // rope_theta moved into rope_parameters in newer files.
   const llvm::json::Object *rope = config->getObject("rope_parameters");
   if (rope)
     if (std::optional<llvm::StringRef> type = rope->getString("rope_type"))
       if (*type != "default")
-        return fail("rope_parameters.rope_type is '" + *type +
-                    "'; nn.Llama builds the default rotary embedding");
+        return fail("rope_parameters.rope_type is '" + *type + "'; nn." +
+                    model + " builds the default rotary embedding");
 
   llvm::StringMap<EvalValue> values;
   for (const KeyArg &k : kLlamaKeys) {
@@ -108,8 +117,8 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
       if (llvm::StringRef(k.key) == "rope_theta" ||
           llvm::StringRef(k.key) == "rms_norm_eps")
         continue; // nn.Llama's defaults are LlamaConfig's
-      return fail("it has no '" + llvm::Twine(k.key) +
-                  "', which nn.Llama needs for '" + k.arg + "'");
+      return fail("it has no '" + llvm::Twine(k.key) + "', which nn." + model +
+                  " needs for '" + k.arg + "'");
     }
     if (k.isInt) {
       std::optional<int64_t> n = v->getAsInteger();
@@ -130,7 +139,7 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef path,
       return fail("head_dim is " + llvm::Twine(*headDim) +
                   ", not hidden_size / num_attention_heads (" +
                   llvm::Twine(width / heads) +
-                  "), which nn.Llama does not build yet");
+                  "), which nn." + model + " does not build yet");
   }
 
   return values;

@@ -175,7 +175,7 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
   std::vector<ParamSpec> specs;
   for (const ast::ArgDecl &arg : decl.getArgs())
     specs.push_back({arg.name, arg.defaultValue == nullptr});
-  // `config = "config.json"` gives every size (nn.Llama).
+  // `config = "config.json"` gives every size (nn.Llama, nn.LlamaTied).
   std::optional<llvm::StringMap<EvalValue>> fromConfig;
   const ast::Field *configField = nullptr;
   for (const ast::Field &f : args)
@@ -197,8 +197,9 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
                     describe(*path, ctx.syms));
       return failure();
     }
-    FailureOr<llvm::StringMap<EvalValue>> read = argsFromHFConfig(
-        ctx, *path->stringValue, configField->value->getLoc());
+    FailureOr<llvm::StringMap<EvalValue>> read =
+        argsFromHFConfig(ctx, decl.getName(), *path->stringValue,
+                         configField->value->getLoc());
     if (failed(read))
       return failure();
     fromConfig = std::move(*read);

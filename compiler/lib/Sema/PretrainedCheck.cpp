@@ -143,10 +143,17 @@ std::string hfConfig(const Job &job) {
   return gpt2.empty() ? llamaConfig(job) : gpt2;
 }
 
-/// Whether the model is the standard library's nn.Llama, whose parameters
-/// transformers' LlamaForCausalLM keeps under `model.` (all but the head).
+/// Whether the model is the standard library's nn.Llama or nn.LlamaTied,
+/// whose parameters transformers' LlamaForCausalLM keeps under `model.`
+/// (all but an untied head).
 bool isLlama(const Job &job) {
-  return job.model && job.model->model == "nn.Llama";
+  return job.model && (job.model->model == "nn.Llama" ||
+                       job.model->model == "nn.LlamaTied");
+}
+
+/// nn.LlamaTied: the head is the token embedding table.
+bool isTiedLlama(const Job &job) {
+  return job.model && job.model->model == "nn.LlamaTied";
 }
 
 /// Where `names` maps a model path to a file path.
@@ -214,6 +221,8 @@ LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (!ok)
     return failure();
   nameParams();
+  config.ignore.insert(config.ignore.end(), job.checkpointSkip.begin(),
+                       job.checkpointSkip.end());
   job.hfConfig = hfConfig(job);
   if (failed(checkFile(pathExpr.getLoc())))
     return failure();
@@ -333,6 +342,11 @@ LogicalResult PretrainedChecker::checkIgnore(const ast::Expr &expr) {
 }
 
 void PretrainedChecker::nameParams() {
+  // A tied checkpoint may still carry the head, a copy of the table
+  // (safetensors files saved without deduplication): the tied model's head
+  // is the table, so the copy is skipped, as transformers skips it.
+  if (isTiedLlama(job))
+    job.checkpointSkip = {"lm_head.weight"};
   for (const ParamInfo &p : job.params) {
     std::vector<Component> parts = components(p);
     // The longest mapping that is a prefix of the path wins.
@@ -505,8 +519,8 @@ std::string gpt2Config(const Job &job) {
   return text;
 }
 
-/// The config.json of transformers' LlamaForCausalLM for nn.Llama, from its
-/// arguments.
+/// The config.json of transformers' LlamaForCausalLM for nn.Llama or
+/// nn.LlamaTied, from its arguments.
 std::string llamaConfig(const Job &job) {
   if (!isLlama(job))
     return "";
@@ -540,7 +554,7 @@ std::string llamaConfig(const Job &job) {
        positions ? llvm::json::Value(positions) : llvm::json::Value(2048)},
       {"attention_bias", false},
       {"mlp_bias", false},
-      {"tie_word_embeddings", false},
+      {"tie_word_embeddings", isTiedLlama(job)},
       {"torch_dtype", "float32"}};
   std::string text;
   llvm::raw_string_ostream os(text);

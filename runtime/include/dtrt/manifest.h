@@ -266,6 +266,9 @@ struct Manifest {
   std::optional<PretrainedSpec> pretrained;
   /// Every parameter's checkpoint name, in manifest order.
   std::vector<CheckpointName> checkpointNames;
+  /// Checkpoint tensors loading skips: no parameters of this model (a tied
+  /// LLaMA's `lm_head.weight`).
+  std::vector<std::string> checkpointSkip;
   /// The Hugging Face config.json an export writes ("" for models
   /// transformers does not know).
   std::string hfConfig;

@@ -339,6 +339,10 @@ struct Job {
   /// Per parameter (as `params`): its name in a checkpoint, by the standard
   /// library's Hugging Face names and `init`'s `names`.
   std::vector<CheckpointName> checkpointNames;
+  /// Tensors a checkpoint of this model may carry that are no parameters
+  /// of it and are skipped on loading (a tied LLaMA's `lm_head.weight`, a
+  /// copy of the embedding table), with `init` or --init.
+  std::vector<std::string> checkpointSkip;
   /// The Hugging Face `config.json` --export writes beside the weights when
   /// the model is one transformers knows (GPT-2); empty otherwise.
   std::string hfConfig;

@@ -418,8 +418,9 @@ def rope_train(a):
 
 
 def llama_loss(t, x, y, a):
-    """transformers' LlamaForCausalLM forward (untied head) on tensors named as dt
-    names them: RMSNorm, rotate-half RoPE, repeat_kv, SwiGLU, causal attention."""
+    """transformers' LlamaForCausalLM forward on tensors named as dt names them:
+    RMSNorm, rotate-half RoPE, repeat_kv, SwiGLU, causal attention, and the head
+    (the embedding table with --tied)."""
     import torch
     import torch.nn.functional as F
     b, n = x.shape
@@ -457,7 +458,8 @@ def llama_loss(t, x, y, a):
         g = z @ t[p + "mlp.gate_proj.weight"].T
         h = h + (F.silu(g) * (z @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
         i += 1
-    logits = rms(h, t["norm.weight"]) @ t["lm_head.weight"].T
+    head = t["embed_tokens.weight"] if a.tied else t["lm_head.weight"]
+    logits = rms(h, t["norm.weight"]) @ head.T
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
@@ -469,9 +471,10 @@ def llama_train(a):
     # transformers' names: the head beside `model.`, which holds the rest.
     t = {re.sub(r"^model\.", "", k): torch.from_numpy(v).double().requires_grad_()
          for k, v in read_dir(a.dir).items()}
-    if "lm_head.weight" not in t or any(k.startswith("model.") for k in read_dir(a.dir)) \
-            != ("embed_tokens.weight" in t):
-        raise SystemExit(f"{a.dir}: not LlamaForCausalLM's names")
+    if ("lm_head.weight" in t) == a.tied or \
+            any(k.startswith("model.") for k in read_dir(a.dir)) != ("embed_tokens.weight" in t):
+        raise SystemExit(f"{a.dir}: not LlamaForCausalLM's names"
+                         f" ({'tied' if a.tied else 'untied'} head)")
     opt = torch.optim.AdamW(
         [{"params": [v for v in t.values() if v.dim() >= 2], "weight_decay": 0.1},
          {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
@@ -494,6 +497,17 @@ def check_config(a):
     if wrong:
         raise SystemExit(f"config.json: (found, expected) {wrong}")
     print("config.json is GPT-2's")
+
+
+def add_head(a):
+    """A tied checkpoint that still carries the head: A_DIR's tensors and
+    lm_head.weight, a copy of the embedding table, written to OUT_DIR."""
+    tensors = read_dir(a.dir)
+    if "lm_head.weight" in tensors:
+        raise SystemExit(f"{a.dir} has a head already")
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].copy()
+    os.makedirs(a.out, exist_ok=True)
+    write_file(os.path.join(a.out, "model.safetensors"), tensors, "F32")
 
 
 def corrupt(a):
@@ -561,10 +575,14 @@ def main():
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--theta", type=float, required=True)
     p = training(sub, "llama-train")
+    p.add_argument("--tied", action="store_true")
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--kv-heads", type=int, required=True)
     p.add_argument("--theta", type=float, required=True)
     p.add_argument("--eps", type=float, required=True)
+    p = sub.add_parser("add-head")
+    p.add_argument("dir")
+    p.add_argument("out")
     p = sub.add_parser("check-merge")
     p.add_argument("base")
     p.add_argument("adapters")
@@ -583,7 +601,8 @@ def main():
     {"make": make, "tokens": tokens, "check-loss": check_loss, "compare": compare,
      "check-config": check_config, "corrupt": corrupt, "lora-train": lora_train,
      "check-merge": check_merge, "check-base": check_base, "rms-train": rms_train,
-     "rope-train": rope_train, "llama-train": llama_train}[a.cmd](a)
+     "rope-train": rope_train, "llama-train": llama_train,
+     "add-head": add_head}[a.cmd](a)
 
 
 if __name__ == "__main__":
