@@ -751,10 +751,27 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
                 half = d / 2, rows = x.numel() / d;
         double theta = o.getTheta().convertToDouble(),
                sign = o.getInverse() ? -1 : 1;
+        // Each pair's frequency, scaled as dt.rope's `scaling` says.
+        std::vector<double> freq(half);
+        for (int64_t i = 0; i < half; ++i) {
+          double f = std::pow(theta, -2.0 * i / d);
+          if (std::optional<ArrayRef<double>> s = o.getScaling();
+              s && (*s)[0] != 1.0) {
+            double factor = (*s)[0], low = (*s)[1], high = (*s)[2],
+                   original = (*s)[3], wavelen = 2 * M_PI / f;
+            if (original == 0 || wavelen > original / low) {
+              f /= factor;
+            } else if (wavelen >= original / high) {
+              double smooth = (original / wavelen - low) / (high - low);
+              f = (1 - smooth) * f / factor + smooth * f;
+            }
+          }
+          freq[i] = f;
+        }
         Tensor y(x.shape);
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t i = 0; i < half; ++i) {
-            double angle = double(r % t) * std::pow(theta, -2.0 * i / d);
+            double angle = double(r % t) * freq[i];
             double c = std::cos(angle), s = sign * std::sin(angle);
             double lo = x.data[r * d + i], hi = x.data[r * d + i + half];
             y.data[r * d + i] = lo * c - hi * s;

@@ -236,8 +236,11 @@ private:
                                     b.getF64FloatAttr(attrs.eps))};
     }
     case PrimOp::Rope:
-      return {b.create<RopeOp>(loc, x[0], b.getF64FloatAttr(attrs.theta),
-                               UnitAttr())};
+      return {b.create<RopeOp>(
+          loc, x[0], b.getF64FloatAttr(attrs.theta), UnitAttr(),
+          attrs.ropeScaling.empty()
+              ? DenseF64ArrayAttr()
+              : b.getDenseF64ArrayAttr(attrs.ropeScaling))};
     case PrimOp::RmsNorm:
       return {b.create<RMSNormOp>(loc, t0, x[0], x[1],
                                   b.getF64FloatAttr(attrs.eps))};

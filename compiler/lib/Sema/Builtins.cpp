@@ -331,7 +331,13 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
   }
 
   if (name == "rope") {
-    if (failed(c.bind(*this, frame, {{"x"}, {"theta", false}})))
+    if (failed(c.bind(*this, frame,
+                      {{"x"},
+                       {"theta", false},
+                       {"factor", false},
+                       {"low_freq_factor", false},
+                       {"high_freq_factor", false},
+                       {"original_max_positions", false}})))
       return failure();
     if (c.anyUnknown())
       return unknownResult();
@@ -359,6 +365,33 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     if (failed(theta))
       return failure();
     attrs.theta = *theta;
+    // RoPE scaling (Hugging Face's rope_scaling): factor 1 is none; with an
+    // original length, LLaMA 3's rule by wavelength, else "linear".
+    FailureOr<double> factor = c.positive(2, "factor", 1.0);
+    FailureOr<double> low = c.positive(3, "low_freq_factor", 1.0);
+    FailureOr<double> high = c.positive(4, "high_freq_factor", 4.0);
+    if (failed(factor) || failed(low) || failed(high))
+      return failure();
+    double original = 0;
+    if (c.given(5)) {
+      FailureOr<std::optional<double>> n =
+          c.number(5, "original_max_positions");
+      if (failed(n))
+        return failure();
+      original = n->value_or(0);
+      if (original < 0) {
+        ctx.error(c.loc(5), "'rope' needs a non-negative "
+                            "original_max_positions (0: linear scaling)");
+        return failure();
+      }
+    }
+    if (original > 0 && !(*high > *low)) {
+      ctx.error(c.loc(4), "'rope' needs high_freq_factor above "
+                          "low_freq_factor");
+      return failure();
+    }
+    if (*factor != 1.0)
+      attrs.ropeScaling = {*factor, *low, *high, original};
     return ops.emit1(PrimOp::Rope, {x}, attrs, x.dtype, x.shape, loc);
   }
 

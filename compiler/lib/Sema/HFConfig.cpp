@@ -10,10 +10,12 @@
 // must be there when it compiles. Keys map to the layer's arguments;
 // `tie_word_embeddings` picks between nn.Llama and nn.LlamaTied (the head as
 // the embedding table), and a file for the other one is an error that says
-// which. What dt cannot build yet (a head width other than
-// hidden_size / num_attention_heads, RoPE scaling) is an error that names the
-// key, not a model that silently differs from the checkpoint's. Newer files
-// keep rope_theta inside `rope_parameters`; both spellings are read.
+// which; rope_scaling of types "linear" and "llama3" sets the rope_*
+// arguments. What dt cannot build yet (a head width other than
+// hidden_size / num_attention_heads, other RoPE scalings) is an error that
+// names the key, not a model that silently differs from the checkpoint's.
+// Newer files keep rope_theta (and the scaling) inside `rope_parameters`;
+// both spellings are read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +45,65 @@ constexpr KeyArg kLlamaKeys[] = {
     {"rms_norm_eps", "eps", false},
     {"rope_theta", "rope_theta", false},
 };
+
+/// rope_scaling (or rope_parameters) as nn.Llama's rope_* arguments:
+/// "linear" (every frequency divided by `factor`) and "llama3" (by
+/// wavelength); "default" or none is no scaling. Others (dynamic NTK, YaRN,
+/// LongRoPE) are an error that names the type.
+template <typename Fail>
+llvm::LogicalResult ropeScaling(const llvm::json::Object *scaling,
+                                llvm::StringRef key,
+                                llvm::StringMap<EvalValue> &values,
+                                Fail &fail) {
+  if (!scaling)
+    return llvm::success();
+  // Older files say "type", newer ones "rope_type".
+  std::optional<llvm::StringRef> type = scaling->getString("rope_type");
+  if (!type)
+    type = scaling->getString("type");
+  if (!type || *type == "default")
+    return llvm::success();
+  if (*type != "linear" && *type != "llama3") {
+    (void)fail(key + ".rope_type is '" + *type +
+               "', which nn.Llama does not build (it builds 'linear' and "
+               "'llama3')");
+    return llvm::failure();
+  }
+  auto number = [&](llvm::StringRef name) -> std::optional<double> {
+    std::optional<double> v = scaling->getNumber(name);
+    if (!v || !(*v > 0)) {
+      (void)fail(key + " (" + *type + ") needs a positive '" + name + "'");
+      return std::nullopt;
+    }
+    return v;
+  };
+  if (std::optional<double> a = scaling->getNumber("attention_factor"))
+    if (*a != 1.0) {
+      (void)fail(key + ".attention_factor is not 1, which nn.Llama does not "
+                       "build");
+      return llvm::failure();
+    }
+  std::optional<double> factor = number("factor");
+  if (!factor)
+    return llvm::failure();
+  values["rope_factor"] = EvalValue::getFloat(*factor);
+  if (*type == "linear")
+    return llvm::success();
+  std::optional<double> low = number("low_freq_factor");
+  std::optional<double> high = low ? number("high_freq_factor") : std::nullopt;
+  std::optional<double> original =
+      high ? number("original_max_position_embeddings") : std::nullopt;
+  if (!original)
+    return llvm::failure();
+  if (!(*high > *low)) {
+    (void)fail(key + " needs high_freq_factor above low_freq_factor");
+    return llvm::failure();
+  }
+  values["rope_low_freq_factor"] = EvalValue::getFloat(*low);
+  values["rope_high_freq_factor"] = EvalValue::getFloat(*high);
+  values["rope_original_max"] = EvalValue::getInt(SymExpr(int64_t(*original)));
+  return llvm::success();
+}
 
 } // namespace
 
@@ -89,22 +150,24 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
     return fail("tie_word_embeddings is false (or absent, LlamaConfig's "
                 "default): its head has weights of its own, which nn.Llama "
                 "builds");
-  for (const char *key : {"rope_scaling", "attention_bias", "mlp_bias"}) {
+  for (const char *key : {"attention_bias", "mlp_bias"}) {
     const llvm::json::Value *v = config->get(key);
     if (v && v->kind() != llvm::json::Value::Null &&
         !(v->getAsBoolean() && !*v->getAsBoolean()))
       return fail(llvm::Twine(key) + " is set, which nn." + model +
                   " does not build yet");
   }
-  // rope_theta moved into rope_parameters in newer files.
+  // rope_theta (and the scaling) moved into rope_parameters in newer files.
   const llvm::json::Object *rope = config->getObject("rope_parameters");
-  if (rope)
-    if (std::optional<llvm::StringRef> type = rope->getString("rope_type"))
-      if (*type != "default")
-        return fail("rope_parameters.rope_type is '" + *type + "'; nn." +
-                    model + " builds the default rotary embedding");
-
   llvm::StringMap<EvalValue> values;
+  if (failed(ropeScaling(config->getObject("rope_scaling")
+                             ? config->getObject("rope_scaling")
+                             : rope,
+                         config->getObject("rope_scaling") ? "rope_scaling"
+                                                           : "rope_parameters",
+                         values, fail)))
+    return failure();
+
   for (const KeyArg &k : kLlamaKeys) {
     const llvm::json::Value *v = config->get(k.key);
     if (llvm::StringRef(k.key) == "rope_theta" && !v && rope)

@@ -537,6 +537,22 @@ std::string llamaConfig(const Job &job) {
   // training sequence is the length the model has seen.
   const Constant *seq = lookup(job.data.args, "seq");
   int64_t positions = seq ? seq->getInt() : 0;
+  // rope_scaling as transformers writes it: null, "linear" or "llama3".
+  llvm::json::Value scaling = nullptr;
+  const Constant *factor = lookup(args, "rope_factor");
+  if (factor && factor->getNumber() != 1.0) {
+    const Constant *original = lookup(args, "rope_original_max");
+    if (original && original->getInt() > 0)
+      scaling = llvm::json::Object{
+          {"rope_type", "llama3"},
+          {"factor", factor->getNumber()},
+          {"low_freq_factor", number("rope_low_freq_factor")},
+          {"high_freq_factor", number("rope_high_freq_factor")},
+          {"original_max_position_embeddings", original->getInt()}};
+    else
+      scaling = llvm::json::Object{{"rope_type", "linear"},
+                                   {"factor", factor->getNumber()}};
+  }
   llvm::json::Object config{
       {"architectures", llvm::json::Array{"LlamaForCausalLM"}},
       {"model_type", "llama"},
@@ -549,7 +565,7 @@ std::string llamaConfig(const Job &job) {
       {"hidden_act", "silu"},
       {"rms_norm_eps", number("eps")},
       {"rope_theta", number("rope_theta")},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", std::move(scaling)},
       {"max_position_embeddings",
        positions ? llvm::json::Value(positions) : llvm::json::Value(2048)},
       {"attention_bias", false},

@@ -69,9 +69,13 @@ void dtk_rms_norm_grad_f32(const float *x, const float *w, const float *dy,
                            float eps);
 
 /// Rotary position embedding of x viewed as [outer, t, d] (d even): the pairs
-/// (i, i + d/2) of row p rotate by p * theta^(-2i/d), or back with `inverse`.
+/// (i, i + d/2) of row p rotate by p * f_i, f_i = theta^(-2i/d), or back with
+/// `inverse`. factor != 1 scales f_i as Hugging Face's rope_scaling does
+/// (dt.rope's `scaling`): all of them with original == 0 ("linear"), else by
+/// wavelength, LLaMA 3's rule with low_freq_factor and high_freq_factor.
 void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
-                  int64_t d, float theta, int32_t inverse);
+                  int64_t d, float theta, float factor, float low_freq_factor,
+                  float high_freq_factor, float original, int32_t inverse);
 
 /// out[i, :] = table[ids[i], :] for n ids into a [count, width] table.
 void dtk_embedding_f32(const float *table, const int32_t *ids, float *out,

@@ -170,6 +170,22 @@ func.func @rope(%x: tensor<2x3xf32>) {
 
 // -----
 
+func.func @rope_scaling_size(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{scaling must be [factor, low_freq_factor, high_freq_factor, original]}}
+  %0 = dt.rope %x {theta = 1.0e+04 : f64, scaling = array<f64: 8.0, 1.0>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rope_scaling_band(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{scaling needs 0 < low_freq_factor < high_freq_factor}}
+  %0 = dt.rope %x {theta = 1.0e+04 : f64, scaling = array<f64: 8.0, 4.0, 1.0, 8192.0>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @rms_norm(%x: tensor<2x3xf32>, %w: tensor<4xf32>) {
   // expected-error @+1 {{weight must have shape [3]}}
   %0 = dt.rms_norm %x, %w {eps = 1.0e-6 : f64} : tensor<2x3xf32>, tensor<4xf32> -> tensor<2x3xf32>

@@ -96,6 +96,8 @@ func.func @nn(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %t: tensor<16x8xf32>, %ids
   %r = dt.rms_norm %x, %w {eps = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   // CHECK: dt.rope %{{.*}} {inverse, theta = 1.000000e+04 : f64} : tensor<1x2x4x8xf32>
   %ro = dt.rope %q {inverse, theta = 1.0e+04 : f64} : tensor<1x2x4x8xf32>
+  // CHECK: dt.rope %{{.*}} {scaling = array<f64: 3.200000e+01, 1.000000e+00, 4.000000e+00, 8.192000e+03>, theta = 5.000000e+05 : f64} : tensor<1x2x4x8xf32>
+  %rs = dt.rope %q {theta = 5.0e+05 : f64, scaling = array<f64: 32.0, 1.0, 4.0, 8192.0>} : tensor<1x2x4x8xf32>
   // CHECK: dt.rms_norm_grad
   %rg:2 = dt.rms_norm_grad %x, %w, %x {eps = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<8xf32>
   // CHECK: dt.embedding %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>

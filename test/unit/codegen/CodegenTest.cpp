@@ -54,8 +54,9 @@ module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-2 : f64, weight_dec
 )mlir";
 
 // A toy transformer layer touching every kernel and most shape ops: tied
-// embedding, positions, layer norm, qkv split, heads, causal attention, GELU,
-// softmax, concat.
+// embedding, positions, layer norm, qkv split, heads, rotary embeddings (the
+// keys' scaled by LLaMA 3's rule: one pair blended, one divided), causal
+// attention, GELU, softmax, concat.
 const char *kAttention = R"mlir(
 module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 : f64, nesterov = true},
                    dt.accumulation = 2 : i64} {
@@ -92,7 +93,7 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %kt = dt.transpose %k4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
     %vt = dt.transpose %v4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
     %qr = dt.rope %qt {theta = 1.0e+04 : f64} : tensor<2x2x4x4xf32>
-    %kr = dt.rope %kt {theta = 1.0e+04 : f64} : tensor<2x2x4x4xf32>
+    %kr = dt.rope %kt {theta = 1.0e+04 : f64, scaling = array<f64: 2.0, 1.0, 4.0, 12.0>} : tensor<2x2x4x4xf32>
     %a = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>
     %at = dt.transpose %a [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
     %a2 = dt.reshape %at : tensor<2x4x2x4xf32> -> tensor<8x8xf32>

@@ -360,7 +360,16 @@ std::vector<Case> allCases() {
        {{{2, 3, 4, 6}}},
        [](OpBuilder &b, L loc, R a) -> V {
          return {b.create<RopeOp>(loc, a[0], b.getF64FloatAttr(100.0),
-                                  UnitAttr())};
+                                  UnitAttr(), DenseF64ArrayAttr())};
+       }},
+      // LLaMA 3's scaling: of the 3 pairs' wavelengths (6.3, 29, 135) one is
+      // below 30/4 (kept), one between (blended), one above 30 (divided).
+      {"RopeScaled",
+       {{{2, 3, 4, 6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<RopeOp>(
+             loc, a[0], b.getF64FloatAttr(100.0), UnitAttr(),
+             b.getDenseF64ArrayAttr({3.0, 1.0, 4.0, 30.0}))};
        }},
       {"RMSNorm",
        {{{3, 6}}, {{6}}},

@@ -112,8 +112,10 @@ struct PrimAttrs {
   int64_t count = 0;
   /// LayerNorm, RmsNorm.
   double eps = 0;
-  /// Rope: the base of the rotation frequencies.
+  /// Rope: the base of the rotation frequencies, and their scaling
+  /// ([factor, low_freq_factor, high_freq_factor, original]; empty: none).
   double theta = 0;
+  llvm::SmallVector<double, 4> ropeScaling;
   /// Attention.
   bool causal = false;
 };

@@ -111,8 +111,9 @@ const llvm::StringMap<Row> &table() {
           int64_t x = s.mul({rows, cols, kF32}), w = s.mul({cols, kF32});
           return llvm::SmallVector<int64_t>{x, w, x, x, w, w};
         }};
-    // (x, y, outer, t, d, theta, inverse)
-    t["dtk_rope_f32"] = {7, [](Sizes &s) {
+    // (x, y, outer, t, d, theta, factor, low_freq_factor, high_freq_factor,
+    //  original, inverse)
+    t["dtk_rope_f32"] = {11, [](Sizes &s) {
                            int64_t all =
                                s.mul({s.arg(2), s.arg(3), s.arg(4), kF32});
                            return llvm::SmallVector<int64_t>{all, all};

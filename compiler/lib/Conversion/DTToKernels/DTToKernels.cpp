@@ -1314,10 +1314,15 @@ private:
     if (failed(requireF32(r, {r.getInput()})))
       return failure();
     ArrayRef<int64_t> shape = shapeOf(r.getInput());
+    // No scaling: factor 1 (the others then do not matter).
+    SmallVector<double, 4> scaling{1.0, 1.0, 4.0, 0.0};
+    if (std::optional<ArrayRef<double>> s = r.getScaling())
+      scaling.assign(s->begin(), s->end());
     call("dtk_rope_f32",
          {pointerOf(r.getInput()), pointerOf(r.getResult()),
           i64(product(shape.drop_back(2))), i64(shape[shape.size() - 2]),
           i64(shape.back()), f32(r.getTheta().convertToDouble()),
+          f32(scaling[0]), f32(scaling[1]), f32(scaling[2]), f32(scaling[3]),
           i32(r.getInverse() ? 1 : 0)});
     return success();
   }

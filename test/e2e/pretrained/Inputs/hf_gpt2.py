@@ -357,6 +357,30 @@ def compare_losses(run_output, expected):
             raise SystemExit(f"step {step}: the losses differ by more than 1e-4")
 
 
+def rope_tables(a, hd, n):
+    """transformers' rotary cos and sin for n positions of head width hd
+    (inv_freq in float32, cat(freqs, freqs)), the frequencies scaled as
+    rope_scaling says with llama-train's --rope-* options."""
+    import torch
+    inv_freq = 1.0 / (a.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    factor = getattr(a, "rope_factor", 1.0)
+    if factor != 1.0 and a.rope_original == 0:
+        inv_freq = inv_freq / factor  # rope_type "linear"
+    elif factor != 1.0:
+        # rope_type "llama3", as transformers' _compute_llama3_parameters
+        low_wavelen = a.rope_original / a.rope_low
+        high_wavelen = a.rope_original / a.rope_high
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (a.rope_original / wavelen - a.rope_low) / (a.rope_high - a.rope_low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv_freq = torch.where(medium, smoothed, scaled)
+    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().double(), emb.sin().double()
+
+
 def rms_train(a):
     """rms_tiny.dt (embedding, RMS norm, head) in PyTorch from dt's exported initial
     weights: AdamW, no decay on the norm's 1-D weight (dt's rule), the whole token
@@ -395,10 +419,7 @@ def rope_train(a):
     b, n = x.shape
     width = t["wte.weight"].shape[1]
     hd = width // a.heads
-    inv_freq = 1.0 / (a.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().double(), emb.sin().double()
+    cos, sin = rope_tables(a, hd, n)
 
     def rotate_half(u):
         return torch.cat((-u[..., hd // 2:], u[..., :hd // 2]), dim=-1)
@@ -426,10 +447,7 @@ def llama_loss(t, x, y, a):
     b, n = x.shape
     width = t["embed_tokens.weight"].shape[1]
     hd = width // a.heads
-    inv_freq = 1.0 / (a.theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-    freqs = torch.arange(n).float()[:, None] * inv_freq[None, :]
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos().double(), emb.sin().double()
+    cos, sin = rope_tables(a, hd, n)
 
     def rms(h, w):
         return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + a.eps) * w
@@ -576,6 +594,10 @@ def main():
     p.add_argument("--theta", type=float, required=True)
     p = training(sub, "llama-train")
     p.add_argument("--tied", action="store_true")
+    p.add_argument("--rope-factor", type=float, default=1.0)
+    p.add_argument("--rope-low", type=float, default=1.0)
+    p.add_argument("--rope-high", type=float, default=4.0)
+    p.add_argument("--rope-original", type=float, default=0.0)
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--kv-heads", type=int, required=True)
     p.add_argument("--theta", type=float, required=True)

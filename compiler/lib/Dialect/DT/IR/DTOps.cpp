@@ -488,6 +488,19 @@ LogicalResult RopeOp::verify() {
     return emitOpError("input must be [..., T, D] with D even");
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError("theta must be positive");
+  if (std::optional<ArrayRef<double>> s = getScaling()) {
+    if (s->size() != 4)
+      return emitOpError("scaling must be [factor, low_freq_factor, "
+                         "high_freq_factor, original]");
+    double factor = (*s)[0], low = (*s)[1], high = (*s)[2],
+           original = (*s)[3];
+    if (!(factor > 0) || !(original >= 0))
+      return emitOpError("scaling needs a positive factor and a "
+                         "non-negative original length");
+    if (original > 0 && !(low > 0 && high > low))
+      return emitOpError("scaling needs 0 < low_freq_factor < "
+                         "high_freq_factor");
+  }
   return success();
 }
 

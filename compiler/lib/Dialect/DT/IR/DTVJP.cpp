@@ -377,7 +377,8 @@ LogicalResult RopeOp::buildVJP(OpBuilder &b, ValueRange grads,
   // A rotation: its gradient is the inverse rotation of the adjoint.
   return unary(*this, needed, grads, out, [&](Value g) -> Value {
     return b.create<RopeOp>(getLoc(), g, getThetaAttr(),
-                            getInverse() ? UnitAttr() : b.getUnitAttr());
+                            getInverse() ? UnitAttr() : b.getUnitAttr(),
+                            getScalingAttr());
   });
 }
 

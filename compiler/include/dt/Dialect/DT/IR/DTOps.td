@@ -527,11 +527,22 @@ def DT_RopeOp : DT_Op<"rope", [Pure, SameOperandsAndResultType, DifferentiableOp
     `y[t, i + D/2] = x[t, i + D/2] cos(t f) + x[t, i] sin(t f)`.
     With `inverse`, the rotation by `-t f` (its transpose, hence its gradient).
 
+    `scaling = [factor, low_freq_factor, high_freq_factor, original]` slows the
+    rotations as Hugging Face's `rope_scaling` does (`f` is then computed in f64
+    from the same rule): with `original = 0` every `f` is divided by `factor`
+    ("linear"); otherwise LLaMA 3's rule, with wavelength `w = 2π/f`: `f / factor`
+    where `w > original / low_freq_factor`, `f` where `w < original /
+    high_freq_factor`, and between them `(1 - s) f / factor + s f` with
+    `s = (original / w - low_freq_factor) / (high_freq_factor - low_freq_factor)`.
+
     ```mlir
     %q2 = dt.rope %q {theta = 1.0e+04 : f64} : tensor<2x4x16x8xf32>
+    %k2 = dt.rope %k {theta = 5.0e+05 : f64, scaling = array<f64: 32.0, 1.0, 4.0, 8192.0>}
+        : tensor<2x4x16x8xf32>
     ```
   }];
-  let arguments = (ins DT_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse);
+  let arguments = (ins DT_FloatTensor:$input, F64Attr:$theta, UnitAttr:$inverse,
+                       OptionalAttr<DenseF64ArrayAttr>:$scaling);
   let results = (outs DT_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
