@@ -21,6 +21,8 @@
 
 #include "Eval.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -50,11 +52,10 @@ constexpr KeyArg kLlamaKeys[] = {
 /// "linear" (every frequency divided by `factor`) and "llama3" (by
 /// wavelength); "default" or none is no scaling. Others (dynamic NTK, YaRN,
 /// LongRoPE) are an error that names the type.
-template <typename Fail>
-llvm::LogicalResult ropeScaling(const llvm::json::Object *scaling,
-                                llvm::StringRef key,
-                                llvm::StringMap<EvalValue> &values,
-                                Fail &fail) {
+llvm::LogicalResult
+ropeScaling(const llvm::json::Object *scaling, llvm::StringRef key,
+            llvm::StringRef model, llvm::StringMap<EvalValue> &values,
+            llvm::function_ref<llvm::LogicalResult(const llvm::Twine &)> fail) {
   if (!scaling)
     return llvm::success();
   // Older files say "type", newer ones "rope_type".
@@ -63,45 +64,33 @@ llvm::LogicalResult ropeScaling(const llvm::json::Object *scaling,
     type = scaling->getString("type");
   if (!type || *type == "default")
     return llvm::success();
-  if (*type != "linear" && *type != "llama3") {
-    (void)fail(key + ".rope_type is '" + *type +
-               "', which nn.Llama does not build (it builds 'linear' and "
-               "'llama3')");
-    return llvm::failure();
-  }
-  auto number = [&](llvm::StringRef name) -> std::optional<double> {
-    std::optional<double> v = scaling->getNumber(name);
-    if (!v || !(*v > 0)) {
-      (void)fail(key + " (" + *type + ") needs a positive '" + name + "'");
-      return std::nullopt;
-    }
-    return v;
-  };
+  if (*type != "linear" && *type != "llama3")
+    return fail(key + ".rope_type is '" + *type + "', which nn." + model +
+                " does not build (it builds 'linear' and 'llama3')");
   if (std::optional<double> a = scaling->getNumber("attention_factor"))
-    if (*a != 1.0) {
-      (void)fail(key + ".attention_factor is not 1, which nn.Llama does not "
-                       "build");
-      return llvm::failure();
-    }
-  std::optional<double> factor = number("factor");
-  if (!factor)
-    return llvm::failure();
-  values["rope_factor"] = EvalValue::getFloat(*factor);
+    if (*a != 1.0)
+      return fail(key + ".attention_factor is not 1, which nn." + model +
+                  " does not build");
+  // Each is positive; the llama3 ones only for llama3.
+  llvm::SmallVector<llvm::StringRef, 4> names{"factor"};
+  if (*type == "llama3")
+    names.append({"low_freq_factor", "high_freq_factor",
+                  "original_max_position_embeddings"});
+  llvm::SmallVector<double, 4> v;
+  for (llvm::StringRef name : names) {
+    std::optional<double> x = scaling->getNumber(name);
+    if (!x || !(*x > 0))
+      return fail(key + " (" + *type + ") needs a positive '" + name + "'");
+    v.push_back(*x);
+  }
+  values["rope_factor"] = EvalValue::getFloat(v[0]);
   if (*type == "linear")
     return llvm::success();
-  std::optional<double> low = number("low_freq_factor");
-  std::optional<double> high = low ? number("high_freq_factor") : std::nullopt;
-  std::optional<double> original =
-      high ? number("original_max_position_embeddings") : std::nullopt;
-  if (!original)
-    return llvm::failure();
-  if (!(*high > *low)) {
-    (void)fail(key + " needs high_freq_factor above low_freq_factor");
-    return llvm::failure();
-  }
-  values["rope_low_freq_factor"] = EvalValue::getFloat(*low);
-  values["rope_high_freq_factor"] = EvalValue::getFloat(*high);
-  values["rope_original_max"] = EvalValue::getInt(SymExpr(int64_t(*original)));
+  if (!(v[2] > v[1]))
+    return fail(key + " needs high_freq_factor above low_freq_factor");
+  values["rope_low_freq_factor"] = EvalValue::getFloat(v[1]);
+  values["rope_high_freq_factor"] = EvalValue::getFloat(v[2]);
+  values["rope_original_max"] = EvalValue::getInt(SymExpr(int64_t(v[3])));
   return llvm::success();
 }
 
@@ -160,11 +149,9 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
   // rope_theta (and the scaling) moved into rope_parameters in newer files.
   const llvm::json::Object *rope = config->getObject("rope_parameters");
   llvm::StringMap<EvalValue> values;
-  if (failed(ropeScaling(config->getObject("rope_scaling")
-                             ? config->getObject("rope_scaling")
-                             : rope,
-                         config->getObject("rope_scaling") ? "rope_scaling"
-                                                           : "rope_parameters",
+  const llvm::json::Object *scaling = config->getObject("rope_scaling");
+  if (failed(ropeScaling(scaling ? scaling : rope,
+                         scaling ? "rope_scaling" : "rope_parameters", model,
                          values, fail)))
     return failure();
 

@@ -221,8 +221,6 @@ LogicalResult PretrainedChecker::check(const ast::Expr *expr) {
   if (!ok)
     return failure();
   nameParams();
-  config.ignore.insert(config.ignore.end(), job.checkpointSkip.begin(),
-                       job.checkpointSkip.end());
   job.hfConfig = hfConfig(job);
   if (failed(checkFile(pathExpr.getLoc())))
     return failure();
@@ -406,7 +404,11 @@ LogicalResult PretrainedChecker::checkFile(llvm::SMLoc pathLoc) {
     wants.push_back(
         {job.params[i].name, job.checkpointNames[i].name, shape});
   }
-  dtrt::StMatch match = dtrt::matchStTensors(*set, wants, config.ignore);
+  // What the program skips too: the user's patterns and the model's own.
+  std::vector<std::string> ignore = config.ignore;
+  ignore.insert(ignore.end(), job.checkpointSkip.begin(),
+                job.checkpointSkip.end());
+  dtrt::StMatch match = dtrt::matchStTensors(*set, wants, ignore);
   if (!match.problems.empty()) {
     // Every problem at once, so that one edit fixes them all.
     constexpr size_t kShown = 24;

@@ -33,7 +33,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
@@ -47,12 +46,7 @@ namespace json = llvm::json;
 
 namespace {
 
-int64_t product(ArrayRef<int64_t> s) {
-  int64_t p = 1;
-  for (int64_t d : s)
-    p *= d;
-  return p;
-}
+int64_t product(ArrayRef<int64_t> s) { return ShapedType::getNumElements(s); }
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getShape();
@@ -73,29 +67,12 @@ std::string where(Location loc) {
   return text;
 }
 
-/// Whether every element of `v` is a 16-bit float widened to f32: the
-/// result of an elementwise dt.fused region whose yielded value is a
-/// dt.convert from bf16 or f16, which is how a mixed-precision program feeds
-/// its products and attention (the planned ops take f32). TF32 holds bf16's
-/// and f16's mantissas and f32's exponent range, so tensor cores multiply
-/// such operands exactly and add in f32, as cuBLAS's f32 path does.
-bool isHalfValued(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  auto fused = v.getDefiningOp<FusedOp>();
-  if (!fused || fused.isReduction())
-    return false;
-  Value yielded = fused.getBody().front().getTerminator()->getOperand(
-      llvm::cast<OpResult>(v).getResultNumber());
-  auto convert = yielded.getDefiningOp<ConvertOp>();
-  if (!convert)
-    return false;
-  Type from = getElementTypeOrSelf(convert.getInput().getType());
-  return from.isBF16() || from.isF16();
-}
-
+/// Whether every element of `values` is a 16-bit float widened to f32
+/// (widenedFrom). TF32 holds bf16's and f16's mantissas and f32's exponent
+/// range, so tensor cores multiply such operands exactly and add in f32, as
+/// cuBLAS's f32 path does.
 bool allHalfValued(ArrayRef<Value> values) {
-  return llvm::all_of(values, isHalfValued);
+  return llvm::all_of(values, [](Value v) { return bool(widenedFrom(v)); });
 }
 
 /// The op a GPU cannot run yet, and why.
@@ -144,11 +121,7 @@ public:
   }
 
 private:
-  int64_t offsetOf(Value v) {
-    auto r = llvm::cast<OpResult>(v);
-    auto offsets = r.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
-    return llvm::cast<IntegerAttr>(offsets[r.getResultNumber()]).getInt();
-  }
+  static int64_t offsetOf(Value v) { return plannedOffset(v); }
 
   static json::Object thunk(StringRef op, ArrayRef<int64_t> pointers,
                             ArrayRef<int64_t> ints,

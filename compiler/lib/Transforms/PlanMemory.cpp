@@ -347,3 +347,9 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
 };
 
 } // namespace
+
+int64_t dt::plannedOffset(Value v) {
+  auto result = llvm::cast<OpResult>(v);
+  auto offsets = result.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
+  return llvm::cast<IntegerAttr>(offsets[result.getResultNumber()]).getInt();
+}

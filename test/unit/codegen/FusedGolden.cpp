@@ -30,6 +30,7 @@
 
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Target/PTXEmitter.h"
+#include "dt/Transforms/Passes.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
@@ -126,11 +127,10 @@ std::string encode(Type t, const std::vector<double> &values) {
   return bytes;
 }
 
+/// The planned offset of `v`, or -1 for an unplanned value (reported).
 int64_t offsetOf(Value v) {
-  auto r = llvm::cast<OpResult>(v);
-  auto offsets = r.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
-  return offsets ? llvm::cast<IntegerAttr>(offsets[r.getResultNumber()]).getInt()
-                 : -1;
+  Operation *op = v.getDefiningOp();
+  return op && op->hasAttr("dt.offsets") ? dt::plannedOffset(v) : -1;
 }
 
 bool writeProgram(const std::string &dir, const std::string &name,
@@ -194,14 +194,7 @@ bool writeProgram(const std::string &dir, const std::string &name,
       Type type = llvm::cast<RankedTensorType>(v.getType()).getElementType();
       // A narrowed widening's kernel stores the 16-bit values it widens.
       if (narrowed.contains(op))
-        type = llvm::cast<RankedTensorType>(op->getRegion(0)
-                                                .front()
-                                                .getTerminator()
-                                                ->getOperand(0)
-                                                .getDefiningOp()
-                                                ->getOperand(0)
-                                                .getType())
-                   .getElementType();
+        type = dt::widenedFrom(v);
       c.outputs.push_back({offsetOf(v), type, t.data});
     }
     for (const std::vector<Span> *spans : {&c.inputs, &c.outputs})

@@ -73,6 +73,12 @@ llvm::DenseMap<mlir::Operation *, ReductionScratch>
 reductionScratch(mlir::ModuleOp module);
 int64_t gpuArenaBytes(mlir::ModuleOp module);
 
+/// The 16-bit type (bf16, f16) whose values `v` holds widened to f32, or
+/// null: through reshapes, `v` is a result of an elementwise dt.fused whose
+/// yielded value is a dt.convert from that type, which is how a
+/// mixed-precision program feeds its products and attention.
+mlir::Type widenedFrom(mlir::Value v);
+
 /// The widenings whose kernels store the 16-bit values instead: a
 /// non-reducing dt.fused of one f32 result that yields a dt.convert from
 /// bf16 or f16, every use of which (through reshapes) is an operand of a

@@ -145,6 +145,11 @@ void setOwner(GlobalOp global, GlobalOp param);
 /// The parameter `global` belongs to, or null.
 GlobalOp getOwner(GlobalOp global);
 
+/// The arena byte offset dt-plan-memory gave `v` (its op's `dt.offsets`), the
+/// offset code generation, the GPU plan and the kernels address it by. `v`
+/// must be a planned op's result.
+int64_t plannedOffset(mlir::Value v);
+
 /// Returns the global named `name`, creating it (at the end of the module's
 /// globals) with `type` and `role` if it does not exist. Fails with an error if
 /// it exists with another type or role.

@@ -164,11 +164,7 @@ private:
     return flat;
   }
 
-  int64_t offsetOf(Value v) {
-    auto result = llvm::cast<OpResult>(v);
-    auto offsets = result.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
-    return llvm::cast<IntegerAttr>(offsets[result.getResultNumber()]).getInt();
-  }
+  static int64_t offsetOf(Value v) { return plannedOffset(v); }
 
   /// The buffer the plan gave `v`.
   ArenaSpan bufferOf(Value v) { return {offsetOf(v), bytesOf(v.getType())}; }

@@ -26,6 +26,7 @@
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Conversion/Passes.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -48,17 +49,10 @@ using namespace dt;
 namespace {
 
 int64_t product(ArrayRef<int64_t> shape) {
-  int64_t p = 1;
-  for (int64_t d : shape)
-    p *= d;
-  return p;
+  return ShapedType::getNumElements(shape);
 }
 
-int64_t offsetOf(Value v) {
-  auto result = llvm::cast<OpResult>(v);
-  auto offsets = result.getOwner()->getAttrOfType<ArrayAttr>("dt.offsets");
-  return llvm::cast<IntegerAttr>(offsets[result.getResultNumber()]).getInt();
-}
+int64_t offsetOf(Value v) { return plannedOffset(v); }
 
 /// Builds one kernel's body at `b`.
 class KernelBuilder {
@@ -506,8 +500,8 @@ struct ConvertFusedToGPUPass
       b.setInsertionPointToStart(&branch.getThenRegion().front());
       store(o, totals());
     } else {
-      lastChunk(b, k, fn, op, o, c, chunks, shared, accs, isFirst, totals,
-                store);
+      lastChunk(b, k, fn, op, outputs, o, c, chunks, shared, accs, isFirst,
+                totals, store);
     }
     // The next output's partial sums reuse the buffers.
     b.create<gpu::BarrierOp>(loc);
@@ -577,13 +571,13 @@ struct ConvertFusedToGPUPass
   /// output's last chunk to finish, the block adds the output's partials in
   /// chunk order and stores the totals.
   void lastChunk(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
-                 Operation *op, Value o, Value c, int64_t chunks,
+                 Operation *op, int64_t outputs, Value o, Value c,
+                 int64_t chunks,
                  ArrayRef<Value> shared, ArrayRef<Type> accs, Value isFirst,
                  function_ref<SmallVector<Value>()> totals,
                  function_ref<void(Value, ArrayRef<Value>)> store) {
     Location loc = op->getLoc();
     ReductionScratch span = scratch.lookup(op);
-    auto [outputs, perOutput] = *reductionShape(op);
     int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
     int64_t results = int64_t(accs.size());
     Type i32 = b.getI32Type();

@@ -101,19 +101,22 @@ int64_t gpuArenaBytes(ModuleOp module) {
   return bytes;
 }
 
-/// The 16-bit type `op` widens from, if it is a plain widening.
-static Type widenedFrom(Operation *op) {
-  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
-  if (!fused || fused.isReduction() || fused->getNumResults() != 1 ||
-      !llvm::cast<RankedTensorType>(fused->getResult(0).getType())
-           .getElementType()
-           .isF32())
+/// The value that holds `v`'s bytes, through reshapes (which move none).
+static Value root(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+Type widenedFrom(Value v) {
+  v = root(v);
+  auto fused = v.getDefiningOp<FusedOp>();
+  if (!fused || fused.isReduction() ||
+      !llvm::cast<RankedTensorType>(v.getType()).getElementType().isF32())
     return {};
-  auto convert = fused.getBody()
-                     .front()
-                     .getTerminator()
-                     ->getOperand(0)
-                     .getDefiningOp<ConvertOp>();
+  Value yielded = fused.getBody().front().getTerminator()->getOperand(
+      llvm::cast<OpResult>(v).getResultNumber());
+  auto convert = yielded.getDefiningOp<ConvertOp>();
   if (!convert)
     return {};
   Type from =
@@ -121,11 +124,13 @@ static Type widenedFrom(Operation *op) {
   return from.isBF16() || from.isF16() ? from : Type();
 }
 
-/// The op that computed `v`'s bytes, through reshapes (which move none).
-static Operation *producer(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v.getDefiningOp();
+/// The 16-bit type a widening (a dt.fused of one result, widenedFrom it)
+/// widens from, or null for any other op.
+static Type widening(Operation *op) {
+  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
+  return fused && fused->getNumResults() == 1
+             ? widenedFrom(fused->getResult(0))
+             : Type();
 }
 
 /// Every use of `v`, through reshapes.
@@ -146,12 +151,12 @@ Type narrowedOperands(Operation *op,
                       const llvm::DenseSet<Operation *> &narrowed) {
   if (!isProduct(op))
     return {};
-  Operation *lhs = producer(op->getOperand(0)),
-            *rhs = producer(op->getOperand(1));
+  Operation *lhs = root(op->getOperand(0)).getDefiningOp(),
+            *rhs = root(op->getOperand(1)).getDefiningOp();
   if (!narrowed.contains(lhs) || !narrowed.contains(rhs))
     return {};
-  Type type = widenedFrom(lhs);
-  return type == widenedFrom(rhs) ? type : Type();
+  Type type = widening(lhs);
+  return type == widening(rhs) ? type : Type();
 }
 
 llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
@@ -159,7 +164,7 @@ llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
   for (auto entry : module.getOps<func::FuncOp>())
     if (!entry.isExternal())
       for (Operation &op : entry.getBody().front())
-        if (widenedFrom(&op))
+        if (widening(&op))
           narrowed.insert(&op);
   // Drop a widening with a use other than a product's lhs or rhs, or used
   // with an operand that is not narrowed alike, until none changes.
