@@ -75,6 +75,16 @@ bool allHalfValued(ArrayRef<Value> values) {
   return llvm::all_of(values, [](Value v) { return bool(widenedFrom(v)); });
 }
 
+/// The 16-bit type every element of `values` widens from, or null when one
+/// is no widening or they widen from different types.
+Type widenedAlike(ArrayRef<Value> values) {
+  Type type = widenedFrom(values.front());
+  for (Value v : values.drop_front())
+    if (widenedFrom(v) != type)
+      return {};
+  return type;
+}
+
 /// The op a GPU cannot run yet, and why.
 struct Unsupported {
   Operation *op;
@@ -294,10 +304,14 @@ private:
                            offsetOf(a.getValueGrad())},
                           ints);
               }
-              // With 16-bit inputs, the probabilities and their gradients
-              // may round to TF32 too: still finer than the program's own
-              // 16-bit activations.
-              if (allHalfValued(inputs))
+              // With bf16 inputs the probabilities and their gradients may
+              // round to bf16, the program's own activations' precision
+              // (FlashAttention's bf16 kernels do); with other 16-bit
+              // inputs, to TF32 (f16's dS may leave f16's range under loss
+              // scaling).
+              if (Type type = widenedAlike(inputs); type && type.isBF16())
+                launch["bf16"] = true;
+              else if (allHalfValued(inputs))
                 launch["tf32"] = true;
               return emit(std::move(launch));
             })

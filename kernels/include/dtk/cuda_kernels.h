@@ -95,6 +95,19 @@ void dtk_cuda_attention_grad_tf32(const float *q, const float *k,
                                   float *dk, float *dv, float *scratch,
                                   int64_t slices, int64_t t, int64_t d,
                                   int32_t causal, dtk_stream stream);
+/* The same on bf16 tensor cores (mma.sync, f32 sums, FlashAttention-2's
+ * register-resident softmax), for inputs that are bf16 values: exact scores;
+ * the probabilities and their gradients round to bf16. Heads not a multiple
+ * of 16 wide, wider than 128, or operands not 16-byte aligned take the TF32
+ * kernels above. */
+void dtk_cuda_attention_bf16(const float *q, const float *k, const float *v,
+                             float *o, int64_t slices, int64_t t, int64_t d,
+                             int32_t causal, dtk_stream stream);
+void dtk_cuda_attention_grad_bf16(const float *q, const float *k,
+                                  const float *v, const float *dout, float *dq,
+                                  float *dk, float *dv, float *scratch,
+                                  int64_t slices, int64_t t, int64_t d,
+                                  int32_t causal, dtk_stream stream);
 
 #ifdef __cplusplus
 }

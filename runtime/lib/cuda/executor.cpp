@@ -115,6 +115,12 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
       thunk.f = t.value("f", std::vector<double>{});
       if (t.value("tf32", false))
         thunk.operands = Operands::TF32;
+      if (t.value("bf16", false)) {
+        if (info->kind != Thunk::Attention &&
+            info->kind != Thunk::AttentionGrad)
+          return planError("'" + op + "' is marked bf16");
+        thunk.operands = Operands::BF16;
+      }
       std::string half = t.value("half", "");
       if (half == "bf16" || half == "f16")
         thunk.operands = half == "bf16" ? Operands::BF16 : Operands::F16;
@@ -283,13 +289,15 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
-    (t.operands == Operands::TF32 ? dtk_cuda_attention_tf32
-                                  : dtk_cuda_attention_f32)(
+    (t.operands == Operands::BF16   ? dtk_cuda_attention_bf16
+     : t.operands == Operands::F32 ? dtk_cuda_attention_f32
+                                   : dtk_cuda_attention_tf32)(
         f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
-    (t.operands == Operands::TF32 ? dtk_cuda_attention_grad_tf32
-                                  : dtk_cuda_attention_grad_f32)(
+    (t.operands == Operands::BF16   ? dtk_cuda_attention_grad_bf16
+     : t.operands == Operands::F32 ? dtk_cuda_attention_grad_f32
+                                   : dtk_cuda_attention_grad_tf32)(
         f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), scratch, i[0],
         i[1], i[2], int32_t(i[3]), s);
     return Status::ok();

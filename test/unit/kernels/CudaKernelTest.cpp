@@ -289,4 +289,52 @@ TEST(CudaKernelTest, AttentionOnTensorCoresForSixteenBitInputs) {
   }
 }
 
+TEST(CudaKernelTest, AttentionOnBf16TensorCoresForBf16Inputs) {
+  REQUIRE_GPU();
+  // Heads that are multiples of 16 up to 128 take the mma.sync kernels
+  // (ragged t, both maskings, a GPT-2 sized head): P and dS round to bf16
+  // (2^-9 relative) before their products. 33 falls back to the TF32
+  // kernels' fallback, the f32 ones.
+  for (auto [slices, t, d, causal] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{3, 200, 64, 1},
+        {2, 129, 128, 0},
+        {2, 77, 16, 1},
+        {1, 64, 64, 0},
+        {2, 100, 48, 1},
+        {2, 1024, 64, 1},
+        {1, 70, 112, 0},
+        {2, 129, 33, 0}}) {
+    bool tensorCores = d % 16 == 0 && d <= 128;
+    checkAttention(dtk_cuda_attention_bf16, dtk_cuda_attention_grad_bf16,
+                   slices, t, d, causal, true, tensorCores ? 6e-3 : 1e-5,
+                   tensorCores ? 1.2e-2 : 1e-4);
+  }
+}
+
+TEST(CudaKernelTest, Bf16AttentionGivesTheSameBitsEveryRun) {
+  REQUIRE_GPU();
+  int64_t slices = 4, t = 300, d = 64;
+  size_t n = size_t(slices * t * d);
+  std::vector<float> q = roundedToBf16(randomVector(n, 21)),
+                     k = roundedToBf16(randomVector(n, 22)),
+                     v = roundedToBf16(randomVector(n, 23)),
+                     dout = roundedToBf16(randomVector(n, 24));
+  DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout),
+      scratch(size_t(2 * slices * t));
+  std::vector<std::vector<float>> runs[2];
+  for (auto &run : runs) {
+    DeviceBuffer<float> go(n), gdq(n), gdk(n), gdv(n);
+    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
+                            d, 1, nullptr);
+    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), gdout.get(),
+                                 gdq.get(), gdk.get(), gdv.get(),
+                                 scratch.get(), slices, t, d, 1, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    run = {go.read(), gdq.read(), gdk.read(), gdv.read()};
+  }
+  for (size_t i = 0; i < runs[0].size(); ++i)
+    EXPECT_EQ(std::memcmp(runs[0][i].data(), runs[1][i].data(), n * 4), 0)
+        << "output " << i;
+}
+
 } // namespace

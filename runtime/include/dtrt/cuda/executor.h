@@ -43,7 +43,8 @@ struct Thunk {
   std::string name;
   std::vector<int64_t> p, i;
   std::vector<double> f;
-  /// The plan's "tf32" (TF32) or "half" (BF16, F16).
+  /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
+  /// attention's "bf16" (BF16: bf16 tensor cores on bf16-valued inputs).
   Operands operands = Operands::F32;
 };
 

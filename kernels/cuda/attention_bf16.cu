@@ -1,0 +1,542 @@
+//===- attention_bf16.cu - attention on bf16 tensor cores ------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// dtk_cuda_attention_bf16 and dtk_cuda_attention_grad_bf16: attention.cu's
+// algorithm (FlashAttention's online softmax; a query-side kernel for the
+// statistics and dQ, a key-side kernel for dK and dV, so nothing is summed
+// with atomics and every run gives the same bits) with every product an
+// mma.sync m16n8k16 on bf16 operands with f32 sums, and the scores kept in
+// registers as FlashAttention-2 keeps them.
+//
+// The plan takes these only when Q, K, V (and dO) are bf16 values widened to
+// f32, so the operands convert to bf16 exactly as they enter shared memory.
+// The probabilities P and their gradients dS round to bf16 before P V,
+// P^T dO, dS K and dS^T Q, as FlashAttention does: the program keeps its
+// activations in bf16 anyway. (f16 programs keep attention_tf32.cu: their dS
+// may leave f16's range under loss scaling.)
+//
+// A block of four warps takes 64 rows (queries, or keys for the key side);
+// each warp owns 16, so a row's softmax lives in the four lanes of a quad
+// that hold it (mma's accumulator layout) and needs two shuffles. The other
+// side streams through shared memory 64 rows at a time. Row-major tiles
+// serve every product: X^T operands read rows directly, and the right-hand
+// operands of P V-like products load transposed with ldmatrix.trans. Heads
+// must be a multiple of 16 wide and at most 128; others, and operands not
+// 16-byte aligned, take the TF32 kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtk/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace {
+
+constexpr int kRows = 64; // rows per block and per streamed tile
+constexpr int kThreads = 128;
+constexpr int kColumnTiles = kRows / 8; // of a warp's 16 x 64 scores
+constexpr int kDepthTiles = kRows / 16; // of the same scores as an operand
+constexpr float kLog2e = 1.4426950408889634f;
+
+using bf16 = __nv_bfloat16;
+/// A warp's 16 x 64 scores: column tile n's accumulator (mma's C layout:
+/// lane's rows g and g + 8, columns 8n + 2 (lane % 4) and the next).
+using Scores = float[kColumnTiles][4];
+/// The same 16 x 64 values as four 16 x 16 left operands (mma's A layout).
+using Operand = uint32_t[kDepthTiles][4];
+
+/// The row stride, in elements, of a d-wide bf16 tile: a multiple of 8
+/// (ldmatrix reads 16-byte rows) and d / 2 + 4 words, which is 4 modulo 8,
+/// so the eight rows one fragment load touches fall in distinct banks.
+template <int D> constexpr int kStride = D + 8;
+
+__device__ uint32_t pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t w;
+  memcpy(&w, &v, sizeof w);
+  return w;
+}
+
+__device__ uint32_t word(const bf16 *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/// c += a b for a 16 x 16 left operand and a 16 x 8 right one.
+__device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                    uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The 16 x 16 left operand at `s` (a row-major tile of stride ld).
+__device__ void loadLeft(uint32_t (&a)[4], const bf16 *s, int ld, int lane) {
+  const bf16 *p = s + (lane / 4) * ld + (lane % 4) * 2;
+  a[0] = word(p);
+  a[1] = word(p + 8 * ld);
+  a[2] = word(p + 8);
+  a[3] = word(p + 8 * ld + 8);
+}
+
+/// The 16 x 8 right operand X^T, X being the 8 x 16 block at `x` (rows of
+/// stride ld): its rows are the operand's columns.
+__device__ void loadRightTransposed(uint32_t (&b)[2], const bf16 *x, int ld,
+                                    int lane) {
+  const bf16 *p = x + (lane / 4) * ld + (lane % 4) * 2;
+  b[0] = word(p);
+  b[1] = word(p + 8);
+}
+
+/// Two 16 x 8 right operands side by side: the 16 x 16 block at `x` (rows of
+/// stride ld) as it is, by ldmatrix.trans: matrices (rows 0-7, columns 0-7),
+/// (8-15, 0-7), (0-7, 8-15), (8-15, 8-15), lane l addressing row l % 8 of
+/// matrix l / 8. b[0], b[1] are columns 0-7; b[2], b[3] columns 8-15.
+__device__ void loadRightPair(uint32_t (&b)[4], const bf16 *x, int ld,
+                              int lane) {
+  int m = lane / 8;
+  const bf16 *p = x + ((m & 1) * 8 + lane % 8) * ld + (m >> 1) * 8;
+  auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+               "{%0, %1, %2, %3}, [%4];"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(address)
+               : "memory");
+}
+
+/// s = a x^T: the 16 rows of `a` against the 64 rows of `x`, both d deep.
+template <int D>
+__device__ void scores(Scores &s, const bf16 *a, const bf16 *x, int lane) {
+  constexpr int ld = kStride<D>;
+#pragma unroll
+  for (int n = 0; n < kColumnTiles; ++n)
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int k0 = 0; k0 < D; k0 += 16) {
+    uint32_t fa[4];
+    loadLeft(fa, a + k0, ld, lane);
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n) {
+      uint32_t fb[2];
+      loadRightTransposed(fb, x + n * 8 * ld + k0, ld, lane);
+      mma(s[n], fa, fb[0], fb[1]);
+    }
+  }
+}
+
+/// acc += p x: a warp's 16 x 64 operand times the 64 x D tile at `x`.
+template <int D>
+__device__ void accumulate(float (&acc)[D / 8][4], const Operand &p,
+                           const bf16 *x, int lane) {
+  constexpr int ld = kStride<D>;
+#pragma unroll
+  for (int kc = 0; kc < kDepthTiles; ++kc)
+#pragma unroll
+    for (int n = 0; n < D / 8; n += 2) {
+      uint32_t fb[4];
+      loadRightPair(fb, x + kc * 16 * ld + n * 8, ld, lane);
+      mma(acc[n], p[kc], fb[0], fb[1]);
+      mma(acc[n + 1], p[kc], fb[2], fb[3]);
+    }
+}
+
+/// Scores (C layout) as left operands (A layout), rounded to bf16: columns
+/// 16 kc .. 16 kc + 15 are column tiles 2 kc and 2 kc + 1.
+__device__ void asOperand(Operand &a, const Scores &s) {
+#pragma unroll
+  for (int kc = 0; kc < kDepthTiles; ++kc) {
+    a[kc][0] = pack(s[2 * kc][0], s[2 * kc][1]);
+    a[kc][1] = pack(s[2 * kc][2], s[2 * kc][3]);
+    a[kc][2] = pack(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+    a[kc][3] = pack(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+  }
+}
+
+/// Rows [first, first + kRows) of a [t, D] f32 matrix into a bf16 tile;
+/// rows past t are zeros. The values are bf16 already: exact.
+template <int D>
+__device__ void loadTile(bf16 *dst, const float *src, int64_t first,
+                         int64_t t) {
+  constexpr int quads = D / 4, ld = kStride<D>;
+  for (int e = threadIdx.x; e < kRows * quads; e += kThreads) {
+    int r = e / quads, c = (e % quads) * 4;
+    float4 x =
+        first + r < t
+            ? *reinterpret_cast<const float4 *>(src + (first + r) * D + c)
+            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    *reinterpret_cast<uint2 *>(dst + r * ld + c) =
+        make_uint2(pack(x.x, x.y), pack(x.z, x.w));
+  }
+}
+
+/// Adds `x` over the quad of lanes that hold one accumulator row.
+__device__ float quadSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+__device__ float quadMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ bool sees(int64_t i, int64_t j, int64_t t, int32_t causal) {
+  return i < t && j < t && (!causal || j <= i);
+}
+
+/// Where a thread stands: the block's slice and first row, the slice's
+/// offset, and the lane's accumulator rows (g and g + 8 of its warp's 16)
+/// and first column within a column tile.
+struct Place {
+  int64_t slice, first, base, row[2];
+  int lane, warp, column;
+};
+
+template <int D> __device__ Place placeOf(int64_t t) {
+  int64_t tiles = (t + kRows - 1) / kRows;
+  Place p;
+  p.slice = blockIdx.x / tiles;
+  p.first = int64_t(blockIdx.x % tiles) * kRows;
+  p.base = p.slice * t * D;
+  p.lane = int(threadIdx.x % 32);
+  p.warp = int(threadIdx.x / 32);
+  p.column = (p.lane % 4) * 2;
+  p.row[0] = p.first + 16 * p.warp + p.lane / 4;
+  p.row[1] = p.row[0] + 8;
+  return p;
+}
+
+/// Element e of column tile n of an accumulator: its column within the
+/// tile of 64, and which of the lane's two rows it is on.
+__device__ int columnOf(const Place &p, int n, int e) {
+  return n * 8 + p.column + (e & 1);
+}
+
+/// Stores a lane's share of `acc` times `scale` into rows of [t, D] `out`
+/// (the slice's base applied), one row per divisor in `by` (1 for none).
+template <int D>
+__device__ void storeRows(float *out, const float (&acc)[D / 8][4],
+                          const Place &p, int64_t t, float scale,
+                          const float (&by)[2]) {
+  for (int h = 0; h < 2; ++h) {
+    if (p.row[h] >= t)
+      continue;
+    float f = scale / by[h];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<float2 *>(out + p.row[h] * D + n * 8 + p.column) =
+          make_float2(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+  }
+}
+
+/// O for 64 query rows. `scale2` is the softmax scale times log2(e): the
+/// kernels work in base 2.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    forwardKernel(const float *q, const float *k, const float *v, float *o,
+                  int64_t t, int32_t causal, float scale2) {
+  constexpr int ld = kStride<D>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *qs = reinterpret_cast<bf16 *>(smem), *ks = qs + kRows * ld,
+       *vs = ks + kRows * ld;
+  Place p = placeOf<D>(t);
+  const bf16 *qw = qs + 16 * p.warp * ld;
+  loadTile<D>(qs, q + p.base, p.first, t);
+  float acc[D / 8][4] = {};
+  // The lane's rows' running maxima and its share of their sums (the
+  // quad's lanes see the same maxima, so their partial sums add up).
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  int64_t end = causal ? min(t, p.first + kRows) : t;
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    __syncthreads(); // every warp is done with the previous tile
+    loadTile<D>(ks, k + p.base, j0, t);
+    loadTile<D>(vs, v + p.base, j0, t);
+    __syncthreads();
+    Scores s;
+    scores<D>(s, qw, ks, p.lane);
+    float mNew[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = sees(p.row[e / 2], j0 + columnOf(p, n, e), t, causal)
+                      ? s[n][e] * scale2
+                      : -INFINITY;
+        s[n][e] = x;
+        mNew[e / 2] = fmaxf(mNew[e / 2], x);
+      }
+    for (int h = 0; h < 2; ++h) {
+      mNew[h] = quadMax(mNew[h]);
+      float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[h] - mNew[h]);
+      m[h] = mNew[h];
+      l[h] *= shrink;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][2 * h] *= shrink;
+        acc[n][2 * h + 1] *= shrink;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m[e / 2]);
+        s[n][e] = x;
+        l[e / 2] += x;
+      }
+    Operand pa;
+    asOperand(pa, s);
+    accumulate<D>(acc, pa, vs, p.lane);
+  }
+  float sum[2] = {quadSum(l[0]), quadSum(l[1])};
+  storeRows<D>(o + p.base, acc, p, t, 1.0f, sum);
+}
+
+/// For 64 query rows: each row's base-2 log-sum-exp and
+/// D = sum_j p_j (dO . v_j) into `stats` (online, one pass), then
+/// dQ = scale sum_j p_j (dO . v_j - D) k_j (a second pass).
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    queryGradKernel(const float *q, const float *k, const float *v,
+                    const float *dout, float *dq, float *stats, int64_t t,
+                    int32_t causal, float scale, float scale2) {
+  constexpr int ld = kStride<D>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *qs = reinterpret_cast<bf16 *>(smem), *dos = qs + kRows * ld,
+       *ks = dos + kRows * ld, *vs = ks + kRows * ld;
+  Place p = placeOf<D>(t);
+  const bf16 *qw = qs + 16 * p.warp * ld, *dow = dos + 16 * p.warp * ld;
+  loadTile<D>(qs, q + p.base, p.first, t);
+  loadTile<D>(dos, dout + p.base, p.first, t);
+  int64_t end = causal ? min(t, p.first + kRows) : t;
+
+  // The scores S (scaled, base 2, -inf where masked) and dP = dO V^T of key
+  // tile j0: both passes' first step.
+  auto both = [&](Scores &s, Scores &dp, int64_t j0) {
+    __syncthreads(); // every warp is done with the previous tile
+    loadTile<D>(ks, k + p.base, j0, t);
+    loadTile<D>(vs, v + p.base, j0, t);
+    __syncthreads();
+    scores<D>(s, qw, ks, p.lane);
+    scores<D>(dp, dow, vs, p.lane);
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[n][e] = sees(p.row[e / 2], j0 + columnOf(p, n, e), t, causal)
+                      ? s[n][e] * scale2
+                      : -INFINITY;
+  };
+
+  // 1. The statistics, online over the key tiles.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
+        dsum[2] = {0.0f, 0.0f};
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    Scores s, dp;
+    both(s, dp, j0);
+    float mNew[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        mNew[e / 2] = fmaxf(mNew[e / 2], s[n][e]);
+    for (int h = 0; h < 2; ++h) {
+      mNew[h] = quadMax(mNew[h]);
+      float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[h] - mNew[h]);
+      m[h] = mNew[h];
+      l[h] *= shrink;
+      dsum[h] *= shrink;
+    }
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m[e / 2]);
+        l[e / 2] += x;
+        dsum[e / 2] += x * dp[n][e];
+      }
+  }
+  float lse[2], dot[2];
+  for (int h = 0; h < 2; ++h) {
+    // Every lane shuffles (some quads' rows may lie past t, and a shuffle
+    // that only some lanes reach would hang the warp).
+    float sum = quadSum(l[h]), weighted = quadSum(dsum[h]);
+    bool any = sum > 0.0f; // rows past t see nothing
+    lse[h] = any ? m[h] + log2f(sum) : 0.0f;
+    dot[h] = any ? weighted / sum : 0.0f;
+  }
+
+  // 2. dQ: dS = P (dP - D) a tile at a time, times the keys.
+  float acc[D / 8][4] = {};
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+    Scores s, dp;
+    both(s, dp, j0);
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int h = e / 2;
+        dp[n][e] = s[n][e] == -INFINITY
+                       ? 0.0f
+                       : exp2f(s[n][e] - lse[h]) * (dp[n][e] - dot[h]);
+      }
+    Operand ds;
+    asOperand(ds, dp);
+    accumulate<D>(acc, ds, ks, p.lane);
+  }
+  float one[2] = {1.0f, 1.0f};
+  storeRows<D>(dq + p.base, acc, p, t, scale, one);
+  if (p.lane % 4 == 0)
+    for (int h = 0; h < 2; ++h)
+      if (p.row[h] < t) {
+        stats[2 * (p.slice * t + p.row[h])] = lse[h];
+        stats[2 * (p.slice * t + p.row[h]) + 1] = dot[h];
+      }
+}
+
+/// For 64 keys: dV_j = sum_i p_ij dO_i and dK_j = scale sum_i ds_ij q_i over
+/// the query tiles that see them, reading each query row's statistics.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    keyGradKernel(const float *q, const float *k, const float *v,
+                  const float *dout, const float *stats, float *dk, float *dv,
+                  int64_t t, int32_t causal, float scale, float scale2) {
+  constexpr int ld = kStride<D>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16 *ks = reinterpret_cast<bf16 *>(smem), *vs = ks + kRows * ld,
+       *qs = vs + kRows * ld, *dos = qs + kRows * ld;
+  float *lse = reinterpret_cast<float *>(dos + kRows * ld), *dot = lse + kRows;
+  // The lane's rows are keys here, its columns queries.
+  Place p = placeOf<D>(t);
+  const bf16 *kw = ks + 16 * p.warp * ld, *vw = vs + 16 * p.warp * ld;
+  loadTile<D>(ks, k + p.base, p.first, t);
+  loadTile<D>(vs, v + p.base, p.first, t);
+  float accK[D / 8][4] = {}, accV[D / 8][4] = {};
+  for (int64_t i0 = causal ? p.first : 0; i0 < t; i0 += kRows) {
+    __syncthreads();
+    loadTile<D>(qs, q + p.base, i0, t);
+    loadTile<D>(dos, dout + p.base, i0, t);
+    for (int e = threadIdx.x; e < kRows; e += kThreads) {
+      bool in = i0 + e < t;
+      lse[e] = in ? stats[2 * (p.slice * t + i0 + e)] : 0.0f;
+      dot[e] = in ? stats[2 * (p.slice * t + i0 + e) + 1] : 0.0f;
+    }
+    __syncthreads();
+    // Transposed: the warp's 16 keys against 64 queries. S^T becomes P^T
+    // in place, then dP^T becomes dS^T.
+    Scores pt, dst;
+    scores<D>(pt, kw, qs, p.lane);
+    scores<D>(dst, vw, dos, p.lane);
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int c = columnOf(p, n, e);
+        float x = sees(i0 + c, p.row[e / 2], t, causal)
+                      ? exp2f(pt[n][e] * scale2 - lse[c])
+                      : 0.0f;
+        pt[n][e] = x;
+        dst[n][e] = x * (dst[n][e] - dot[c]);
+      }
+    Operand a;
+    asOperand(a, pt);
+    accumulate<D>(accV, a, dos, p.lane);
+    asOperand(a, dst);
+    accumulate<D>(accK, a, qs, p.lane);
+  }
+  float one[2] = {1.0f, 1.0f};
+  storeRows<D>(dk + p.base, accK, p, t, scale, one);
+  storeRows<D>(dv + p.base, accV, p, t, 1.0f, one);
+}
+
+/// Calls f with std::integral_constant<int, d> for the widths these kernels
+/// take; false for any other.
+template <typename F> bool withWidth(int64_t d, F &&f) {
+  switch (d) {
+#define DTK_WIDTH(w)                                                           \
+  case w:                                                                      \
+    f(std::integral_constant<int, w>{});                                       \
+    return true;
+    DTK_WIDTH(16)
+    DTK_WIDTH(32)
+    DTK_WIDTH(48)
+    DTK_WIDTH(64)
+    DTK_WIDTH(80)
+    DTK_WIDTH(96)
+    DTK_WIDTH(112)
+    DTK_WIDTH(128)
+#undef DTK_WIDTH
+  default:
+    return false;
+  }
+}
+
+bool aligned(std::initializer_list<const float *> operands) {
+  for (const float *p : operands)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
+
+template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       int(bytes));
+}
+
+template <int D> constexpr size_t tileBytes() {
+  return sizeof(bf16) * kRows * kStride<D>;
+}
+
+} // namespace
+
+extern "C" void dtk_cuda_attention_bf16(const float *q, const float *k,
+                                        const float *v, float *o,
+                                        int64_t slices, int64_t t, int64_t d,
+                                        int32_t causal, dtk_stream stream) {
+  if (slices * t == 0)
+    return;
+  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
+  float scale2 = kLog2e / sqrtf(float(d));
+  auto launch = [&](auto width) {
+    constexpr int D = decltype(width)::value;
+    constexpr size_t bytes = 3 * tileBytes<D>();
+    allowShared(forwardKernel<D>, bytes);
+    forwardKernel<D>
+        <<<blocks, kThreads, bytes, stream>>>(q, k, v, o, t, causal, scale2);
+  };
+  if (!aligned({q, k, v, o}) || !withWidth(d, launch))
+    dtk_cuda_attention_tf32(q, k, v, o, slices, t, d, causal, stream);
+}
+
+extern "C" void
+dtk_cuda_attention_grad_bf16(const float *q, const float *k, const float *v,
+                             const float *dout, float *dq, float *dk, float *dv,
+                             float *scratch, int64_t slices, int64_t t,
+                             int64_t d, int32_t causal, dtk_stream stream) {
+  if (slices * t == 0)
+    return;
+  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
+  float scale = 1.0f / sqrtf(float(d)), scale2 = kLog2e * scale;
+  auto launch = [&](auto width) {
+    constexpr int D = decltype(width)::value;
+    constexpr size_t queryBytes = 4 * tileBytes<D>();
+    allowShared(queryGradKernel<D>, queryBytes);
+    queryGradKernel<D><<<blocks, kThreads, queryBytes, stream>>>(
+        q, k, v, dout, dq, scratch, t, causal, scale, scale2);
+    constexpr size_t keyBytes = queryBytes + 2 * kRows * sizeof(float);
+    allowShared(keyGradKernel<D>, keyBytes);
+    keyGradKernel<D><<<blocks, kThreads, keyBytes, stream>>>(
+        q, k, v, dout, scratch, dk, dv, t, causal, scale, scale2);
+  };
+  if (!aligned({q, k, v, dout, dq, dk, dv}) || !withWidth(d, launch))
+    dtk_cuda_attention_grad_tf32(q, k, v, dout, dq, dk, dv, scratch, slices, t,
+                                 d, causal, stream);
+}
