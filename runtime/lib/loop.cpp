@@ -49,6 +49,7 @@ public:
         stepBuf_(m_.find("step")), lossBuf_(m_.find("out/loss")),
         lrBuf_(m_.find("out/lr")), gradNormBuf_(m_.find("out/grad_norm")),
         totalBuf_(m_.find("in/total_steps")),
+        microBuf_(m_.find("in/micro_index")),
         lossScaleBuf_(m_.find("out/loss_scale")),
         skippedBuf_(m_.find("out/skipped_steps")),
         lastCheckpoint_(s.resumedStep) {
@@ -83,6 +84,8 @@ private:
   const Manifest &m_;
   Arena &arena_;
   const BufferDesc *stepBuf_, *lossBuf_, *lrBuf_, *gradNormBuf_, *totalBuf_;
+  /// Which micro-batch of the step dt_grad_step takes (dropout's masks).
+  const BufferDesc *microBuf_;
   /// Dynamic loss scaling's outputs (f16 programs only).
   const BufferDesc *lossScaleBuf_, *skippedBuf_;
   std::optional<int64_t> lastCheckpoint_;
@@ -193,6 +196,8 @@ Status Trainer::trainStep() {
   } else {
     for (int64_t a = 0; a < t.accumulation; ++a) {
       stageBatch(a);
+      if (microBuf_)
+        arena_.writeI64(*microBuf_, a);
       s_.program->gradStep(arena_.base());
       if (Status st = checkCollectivesDone("dt_grad_step"); !st)
         return st;

@@ -476,6 +476,8 @@ void validateLayout(const Manifest &m) {
   requireScalar(m, "out/loss", Role::Output, {DType::F32});
   if (m.find("in/total_steps"))
     requireScalar(m, "in/total_steps", Role::Input, {DType::I64});
+  if (m.find("in/micro_index"))
+    requireScalar(m, "in/micro_index", Role::Input, {DType::I64});
   for (const BufferDesc &b : m.buffers) {
     bool isIn = b.name.rfind("in/", 0) == 0,
          isOut = b.name.rfind("out/", 0) == 0;

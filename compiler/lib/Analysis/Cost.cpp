@@ -93,6 +93,8 @@ double flopsOf(Operation *op) {
       .Case([](RMSNormOp l) { return kRMSNorm * elements(l.getInput()); })
       // Two multiplies and an add per element (the angles are a table).
       .Case([](RopeOp r) { return 3 * elements(r.getInput()); })
+      // A draw per four elements (ten Philox rounds), a compare, a multiply.
+      .Case([](DropoutOp d) { return 12 * elements(d.getInput()); })
       .Case([](RMSNormGradOp l) {
         return kRMSNormGrad * elements(l.getInput());
       })

@@ -8,6 +8,7 @@
 
 #include "dt/Interpreter/Interpreter.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dtk/philox.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -777,6 +778,37 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
             y.data[r * d + i] = lo * c - hi * s;
             y.data[r * d + i + half] = hi * c + lo * s;
           }
+        return Results{y};
+      })
+      .Case([&](DropoutOp o) {
+        const Tensor &x = get(o.getInput());
+        ArrayRef<int64_t> global = o.getShape();
+        size_t rank = x.shape.size();
+        SmallVector<int64_t> first(rank, 0), stride(rank, 1);
+        for (auto [i, f] : llvm::enumerate(o.getFirsts()))
+          first[i] = int64_t(get(f).data[0]);
+        for (size_t i = rank; i-- > 1;)
+          stride[i - 1] = stride[i] * global[i];
+        int64_t count = 1;
+        for (int64_t n : global)
+          count *= n;
+        auto step = uint64_t(get(o.getStep()).data[0]);
+        int64_t base = int64_t(get(o.getMicro()).data[0]) * count;
+        float p = float(o.getP().convertToDouble());
+        uint32_t threshold = dtk_dropout_threshold(p);
+        double scale = 1.0f / (1.0f - p); // the kernel's f32 factor
+        Tensor y(x.shape);
+        for (int64_t e = 0; e < x.numel(); ++e) {
+          int64_t g = base, rest = e;
+          for (size_t i = rank; i-- > 0;) {
+            g += (first[i] + rest % x.shape[i]) * stride[i];
+            rest /= x.shape[i];
+          }
+          uint32_t draws[4];
+          dtk_dropout_draws(uint64_t(o.getSeed()), uint32_t(o.getSite()), step,
+                            uint64_t(g) >> 2, draws);
+          y.data[e] = draws[g & 3] >= threshold ? x.data[e] * scale : 0.0;
+        }
         return Results{y};
       })
       .Case([&](RMSNormOp l) {

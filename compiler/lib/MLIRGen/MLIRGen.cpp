@@ -33,6 +33,10 @@ public:
                   const llvm::StringMap<Attribute> &layouts = {})
       : module(module), b(b), layouts(layouts) {}
 
+  /// Makes this a train trace's builder: its dropouts drop, their masks
+  /// keyed by `seed` (an eval trace's pass x through).
+  void setTraining(int64_t seed) { dropoutSeed = seed; }
+
   TraceValue param(const ParamInfo &param) override {
     RankedTensorType type = tensorType(param.type);
     if (!lookupGlobal(module, param.name)) {
@@ -139,6 +143,29 @@ private:
   /// The program's `shard PATH = [...]` layouts, by parameter.
   const llvm::StringMap<Attribute> &layouts;
   std::vector<Value> values;
+  /// Training: the dropouts' key, and the next dropout's site.
+  std::optional<int64_t> dropoutSeed;
+  int64_t dropoutSites = 0;
+
+  /// A dropout keyed by the seed, its site, the optimizer step and the
+  /// micro-batch within it (dt.dropout).
+  Value dropout(mlir::Location loc, Value x, double p) {
+    auto i64 = RankedTensorType::get({}, b.getI64Type());
+    FailureOr<GlobalOp> step =
+        getOrCreateGlobal(module, names::kStep, i64, Role::state);
+    FailureOr<GlobalOp> micro =
+        getOrCreateGlobal(module, names::kMicroIndex, i64, Role::input);
+    // Both are made here first, so they cannot exist in another type.
+    assert(succeeded(step) && succeeded(micro));
+    Value stepValue = b.create<LoadOp>(loc, i64, step->getSymName());
+    Value microValue = b.create<LoadOp>(loc, i64, micro->getSymName());
+    auto type = llvm::cast<RankedTensorType>(x.getType());
+    return b.create<DropoutOp>(loc, x, stepValue, microValue, ValueRange{},
+                               b.getF64FloatAttr(p),
+                               b.getI64IntegerAttr(*dropoutSeed),
+                               b.getI64IntegerAttr(dropoutSites++),
+                               b.getDenseI64ArrayAttr(type.getShape()));
+  }
 
   TraceValue add(Value v) {
     values.push_back(v);
@@ -241,6 +268,10 @@ private:
           attrs.ropeScaling.empty()
               ? DenseF64ArrayAttr()
               : b.getDenseF64ArrayAttr(attrs.ropeScaling))};
+    case PrimOp::Dropout:
+      if (!dropoutSeed || attrs.p == 0)
+        return {x[0]};
+      return {dropout(loc, x[0], attrs.p)};
     case PrimOp::RmsNorm:
       return {b.create<RMSNormOp>(loc, t0, x[0], x[1],
                                   b.getF64FloatAttr(attrs.eps))};
@@ -598,10 +629,21 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
                                        b.getFunctionType({}, {}));
   b.setInsertionPointToStart(lossFn.addEntryBlock());
   FunctionBuilder train(*module, b, layouts);
+  train.setTraining(job.seed);
   FailureOr<LossTrace> loss =
       traceLoss(job, DataRole::Train, microBatch, train);
   if (failed(loss))
     return nullptr;
+  // Pipeline stages would each need the micro-batch index of their pass.
+  if (job.parallel.pipeline) {
+    WalkResult dropped = lossFn.walk([](DropoutOp d) {
+      d.emitError("dropout in a pipelined program is not supported yet: "
+                  "remove the pipeline key, or use dropout 0");
+      return WalkResult::interrupt();
+    });
+    if (dropped.wasInterrupted())
+      return nullptr;
+  }
   Value lossValue = train.get(loss->loss);
   b.create<func::ReturnOp>(module->getLoc(), lossValue);
   lossFn.setType(b.getFunctionType({}, {lossValue.getType()}));

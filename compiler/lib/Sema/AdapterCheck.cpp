@@ -79,15 +79,14 @@ LogicalResult dt::sema::checkAdapters(SemaContext &ctx, KeyEvaluator &keys,
   if (const ast::Field *f = (*bound)[2]) {
     FailureOr<double> dropout =
         keys.number(*f->value, "the dropout of nn.lora");
-    if (succeeded(dropout) && *dropout != 0) {
-      // Said, not ignored: a run without the dropout it asked for would
-      // train something else than the program says.
+    if (succeeded(dropout) && !(*dropout >= 0 && *dropout < 1)) {
       ctx.error(f->value->getLoc(),
-                "dropout on the adapters' input is not supported yet (dt has "
-                "no dropout op); write dropout = 0 or leave it out");
+                "the dropout of nn.lora is a probability in [0, 1)");
       dropout = failure();
     }
     ok &= succeeded(dropout);
+    if (succeeded(dropout))
+      config.dropout = *dropout;
   }
   if (!ok)
     return failure();
@@ -102,7 +101,7 @@ LogicalResult dt::sema::checkAdapters(SemaContext &ctx, KeyEvaluator &keys,
   for (size_t i = 0; i < linear.size(); ++i)
     if ((*matched)[i]) {
       config.layers.push_back(linear[i]);
-      ctx.adapted[linear[i]] = {config.rank, config.alpha};
+      ctx.adapted[linear[i]] = {config.rank, config.alpha, config.dropout};
     }
   job.adapters = std::move(config);
   return success();

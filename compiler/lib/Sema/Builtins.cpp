@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -328,6 +329,33 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     PrimAttrs attrs;
     attrs.axis = axis->value_or(0);
     return ops.emit1(PrimOp::Softmax, {x}, attrs, x.dtype, x.shape, loc);
+  }
+
+  if (name == "dropout") {
+    // Inverted dropout, as torch.nn.functional.dropout; the program's eval
+    // pass and eval-mode runs leave x as it is.
+    if (failed(c.bind(*this, frame, {{"x"}, {"p", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    PrimAttrs attrs;
+    attrs.p = 0.5;
+    if (c.given(1)) {
+      FailureOr<std::optional<double>> p = c.number(1, "p");
+      if (failed(p))
+        return failure();
+      attrs.p = p->value_or(0.5);
+      if (!(attrs.p >= 0 && attrs.p < 1)) {
+        ctx.error(c.loc(1), "'dropout' drops each element with probability "
+                            "p, which must be in [0, 1), not " +
+                                llvm::formatv("{0}", attrs.p).str());
+        return failure();
+      }
+    }
+    return ops.emit1(PrimOp::Dropout, {x}, attrs, x.dtype, x.shape, loc);
   }
 
   if (name == "rope") {

@@ -130,6 +130,7 @@ public:
   struct Adapter {
     int64_t rank = 0;
     double alpha = 0;
+    double dropout = 0;
   };
   llvm::StringMap<Adapter> adapted;
 

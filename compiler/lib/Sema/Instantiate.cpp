@@ -528,6 +528,8 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
       itemArgs.push_back(
           {"rank", EvalValue::getInt(SymExpr(it->second.rank))});
       itemArgs.push_back({"alpha", EvalValue::getFloat(it->second.alpha)});
+      itemArgs.push_back(
+          {"lora_dropout", EvalValue::getFloat(it->second.dropout)});
     }
     FailureOr<std::unique_ptr<Instance>> item = instantiate(
         scope, *itemDecl, std::move(itemArgs), path, &inst, *annotation,

@@ -264,7 +264,7 @@ void PretrainedChecker::describeAdapters() {
                       : llvm::json::Value(nullptr)},
       {"r", a.rank},
       {"lora_alpha", a.alpha},
-      {"lora_dropout", 0.0},
+      {"lora_dropout", a.dropout},
       {"target_modules", std::move(targets)},
       {"fan_in_fan_out", conv1D},
       {"bias", "none"},

@@ -193,6 +193,12 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
         in[0].dtype != out[0].dtype)
       return "element counts differ: " + str(in[0]) + " -> " + str(out[0]);
     return "";
+  case PrimOp::Dropout:
+    if (std::string e = expectCounts(1, 1); !e.empty())
+      return e;
+    if (!(attrs.p >= 0 && attrs.p < 1))
+      return "p must be in [0, 1)";
+    return same(out[0], in[0]);
   case PrimOp::Rope:
     if (std::string e = expectCounts(1, 1); !e.empty())
       return e;
@@ -347,6 +353,9 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     break;
   case PrimOp::Rope:
     os << " {theta = " << llvm::format("%g", attrs.theta) << "}";
+    break;
+  case PrimOp::Dropout:
+    os << " {p = " << llvm::format("%g", attrs.p) << "}";
     break;
   case PrimOp::Attention:
     os << " {causal = " << (attrs.causal ? "true" : "false") << "}";

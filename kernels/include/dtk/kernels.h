@@ -77,6 +77,15 @@ void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
                   int64_t d, float theta, float factor, float low_freq_factor,
                   float high_freq_factor, float original, int32_t inverse);
 
+/// Inverted dropout (dt.dropout): y = x / (1 - p) where element e's draw
+/// (dtk/philox.h: group g / 4 of seed, site and step; word g % 4) is at least
+/// p 2^32, else 0. The local tensor is four nested runs, outermost first, of
+/// n0..n3 elements whose global indices g step by s0..s3 from `base`.
+void dtk_dropout_f32(const float *x, float *y, int64_t n0, int64_t n1,
+                     int64_t n2, int64_t n3, int64_t s0, int64_t s1,
+                     int64_t s2, int64_t s3, int64_t base, int64_t seed,
+                     int64_t site, int64_t step, float p);
+
 /// out[i, :] = table[ids[i], :] for n ids into a [count, width] table.
 void dtk_embedding_f32(const float *table, const int32_t *ids, float *out,
                        int64_t n, int64_t count, int64_t width);

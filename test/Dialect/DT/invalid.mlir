@@ -186,6 +186,30 @@ func.func @rope_scaling_band(%x: tensor<2x4xf32>) {
 
 // -----
 
+func.func @dropout_p(%x: tensor<2x4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{p must be in [0, 1), not 1}}
+  %0 = dt.dropout %x step %s micro %s {p = 1.0 : f64, seed = 1 : i64, site = 0 : i64, shape = array<i64: 2, 4>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_block(%x: tensor<2x4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{input is a block of shape but no firsts say where}}
+  %0 = dt.dropout %x step %s micro %s {p = 0.5 : f64, seed = 1 : i64, site = 0 : i64, shape = array<i64: 4, 4>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_firsts(%x: tensor<2x4xf32>, %s: tensor<i64>) {
+  // expected-error @+1 {{needs no firsts or one per dimension, not 1}}
+  %0 = dt.dropout %x step %s micro %s firsts(%s) {p = 0.5 : f64, seed = 1 : i64, site = 0 : i64, shape = array<i64: 4, 4>} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @rms_norm(%x: tensor<2x3xf32>, %w: tensor<4xf32>) {
   // expected-error @+1 {{weight must have shape [3]}}
   %0 = dt.rms_norm %x, %w {eps = 1.0e-6 : f64} : tensor<2x3xf32>, tensor<4xf32> -> tensor<2x3xf32>

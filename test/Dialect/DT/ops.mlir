@@ -98,6 +98,10 @@ func.func @nn(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %t: tensor<16x8xf32>, %ids
   %ro = dt.rope %q {inverse, theta = 1.0e+04 : f64} : tensor<1x2x4x8xf32>
   // CHECK: dt.rope %{{.*}} {scaling = array<f64: 3.200000e+01, 1.000000e+00, 4.000000e+00, 8.192000e+03>, theta = 5.000000e+05 : f64} : tensor<1x2x4x8xf32>
   %rs = dt.rope %q {theta = 5.0e+05 : f64, scaling = array<f64: 32.0, 1.0, 4.0, 8192.0>} : tensor<1x2x4x8xf32>
+  // CHECK: dt.dropout %{{.*}} step %{{.*}} micro %{{.*}} {p = 1.000000e-01 : f64, seed = 7 : i64, shape = array<i64: 4, 8>, site = 0 : i64} : tensor<4x8xf32>
+  %dr = dt.dropout %x step %s micro %s {p = 1.0e-01 : f64, seed = 7 : i64, site = 0 : i64, shape = array<i64: 4, 8>} : tensor<4x8xf32>
+  // CHECK: dt.dropout %{{.*}} step %{{.*}} micro %{{.*}} firsts(%{{.*}}, %{{.*}}) {{.*}} : tensor<4x8xf32>
+  %db = dt.dropout %x step %s micro %s firsts(%s, %s) {p = 1.0e-01 : f64, seed = 7 : i64, site = 1 : i64, shape = array<i64: 8, 8>} : tensor<4x8xf32>
   // CHECK: dt.rms_norm_grad
   %rg:2 = dt.rms_norm_grad %x, %w, %x {eps = 1.0e-6 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<8xf32>
   // CHECK: dt.embedding %{{.*}}, %{{.*}} : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>

@@ -56,7 +56,8 @@ module attributes {dt.optimizer = {kind = "adamw", lr = 1.0e-2 : f64, weight_dec
 // A toy transformer layer touching every kernel and most shape ops: tied
 // embedding, positions, layer norm, qkv split, heads, rotary embeddings (the
 // keys' scaled by LLaMA 3's rule: one pair blended, one divided), causal
-// attention, GELU, softmax, concat.
+// attention, GELU, softmax, concat, and two dropouts: one of a whole tensor,
+// one of a block of a larger one (the offsets a split would give a rank).
 const char *kAttention = R"mlir(
 module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 : f64, nesterov = true},
                    dt.accumulation = 2 : i64} {
@@ -67,8 +68,12 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
   dt.global param @proj : tensor<16x8xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.5 : f64}}
   dt.global input @"in/train.x" : tensor<2x4xi32>
   dt.global input @"in/train.y" : tensor<2x4xi32>
+  dt.global state @step : tensor<i64>
+  dt.global input @"in/micro_index" : tensor<i64>
   func.func @loss() -> tensor<f32> {
     %ids = dt.load @"in/train.x" : tensor<2x4xi32>
+    %st = dt.load @step : tensor<i64>
+    %mi = dt.load @"in/micro_index" : tensor<i64>
     %y = dt.load @"in/train.y" : tensor<2x4xi32>
     %wte = dt.load @wte : tensor<16x8xf32>
     %lw = dt.load @ln_w : tensor<8xf32>
@@ -79,7 +84,11 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %pos = dt.iota : tensor<4xi32>
     %pe = dt.embedding %wte, %pos : tensor<16x8xf32>, tensor<4xi32> -> tensor<4x8xf32>
     %peb = dt.broadcast_to %pe : tensor<4x8xf32> -> tensor<2x4x8xf32>
-    %h = dt.add %tok, %peb : tensor<2x4x8xf32>
+    %h0 = dt.add %tok, %peb : tensor<2x4x8xf32>
+    %f0 = dt.constant dense<2> : tensor<i64>
+    %f1 = dt.constant dense<0> : tensor<i64>
+    %f2 = dt.constant dense<8> : tensor<i64>
+    %h = dt.dropout %h0 step %st micro %mi firsts(%f0, %f1, %f2) {p = 1.0e-01 : f64, seed = 3 : i64, site = 1 : i64, shape = array<i64: 4, 4, 16>} : tensor<2x4x8xf32>
     %n0 = dt.layer_norm %h, %lw, %lb {eps = 1.0e-5 : f64} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
     %n = dt.rms_norm %n0, %lw {eps = 1.0e-6 : f64} : tensor<2x4x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
     %n2 = dt.reshape %n : tensor<2x4x8xf32> -> tensor<8x8xf32>
@@ -97,7 +106,8 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %a = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>
     %at = dt.transpose %a [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
     %a2 = dt.reshape %at : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
-    %g = dt.gelu %a2 : tensor<8x8xf32>
+    %g0 = dt.gelu %a2 : tensor<8x8xf32>
+    %g = dt.dropout %g0 step %st micro %mi {p = 2.5e-01 : f64, seed = 3 : i64, site = 0 : i64, shape = array<i64: 8, 8>} : tensor<8x8xf32>
     %s = dt.softmax %g axis 1 : tensor<8x8xf32>
     %c = dt.concat %s, %n2 axis 1 : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x16xf32>
     %o = dt.matmul %c, %wp : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<8x8xf32>
@@ -173,6 +183,8 @@ TEST_P(CodegenTest, CompiledStepsMatchTheInterpreter) {
         v = 0;
       else if (g.getSymName() == "in/total_steps")
         v = 10;
+      else if (g.getSymName() == "in/micro_index")
+        v = 1;
       else if (g.getRole() == dt::Role::param || g.getRole() == dt::Role::input)
         v = static_cast<double>(static_cast<float>(normal(rng) * 0.5));
     }

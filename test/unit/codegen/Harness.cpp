@@ -124,6 +124,7 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   add("dtk_layer_norm_grad_f32", (void *)&dtk_layer_norm_grad_f32);
   add("dtk_rms_norm_f32", (void *)&dtk_rms_norm_f32);
   add("dtk_rope_f32", (void *)&dtk_rope_f32);
+  add("dtk_dropout_f32", (void *)&dtk_dropout_f32);
   add("dtk_rms_norm_grad_f32", (void *)&dtk_rms_norm_grad_f32);
   add("dtk_embedding_f32", (void *)&dtk_embedding_f32);
   add("dtk_embedding_grad_f32", (void *)&dtk_embedding_grad_f32);

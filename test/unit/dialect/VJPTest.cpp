@@ -371,6 +371,24 @@ std::vector<Case> allCases() {
              loc, a[0], b.getF64FloatAttr(100.0), UnitAttr(),
              b.getDenseF64ArrayAttr({3.0, 1.0, 4.0, 30.0}))};
        }},
+      // A block of a larger tensor in micro-batch 1 of step 5: a fixed mask,
+      // so linear, its gradient the same dropout of the adjoint.
+      {"Dropout",
+       {{{3, 4, 6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         auto i64 = [&](int64_t v) -> Value {
+           return b.create<ConstantOp>(
+               loc, DenseElementsAttr::get(
+                        RankedTensorType::get({}, b.getI64Type()),
+                        b.getI64IntegerAttr(v)));
+         };
+         SmallVector<Value> firsts{i64(3), i64(0), i64(6)};
+         return {b.create<DropoutOp>(loc, a[0], i64(5), i64(1), firsts,
+                                     b.getF64FloatAttr(0.4),
+                                     b.getI64IntegerAttr(9),
+                                     b.getI64IntegerAttr(2),
+                                     b.getDenseI64ArrayAttr({6, 4, 12}))};
+       }},
       {"RMSNorm",
        {{{3, 6}}, {{6}}},
        [](OpBuilder &b, L loc, R a) -> V {

@@ -281,6 +281,8 @@ struct PretrainedConfig {
 struct AdapterConfig {
   int64_t rank = 8;
   double alpha = 8;
+  /// Dropout on the adapters' input (PEFT's lora_dropout), while training.
+  double dropout = 0;
   /// The adapted layers, by path (`blocks.0.attn.qkv`).
   std::vector<std::string> layers;
   /// What PEFT puts before a layer's name in `adapter_model.safetensors`:

@@ -29,6 +29,9 @@
 //                       operands); attrs.eps.
 //   RmsNorm             x[..., C], weight[C]; attrs.eps.
 //   Rope                x[..., T, D] (D even), same shape; attrs.theta.
+//   Dropout             x (float), same shape; attrs.p in [0, 1). Only a
+//                       train trace drops: an eval trace's builder passes x
+//                       through.
 //   Embedding           table[V, C] (float), ids[...] (i32/i64) -> [..., C].
 //   Split               x into attrs.count equal results along attrs.axis.
 //   Concat              operands along attrs.axis.
@@ -86,6 +89,7 @@ enum class PrimOp {
   LayerNorm,
   RmsNorm,
   Rope,
+  Dropout,
   Embedding,
   Split,
   Concat,
@@ -118,6 +122,8 @@ struct PrimAttrs {
   llvm::SmallVector<double, 4> ropeScaling;
   /// Attention.
   bool causal = false;
+  /// Dropout: the probability of dropping an element.
+  double p = 0;
 };
 
 /// Receives a trace. Implemented by MLIRGen (and by test recorders).

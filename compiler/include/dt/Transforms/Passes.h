@@ -32,6 +32,8 @@ inline constexpr llvm::StringLiteral kApplyStep = "apply_step";
 inline constexpr llvm::StringLiteral kEvalStep = "eval_step";
 inline constexpr llvm::StringLiteral kStep = "step";
 inline constexpr llvm::StringLiteral kTotalSteps = "in/total_steps";
+/// Which micro-batch of the optimizer step dt_grad_step takes (dropout).
+inline constexpr llvm::StringLiteral kMicroIndex = "in/micro_index";
 inline constexpr llvm::StringLiteral kLoss = "out/loss";
 inline constexpr llvm::StringLiteral kLr = "out/lr";
 inline constexpr llvm::StringLiteral kGradNorm = "out/grad_norm";

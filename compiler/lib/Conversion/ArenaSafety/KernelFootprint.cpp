@@ -118,6 +118,12 @@ const llvm::StringMap<Row> &table() {
                                s.mul({s.arg(2), s.arg(3), s.arg(4), kF32});
                            return llvm::SmallVector<int64_t>{all, all};
                          }};
+    // (x, y, n0, n1, n2, n3, s0, s1, s2, s3, base, seed, site, step, p)
+    t["dtk_dropout_f32"] = {15, [](Sizes &s) {
+                              int64_t all = s.mul({s.arg(2), s.arg(3), s.arg(4),
+                                                   s.arg(5), kF32});
+                              return llvm::SmallVector<int64_t>{all, all};
+                            }};
     // (x, w, y, rows, cols, eps)
     t["dtk_rms_norm_f32"] = {6, [](Sizes &s) {
                                int64_t rows = s.arg(3), cols = s.arg(4);

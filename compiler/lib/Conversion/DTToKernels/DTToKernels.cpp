@@ -388,6 +388,7 @@ private:
         .Case([&](LayerNormGradOp l) { return lowerLayerNormGrad(l); })
         .Case([&](RMSNormOp l) { return lowerRMSNorm(l); })
         .Case([&](RopeOp r) { return lowerRope(r); })
+        .Case([&](DropoutOp d) { return lowerDropout(d); })
         .Case([&](RMSNormGradOp l) { return lowerRMSNormGrad(l); })
         .Case([&](EmbeddingOp e) { return lowerEmbedding(e); })
         .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
@@ -1320,6 +1321,50 @@ private:
           i64(shape.back()), f32(r.getTheta().convertToDouble()),
           f32(scaling[0]), f32(scaling[1]), f32(scaling[2]), f32(scaling[3]),
           i32(r.getInverse() ? 1 : 0)});
+    return success();
+  }
+
+  /// dtk_dropout_f32 walks the local tensor as four nested runs of global
+  /// indices: a dimension joins its inner neighbour's run when that one is
+  /// whole, so only split dimensions start new runs.
+  LogicalResult lowerDropout(DropoutOp d) {
+    if (failed(requireF32(d, {d.getInput()})))
+      return failure();
+    ArrayRef<int64_t> local = shapeOf(d.getInput()), global = d.getShape();
+    size_t rank = local.size();
+    SmallVector<int64_t> stride(rank, 1);
+    for (size_t i = rank; i-- > 1;)
+      stride[i - 1] = stride[i] * global[i];
+    // The block's first index in the step's batch: the micro-batches before
+    // it, then the block's offsets.
+    Value base = b.create<arith::MulIOp>(loc, loadScalar(d.getMicro()),
+                                         i64(product(global)));
+    for (auto [i, first] : llvm::enumerate(d.getFirsts()))
+      base = b.create<arith::AddIOp>(
+          loc, base,
+          b.create<arith::MulIOp>(loc, loadScalar(first), i64(stride[i])));
+    SmallVector<std::pair<int64_t, int64_t>, 4> runs; // innermost first
+    for (size_t i = rank; i-- > 0;) {
+      if (!runs.empty() && local[i + 1] == global[i + 1])
+        runs.back().first *= local[i];
+      else
+        runs.push_back({local[i], stride[i]});
+    }
+    if (runs.size() > 4)
+      return d.emitOpError("is split along ")
+             << runs.size() - 1
+             << " dimensions after its first; the CPU kernel takes three";
+    while (runs.size() < 4)
+      runs.push_back({1, 0});
+    std::reverse(runs.begin(), runs.end());
+    SmallVector<Value> args{pointerOf(d.getInput()), pointerOf(d.getResult())};
+    for (auto [n, s] : runs)
+      args.push_back(i64(n));
+    for (auto [n, s] : runs)
+      args.push_back(i64(s));
+    args.append({base, i64(d.getSeed()), i64(d.getSite()),
+                 loadScalar(d.getStep()), f32(d.getP().convertToDouble())});
+    call("dtk_dropout_f32", args);
     return success();
   }
 

@@ -105,6 +105,7 @@ private:
   LogicalResult partitionLogits(Operation *op, ArrayRef<Local> operands,
                                 ArrayRef<Sharding> needed);
   /// An embedding or its gradient on a block of the table's rows.
+  LogicalResult partitionDropout(DropoutOp op, ArrayRef<Local> operands);
   LogicalResult partitionEmbedding(Operation *op, ArrayRef<Local> operands,
                                    const DimSharding &rows);
   /// The first global index of this rank's block of a dimension split as
@@ -281,6 +282,10 @@ LogicalResult FunctionPartitioner::partition(Operation *op) {
     if (classes || mean)
       return partitionLogits(op, operands, needed);
   }
+
+  // Dropout draws from global coordinates: say where the block starts.
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    return partitionDropout(dropout, operands);
 
   // Clone on local shapes.
   SmallVector<Sharding> results;
@@ -477,6 +482,41 @@ LogicalResult FunctionPartitioner::partitionLogits(Operation *op,
       local, layout,
       classes.isSplit() ||
           !layout.isPadded(tensorType(op->getResult(0)).getShape(), mesh)};
+  return success();
+}
+
+LogicalResult FunctionPartitioner::partitionDropout(DropoutOp op,
+                                                    ArrayRef<Local> operands) {
+  Sharding layout = declared(op.getResult());
+  auto type = tensorType(op.getResult());
+  auto localType = RankedTensorType::get(
+      layout.localShape(type.getShape(), mesh), type.getElementType());
+  SmallVector<Value> firsts;
+  if (llvm::any_of(layout.dims, [](const DimSharding &d) { return d.isSplit(); })) {
+    auto scalar = RankedTensorType::get({}, b.getI64Type());
+    Value zero = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(scalar, b.getI64IntegerAttr(0)));
+    for (auto [d, dim] : llvm::enumerate(layout.dims)) {
+      if (!dim.isSplit()) {
+        firsts.push_back(zero);
+        continue;
+      }
+      // A rank's blocks of such a dimension are not one run of indices.
+      if (dim.blocks != 1)
+        return op.emitError("dropout on a tensor whose dimension ")
+               << d << " is split in " << dim.blocks
+               << " blocks (a fused projection's output) is not supported "
+                  "yet: apply it after the blocks are split apart";
+      firsts.push_back(shardStart(dim, localType.getDimSize(d)));
+    }
+  }
+  Value local = b.create<DropoutOp>(
+      loc, operands[0].value, operands[1].value, operands[2].value, firsts,
+      op.getPAttr(), op.getSeedAttr(), op.getSiteAttr(), op.getShapeAttr());
+  // Zeros stay zeros.
+  locals[op.getResult()] = {
+      local, layout,
+      operands[0].zeroPadded || !layout.isPadded(type.getShape(), mesh)};
   return success();
 }
 

@@ -504,6 +504,28 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p < 1))
+    return emitOpError("p must be in [0, 1), not ") << p;
+  if (getSite() < 0 || getSite() > int64_t(UINT32_MAX))
+    return emitOpError("site must fit in 32 bits");
+  ArrayRef<int64_t> local = shapeOf(getInput()), global = getShape();
+  if (local.size() != global.size())
+    return emitOpError("shape has rank ")
+           << global.size() << ", the input " << local.size();
+  if (!getFirsts().empty() && getFirsts().size() != local.size())
+    return emitOpError("needs no firsts or one per dimension, not ")
+           << getFirsts().size();
+  for (auto [l, g] : llvm::zip(local, global))
+    if (l > g || l <= 0)
+      return emitOpError("input dimension of ")
+             << l << " is no block of a dimension of " << g;
+  if (getFirsts().empty() && local != global)
+    return emitOpError("input is a block of shape but no firsts say where");
+  return success();
+}
+
 /// A lookup's table [count, width] (`tableName`), its ids and the rows it
 /// reads or writes (`rowsName`, ids + [width]); a block of a table of `total`
 /// rows when given.

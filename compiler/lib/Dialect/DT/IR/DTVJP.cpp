@@ -382,6 +382,19 @@ LogicalResult RopeOp::buildVJP(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  // Linear with a mask that does not depend on x: the same dropout of the
+  // adjoint. The step, micro-batch and offsets get no gradient.
+  out.append(getNumOperands(), Value());
+  if (grads[0] && needed[0])
+    out[0] = b.create<DropoutOp>(getLoc(), grads[0], getStep(), getMicro(),
+                                 getFirsts(), getPAttr(), getSeedAttr(),
+                                 getSiteAttr(), getShapeAttr());
+  return success();
+}
+
 LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ValueRange grads,
                                   ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {

@@ -375,6 +375,22 @@ ShardingRule RopeOp::getShardingRule() {
   return r;
 }
 
+ShardingRule DropoutOp::getShardingRule() {
+  // Elementwise and linear in its input (the mask is the same on every
+  // rank); dt-spmd-partition says where a rank's block starts. The step,
+  // micro-batch index and offsets are scalars.
+  ShardingRule r;
+  Dims dims = r.addFactors(shape(getResult()));
+  r.operands.push_back(dims);
+  for (unsigned i = 1; i < getNumOperands(); ++i)
+    r.operands.push_back({});
+  r.results.push_back(dims);
+  SmallVector<bool> linear(getNumOperands(), false);
+  linear[0] = true;
+  r.setLinear(Linearity::Joint, linear);
+  return r;
+}
+
 ShardingRule EmbeddingOp::getShardingRule() {
   // A lookup is a product with one-hot rows: split rows (a vocabulary-parallel
   // table) leave each rank a partial sum of the result, which

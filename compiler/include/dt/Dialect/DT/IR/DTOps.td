@@ -26,6 +26,10 @@ def DT_IntTensor : StaticShapeTensorOf<[I32, I64]>;
 def DT_Tensor : StaticShapeTensorOf<[F16, BF16, F32, F64, I32, I64]>;
 def DT_FloatScalar : 0DTensorOf<[F16, BF16, F32, F64]>;
 def DT_IntScalar : 0DTensorOf<[I32, I64]>;
+/// An i64 scalar (a counter, an offset), which the assembly format need not
+/// spell out.
+def DT_I64Scalar : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
 
 def DT_RoleParam : I32EnumAttrCase<"param", 0>;
 def DT_RoleGrad : I32EnumAttrCase<"grad", 1>;
@@ -545,6 +549,40 @@ def DT_RopeOp : DT_Op<"rope", [Pure, SameOperandsAndResultType, DifferentiableOp
                        OptionalAttr<DenseF64ArrayAttr>:$scaling);
   let results = (outs DT_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DT_DropoutOp : DT_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
+                                     DifferentiableOp, ShardableOp]> {
+  let summary = "inverted dropout with masks drawn from global coordinates";
+  let description = [{
+    `y = x / (1 - p)` where the element's draw keeps it, else 0. The draw of an
+    element is Philox4x32-10 (kernels/include/dtk/philox.h) keyed by `seed`, at
+    counter (g / 4, `step`, `site`), word g % 4, where g is the element's index
+    in the optimizer step's batch: `micro` (which micro-batch of the step this
+    is) times the element count of `shape`, plus its row-major index in
+    `shape`. `shape` is the tensor as the program declares it; `firsts` (none,
+    or one per dimension) say where the input's block of it starts, so a rank
+    holding a slice draws what the whole tensor would, and the masks do not
+    depend on the layout or on how the batch splits into micro-batches. The
+    mask does not depend on `x`: the gradient is the same dropout of the
+    adjoint.
+
+    ```mlir
+    %y = dt.dropout %x step %step micro %micro {p = 1.0e-01 : f64, seed = 42,
+        site = 0, shape = array<i64: 4, 16, 64>} : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_I64Scalar:$step,
+                       DT_I64Scalar:$micro, Variadic<DT_I64Scalar>:$firsts,
+                       F64Attr:$p,
+                       I64Attr:$seed, I64Attr:$site,
+                       DenseI64ArrayAttr:$shape);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `step` $step `micro` $micro (`firsts` `(` $firsts^ `)`)? attr-dict
+    `:` type($result)
+  }];
   let hasVerifier = 1;
 }
 
