@@ -93,6 +93,12 @@ double flopsOf(Operation *op) {
       .Case([](RMSNormOp l) { return kRMSNorm * elements(l.getInput()); })
       // Two multiplies and an add per element (the angles are a table).
       .Case([](RopeOp r) { return 3 * elements(r.getInput()); })
+      // A multiply-add per tap: 2 K per output element, K the window.
+      .Case<Conv2dOp, Conv2dInputGradOp, Conv2dWeightGradOp>([](auto c) {
+        Conv2dShape s = c.getConv2dShape();
+        return 2.0 * double(s.n) * double(s.o) * double(s.oh * s.ow) *
+               double(s.c / s.groups * s.kh * s.kw);
+      })
       // A draw per four elements (ten Philox rounds), a compare, a multiply.
       .Case([](DropoutOp d) { return 12 * elements(d.getInput()); })
       .Case([](RMSNormGradOp l) {

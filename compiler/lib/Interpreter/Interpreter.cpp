@@ -362,6 +362,29 @@ double logSumExp(const double *row, int64_t n) {
   return mx + std::log(s);
 }
 
+/// Calls f(x, w, y) with the flat indices of every input element, weight
+/// element and output element that one tap of a convolution multiplies and
+/// adds (taps reading the zero padding skipped), in a fixed order.
+template <typename Fn> void forEachTap(const Conv2dShape &s, Fn f) {
+  int64_t cg = s.c / s.groups, og = s.o / s.groups;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t o = 0; o < s.o; ++o)
+      for (int64_t i = 0; i < s.oh; ++i)
+        for (int64_t j = 0; j < s.ow; ++j)
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t u = 0; u < s.kh; ++u)
+              for (int64_t v = 0; v < s.kw; ++v) {
+                int64_t y = i * s.stride[0] - s.padding[0] + u * s.dilation[0],
+                        x = j * s.stride[1] - s.padding[1] + v * s.dilation[1];
+                if (y < 0 || y >= s.h || x < 0 || x >= s.w)
+                  continue;
+                int64_t c = o / og * cg + ci;
+                f(((n * s.c + c) * s.h + y) * s.w + x,
+                  ((o * cg + ci) * s.kh + u) * s.kw + v,
+                  ((n * s.o + o) * s.oh + i) * s.ow + j);
+              }
+}
+
 /// Attention over [batch*heads, T, D] slices; returns P (probabilities) per
 /// slice.
 void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
@@ -779,6 +802,30 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
             y.data[r * d + i + half] = hi * c + lo * s;
           }
         return Results{y};
+      })
+      .Case([&](Conv2dOp c) {
+        const Tensor &x = get(c.getInput()), &w = get(c.getWeight());
+        Tensor y(shapeOf(c.getResult()));
+        forEachTap(c.getConv2dShape(), [&](int64_t xi, int64_t wi, int64_t yi) {
+          y.data[yi] += x.data[xi] * w.data[wi];
+        });
+        return Results{y};
+      })
+      .Case([&](Conv2dInputGradOp c) {
+        const Tensor &dy = get(c.getResultGrad()), &w = get(c.getWeight());
+        Tensor dx(shapeOf(c.getInputGrad()));
+        forEachTap(c.getConv2dShape(), [&](int64_t xi, int64_t wi, int64_t yi) {
+          dx.data[xi] += dy.data[yi] * w.data[wi];
+        });
+        return Results{dx};
+      })
+      .Case([&](Conv2dWeightGradOp c) {
+        const Tensor &x = get(c.getInput()), &dy = get(c.getResultGrad());
+        Tensor dw(shapeOf(c.getWeightGrad()));
+        forEachTap(c.getConv2dShape(), [&](int64_t xi, int64_t wi, int64_t yi) {
+          dw.data[wi] += x.data[xi] * dy.data[yi];
+        });
+        return Results{dw};
       })
       .Case([&](DropoutOp o) {
         const Tensor &x = get(o.getInput());

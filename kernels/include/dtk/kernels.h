@@ -77,6 +77,28 @@ void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
                   int64_t d, float theta, float factor, float low_freq_factor,
                   float high_freq_factor, float original, int32_t inverse);
 
+/// 2-D convolution (dt.conv2d), NCHW: y [n, o, oh, ow] from x [n, c, h, w] and
+/// w [o, c / groups, kh, kw] with strides (sh, sw), zero padding (ph, pw),
+/// dilation (dh, dw) and groups. The gradients take the same sizes: dx from
+/// dy and w, dw from x and dy (both overwritten).
+void dtk_conv2d_f32(const float *x, const float *w, float *y, int64_t n,
+                    int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kh,
+                    int64_t kw, int64_t oh, int64_t ow, int64_t sh, int64_t sw,
+                    int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                    int64_t groups);
+void dtk_conv2d_input_grad_f32(const float *dy, const float *w, float *dx,
+                               int64_t n, int64_t c, int64_t h, int64_t wd,
+                               int64_t o, int64_t kh, int64_t kw, int64_t oh,
+                               int64_t ow, int64_t sh, int64_t sw, int64_t ph,
+                               int64_t pw, int64_t dh, int64_t dw,
+                               int64_t groups);
+void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
+                                int64_t n, int64_t c, int64_t h, int64_t wd,
+                                int64_t o, int64_t kh, int64_t kw, int64_t oh,
+                                int64_t ow, int64_t sh, int64_t sw, int64_t ph,
+                                int64_t pw, int64_t dh, int64_t dw,
+                                int64_t groups);
+
 /// Inverted dropout (dt.dropout): y = x / (1 - p) where element e's draw
 /// (dtk/philox.h: group g / 4 of seed, site and step; word g % 4) is at least
 /// p 2^32, else 0. The local tensor is four nested runs, outermost first, of

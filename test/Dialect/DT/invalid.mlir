@@ -186,6 +186,38 @@ func.func @rope_scaling_band(%x: tensor<2x4xf32>) {
 
 // -----
 
+func.func @conv_groups(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>) {
+  // expected-error @+1 {{groups (3) must divide the input's 4 and the output's 6 channels}}
+  %0 = dt.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 3} : tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_size(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{result must be [1, 6, 4, 4]}}
+  %0 = dt.conv2d %x, %w {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 1} : tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_window(%x: tensor<1x4x2x2xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{window of 3x3 does not fit the padded 2x2 input}}
+  %0 = dt.conv2d %x, %w {stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1} : tensor<1x4x2x2xf32>, tensor<6x4x3x3xf32> -> tensor<1x6x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_stride(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
+  // expected-error @+1 {{stride must be two values of at least 1}}
+  %0 = dt.conv2d %x, %w {stride = array<i64: 0, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, groups = 1} : tensor<1x4x8x8xf32>, tensor<6x4x3x3xf32> -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
 func.func @dropout_p(%x: tensor<2x4xf32>, %s: tensor<i64>) {
   // expected-error @+1 {{p must be in [0, 1), not 1}}
   %0 = dt.dropout %x step %s micro %s {p = 1.0 : f64, seed = 1 : i64, site = 0 : i64, shape = array<i64: 2, 4>} : tensor<2x4xf32>

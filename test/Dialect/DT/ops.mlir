@@ -158,3 +158,16 @@ func.func @vocab(%t: tensor<8x4xf32>, %ids: tensor<6xi32>, %l: tensor<6x8xf32>,
   %d = dt.cross_entropy_grad_shard %l, %ids, %all, %g, %f {classes = 16} : tensor<6x8xf32>, tensor<6xi32>, tensor<1x4x6xf32>, tensor<f32>, tensor<i64> -> tensor<6x8xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @conv
+func.func @conv(%x: tensor<2x4x9x9xf32>, %w: tensor<6x2x3x3xf32>, %dy: tensor<2x6x4x9xf32>) {
+  // CHECK: dt.conv2d %{{.*}}, %{{.*}} {dilation = array<i64: 1, 1>, groups = 2 : i64, padding = array<i64: 1, 1>, stride = array<i64: 2, 1>} : tensor<2x4x9x9xf32>, tensor<6x2x3x3xf32> -> tensor<2x6x5x9xf32>
+  %y = dt.conv2d %x, %w {stride = array<i64: 2, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2} : tensor<2x4x9x9xf32>, tensor<6x2x3x3xf32> -> tensor<2x6x5x9xf32>
+  // CHECK: dt.conv2d_input_grad {{.*}} -> tensor<2x4x9x9xf32>
+  %dx = dt.conv2d_input_grad %dy, %w {stride = array<i64: 2, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 1, 1>, groups = 2} : tensor<2x6x4x9xf32>, tensor<6x2x3x3xf32> -> tensor<2x4x9x9xf32>
+  // CHECK: dt.conv2d_weight_grad {{.*}} -> tensor<6x2x3x3xf32>
+  %dw = dt.conv2d_weight_grad %x, %dy {stride = array<i64: 2, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 1, 1>, groups = 2} : tensor<2x4x9x9xf32>, tensor<2x6x4x9xf32> -> tensor<6x2x3x3xf32>
+  return
+}

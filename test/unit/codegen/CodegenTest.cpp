@@ -123,6 +123,33 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
 }
 )mlir";
 
+// A small convolutional classifier: a padded 3x3 convolution (dilated across),
+// ReLU, then a strided convolution in two groups, flattened into a linear
+// head.
+const char *kConv = R"mlir(
+module attributes {dt.optimizer = {kind = "adamw", lr = 0.01 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}} {
+  dt.global param @w1 : tensor<4x3x3x3xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
+  dt.global param @w2 : tensor<4x2x3x3xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
+  dt.global param @head : tensor<36x5xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
+  dt.global input @"in/train.x" : tensor<2x3x6x6xf32>
+  dt.global input @"in/train.y" : tensor<2xi32>
+  func.func @loss() -> tensor<f32> {
+    %x = dt.load @"in/train.x" : tensor<2x3x6x6xf32>
+    %y = dt.load @"in/train.y" : tensor<2xi32>
+    %w1 = dt.load @w1 : tensor<4x3x3x3xf32>
+    %w2 = dt.load @w2 : tensor<4x2x3x3xf32>
+    %wh = dt.load @head : tensor<36x5xf32>
+    %c1 = dt.conv2d %x, %w1 {stride = array<i64: 1, 1>, padding = array<i64: 1, 2>, dilation = array<i64: 1, 2>, groups = 1 : i64} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
+    %r1 = dt.relu %c1 : tensor<2x4x6x6xf32>
+    %c2 = dt.conv2d %r1, %w2 {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2 : i64} : tensor<2x4x6x6xf32>, tensor<4x2x3x3xf32> -> tensor<2x4x3x3xf32>
+    %f = dt.reshape %c2 : tensor<2x4x3x3xf32> -> tensor<2x36xf32>
+    %logits = dt.matmul %f, %wh : tensor<2x36xf32>, tensor<36x5xf32> -> tensor<2x5xf32>
+    %l = dt.cross_entropy %logits, %y : tensor<2x5xf32>, tensor<2xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+)mlir";
+
 struct Program {
   const char *name;
   const char *source;
@@ -237,6 +264,8 @@ INSTANTIATE_TEST_SUITE_P(Programs, CodegenTest,
                          ::testing::Values(
                              Program{"MLP", kMLP},
                              Program{"Attention", kAttention},
+                             Program{"Conv", kConv},
+                             Program{"Conv_bf16", kConv, "bf16"},
                              Program{"MLP_bf16", kMLP, "bf16"},
                              Program{"Attention_bf16", kAttention, "bf16"},
                              Program{"MLP_f16", kMLP, "f16"},

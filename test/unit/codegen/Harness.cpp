@@ -125,6 +125,9 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   add("dtk_rms_norm_f32", (void *)&dtk_rms_norm_f32);
   add("dtk_rope_f32", (void *)&dtk_rope_f32);
   add("dtk_dropout_f32", (void *)&dtk_dropout_f32);
+  add("dtk_conv2d_f32", (void *)&dtk_conv2d_f32);
+  add("dtk_conv2d_input_grad_f32", (void *)&dtk_conv2d_input_grad_f32);
+  add("dtk_conv2d_weight_grad_f32", (void *)&dtk_conv2d_weight_grad_f32);
   add("dtk_rms_norm_grad_f32", (void *)&dtk_rms_norm_grad_f32);
   add("dtk_embedding_f32", (void *)&dtk_embedding_f32);
   add("dtk_embedding_grad_f32", (void *)&dtk_embedding_grad_f32);

@@ -371,6 +371,23 @@ std::vector<Case> allCases() {
              loc, a[0], b.getF64FloatAttr(100.0), UnitAttr(),
              b.getDenseF64ArrayAttr({3.0, 1.0, 4.0, 30.0}))};
        }},
+      // Padding on one side only; then strides, dilation and two groups.
+      {"Conv2d",
+       {{{2, 3, 5, 6}}, {{4, 3, 3, 2}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<Conv2dOp>(
+             loc, f64Of(b, {2, 4, 5, 5}), a[0], a[1],
+             b.getDenseI64ArrayAttr({1, 1}), b.getDenseI64ArrayAttr({1, 0}),
+             b.getDenseI64ArrayAttr({1, 1}), b.getI64IntegerAttr(1))};
+       }},
+      {"Conv2dStridedDilatedGrouped",
+       {{{1, 4, 7, 7}}, {{6, 2, 3, 3}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<Conv2dOp>(
+             loc, f64Of(b, {1, 6, 3, 9}), a[0], a[1],
+             b.getDenseI64ArrayAttr({2, 1}), b.getDenseI64ArrayAttr({1, 2}),
+             b.getDenseI64ArrayAttr({2, 1}), b.getI64IntegerAttr(2))};
+       }},
       // A block of a larger tensor in micro-batch 1 of step 5: a fixed mask,
       // so linear, its gradient the same dropout of the adjoint.
       {"Dropout",

@@ -118,6 +118,24 @@ const llvm::StringMap<Row> &table() {
                                s.mul({s.arg(2), s.arg(3), s.arg(4), kF32});
                            return llvm::SmallVector<int64_t>{all, all};
                          }};
+    // (a, b, out, n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw,
+    //  groups): x [n, c, h, w], weight [o, c / groups, kh, kw], y [n, o, oh,
+    //  ow] in the order each kernel takes them.
+    auto conv = [](int x, int w, int y) {
+      return Row{19, [=](Sizes &s) {
+                          int64_t n = s.arg(3), c = s.arg(4), o = s.arg(7);
+                          int64_t groups = s.arg(18) > 0 ? s.arg(18) : 1;
+                          int64_t bytes[3] = {
+                              s.mul({n, c, s.arg(5), s.arg(6), kF32}),
+                              s.mul({o, c / groups, s.arg(8), s.arg(9), kF32}),
+                              s.mul({n, o, s.arg(10), s.arg(11), kF32})};
+                          return llvm::SmallVector<int64_t>{
+                              bytes[x], bytes[w], bytes[y]};
+                        }};
+    };
+    t["dtk_conv2d_f32"] = conv(0, 1, 2);
+    t["dtk_conv2d_input_grad_f32"] = conv(2, 1, 0);
+    t["dtk_conv2d_weight_grad_f32"] = conv(0, 2, 1);
     // (x, y, n0, n1, n2, n3, s0, s1, s2, s3, base, seed, site, step, p)
     t["dtk_dropout_f32"] = {15, [](Sizes &s) {
                               int64_t all = s.mul({s.arg(2), s.arg(3), s.arg(4),

@@ -389,6 +389,18 @@ private:
         .Case([&](RMSNormOp l) { return lowerRMSNorm(l); })
         .Case([&](RopeOp r) { return lowerRope(r); })
         .Case([&](DropoutOp d) { return lowerDropout(d); })
+        .Case([&](Conv2dOp c) {
+          return lowerConv2d(c, "dtk_conv2d_f32", c.getInput(), c.getWeight(),
+                             c.getResult());
+        })
+        .Case([&](Conv2dInputGradOp c) {
+          return lowerConv2d(c, "dtk_conv2d_input_grad_f32", c.getResultGrad(),
+                             c.getWeight(), c.getInputGrad());
+        })
+        .Case([&](Conv2dWeightGradOp c) {
+          return lowerConv2d(c, "dtk_conv2d_weight_grad_f32", c.getInput(),
+                             c.getResultGrad(), c.getWeightGrad());
+        })
         .Case([&](RMSNormGradOp l) { return lowerRMSNormGrad(l); })
         .Case([&](EmbeddingOp e) { return lowerEmbedding(e); })
         .Case([&](EmbeddingGradOp e) { return lowerEmbeddingGrad(e); })
@@ -1321,6 +1333,22 @@ private:
           i64(shape.back()), f32(r.getTheta().convertToDouble()),
           f32(scaling[0]), f32(scaling[1]), f32(scaling[2]), f32(scaling[3]),
           i32(r.getInverse() ? 1 : 0)});
+    return success();
+  }
+
+  /// A convolution kernel: (a, b, out, then the sizes and attributes).
+  template <typename Op>
+  LogicalResult lowerConv2d(Op op, StringRef kernel, Value a, Value b,
+                            Value out) {
+    if (failed(requireF32(op, {a, b})))
+      return failure();
+    Conv2dShape s = op.getConv2dShape();
+    SmallVector<Value> args{pointerOf(a), pointerOf(b), pointerOf(out)};
+    for (int64_t v : {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.oh, s.ow,
+                      s.stride[0], s.stride[1], s.padding[0], s.padding[1],
+                      s.dilation[0], s.dilation[1], s.groups})
+      args.push_back(i64(v));
+    call(kernel, args);
     return success();
   }
 

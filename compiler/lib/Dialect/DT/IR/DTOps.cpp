@@ -504,6 +504,89 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
+int64_t Conv2dShape::outputSize(int dim) const {
+  int64_t in = dim == 0 ? h : w, k = dim == 0 ? kh : kw;
+  int64_t span = in + 2 * padding[dim] - dilation[dim] * (k - 1) - 1;
+  return span < 0 ? 0 : span / stride[dim] + 1;
+}
+
+/// The convolution of `input`, `weight` and `result` (whichever of them the
+/// op computes) with the op's attributes.
+template <typename Op>
+static Conv2dShape conv2dShape(Op op, Value input, Value weight,
+                               Value result) {
+  ArrayRef<int64_t> x = shapeOf(input), w = shapeOf(weight),
+                    y = shapeOf(result);
+  Conv2dShape s{};
+  if (x.size() == 4 && w.size() == 4 && y.size() == 4) {
+    s.n = x[0], s.c = x[1], s.h = x[2], s.w = x[3];
+    s.o = w[0], s.kh = w[2], s.kw = w[3];
+    s.oh = y[2], s.ow = y[3];
+  }
+  for (int d = 0; d < 2; ++d) {
+    auto at = [&](ArrayRef<int64_t> a) { return a.size() == 2 ? a[d] : 0; };
+    s.stride[d] = at(op.getStride());
+    s.padding[d] = at(op.getPadding());
+    s.dilation[d] = at(op.getDilation());
+  }
+  s.groups = op.getGroups();
+  return s;
+}
+
+Conv2dShape Conv2dOp::getConv2dShape() {
+  return conv2dShape(*this, getInput(), getWeight(), getResult());
+}
+Conv2dShape Conv2dInputGradOp::getConv2dShape() {
+  return conv2dShape(*this, getInputGrad(), getWeight(), getResultGrad());
+}
+Conv2dShape Conv2dWeightGradOp::getConv2dShape() {
+  return conv2dShape(*this, getInput(), getWeightGrad(), getResultGrad());
+}
+
+/// The checks dt.conv2d and its gradients share: NCHW ranks, the attributes,
+/// channels that the groups divide, and the output size the window gives.
+template <typename Op>
+static LogicalResult verifyConv2d(Op op, Value input, Value weight,
+                                  Value result) {
+  for (auto [v, what] : {std::pair{input, "input"}, {weight, "weight"},
+                         {result, "result"}})
+    if (shapeOf(v).size() != 4)
+      return op.emitOpError(what) << " must have rank 4";
+  for (auto [a, what, least] :
+       {std::tuple{op.getStride(), "stride", 1}, {op.getPadding(), "padding", 0},
+        {op.getDilation(), "dilation", 1}})
+    if (a.size() != 2 || a[0] < least || a[1] < least)
+      return op.emitOpError(what) << " must be two values of at least " << least;
+  Conv2dShape s = op.getConv2dShape();
+  ArrayRef<int64_t> w = shapeOf(weight), y = shapeOf(result);
+  if (s.groups < 1 || s.c % s.groups != 0 || s.o % s.groups != 0)
+    return op.emitOpError("groups (")
+           << s.groups << ") must divide the input's " << s.c
+           << " and the output's " << s.o << " channels";
+  if (w[1] != s.c / s.groups)
+    return op.emitOpError("weight must have ")
+           << s.c / s.groups << " input channels per group, not " << w[1];
+  int64_t oh = s.outputSize(0), ow = s.outputSize(1);
+  if (oh < 1 || ow < 1)
+    return op.emitOpError("window of ")
+           << s.kh << "x" << s.kw << " does not fit the padded " << s.h << "x"
+           << s.w << " input";
+  if (y[0] != s.n || y[1] != s.o || y[2] != oh || y[3] != ow)
+    return op.emitOpError("result must be [")
+           << s.n << ", " << s.o << ", " << oh << ", " << ow << "]";
+  return success();
+}
+
+LogicalResult Conv2dOp::verify() {
+  return verifyConv2d(*this, getInput(), getWeight(), getResult());
+}
+LogicalResult Conv2dInputGradOp::verify() {
+  return verifyConv2d(*this, getInputGrad(), getWeight(), getResultGrad());
+}
+LogicalResult Conv2dWeightGradOp::verify() {
+  return verifyConv2d(*this, getInput(), getWeightGrad(), getResultGrad());
+}
+
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0 && p < 1))

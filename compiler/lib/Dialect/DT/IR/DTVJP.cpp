@@ -382,6 +382,24 @@ LogicalResult RopeOp::buildVJP(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                 ArrayRef<bool> needed,
+                                 SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  out.append(2, Value());
+  if (!g)
+    return success();
+  if (needed[0])
+    out[0] = b.create<Conv2dInputGradOp>(
+        getLoc(), getInput().getType(), g, getWeight(), getStrideAttr(),
+        getPaddingAttr(), getDilationAttr(), getGroupsAttr());
+  if (needed[1])
+    out[1] = b.create<Conv2dWeightGradOp>(
+        getLoc(), getWeight().getType(), getInput(), g, getStrideAttr(),
+        getPaddingAttr(), getDilationAttr(), getGroupsAttr());
+  return success();
+}
+
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange grads,
                                   ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {

@@ -375,6 +375,73 @@ ShardingRule RopeOp::getShardingRule() {
   return r;
 }
 
+/// The factors of a convolution: the batch and (with one group) the output
+/// and input channels may split; the windows' dimensions stay whole (a split
+/// image would need its neighbours' rows). With groups, channels stay whole.
+struct ConvFactors {
+  int64_t n, o, c, h, w, kh, kw, oh, ow;
+};
+
+static ConvFactors convFactors(ShardingRule &r, const Conv2dShape &s) {
+  Kind channels = s.groups == 1 ? Kind::Free : Kind::Whole;
+  ConvFactors f;
+  f.n = r.addFactor(s.n);
+  f.o = r.addFactor(s.o, channels);
+  f.c = r.addFactor(s.groups == 1 ? s.c : s.c / s.groups, channels);
+  f.h = r.addFactor(s.h, Kind::Whole);
+  f.w = r.addFactor(s.w, Kind::Whole);
+  f.kh = r.addFactor(s.kh, Kind::Whole);
+  f.kw = r.addFactor(s.kw, Kind::Whole);
+  f.oh = r.addFactor(s.oh, Kind::Whole);
+  f.ow = r.addFactor(s.ow, Kind::Whole);
+  return f;
+}
+
+/// With groups the input's channels are groups x (c / groups): a whole
+/// factor of its own, so that nothing splits them.
+static ShardingRule::Dim inputChannels(ShardingRule &r, const ConvFactors &f,
+                                       const Conv2dShape &s) {
+  if (s.groups == 1)
+    return {f.c};
+  return {r.addFactor(s.c, Kind::Whole)};
+}
+
+ShardingRule Conv2dOp::getShardingRule() {
+  // Linear in each operand; the input channels are summed over.
+  ShardingRule r;
+  Conv2dShape s = getConv2dShape();
+  ConvFactors f = convFactors(r, s);
+  r.operands = {{{f.n}, inputChannels(r, f, s), {f.h}, {f.w}},
+                {{f.o}, {f.c}, {f.kh}, {f.kw}}};
+  r.results.push_back({{f.n}, {f.o}, {f.oh}, {f.ow}});
+  r.setLinear(Linearity::Separate, {true, true});
+  return r;
+}
+
+ShardingRule Conv2dInputGradOp::getShardingRule() {
+  // Sums over the output channels.
+  ShardingRule r;
+  Conv2dShape s = getConv2dShape();
+  ConvFactors f = convFactors(r, s);
+  r.operands = {{{f.n}, {f.o}, {f.oh}, {f.ow}},
+                {{f.o}, {f.c}, {f.kh}, {f.kw}}};
+  r.results.push_back({{f.n}, inputChannels(r, f, s), {f.h}, {f.w}});
+  r.setLinear(Linearity::Separate, {true, true});
+  return r;
+}
+
+ShardingRule Conv2dWeightGradOp::getShardingRule() {
+  // Sums over the batch: split samples leave partial weight gradients.
+  ShardingRule r;
+  Conv2dShape s = getConv2dShape();
+  ConvFactors f = convFactors(r, s);
+  r.operands = {{{f.n}, inputChannels(r, f, s), {f.h}, {f.w}},
+                {{f.n}, {f.o}, {f.oh}, {f.ow}}};
+  r.results.push_back({{f.o}, {f.c}, {f.kh}, {f.kw}});
+  r.setLinear(Linearity::Separate, {true, true});
+  return r;
+}
+
 ShardingRule DropoutOp::getShardingRule() {
   // Elementwise and linear in its input (the mask is the same on every
   // rank); dt-spmd-partition says where a rank's block starts. The step,

@@ -22,6 +22,18 @@
 #include "dt/Dialect/DT/IR/DTInterfaces.h.inc"
 #include "dt/Dialect/DT/IR/DTOpsEnums.h.inc"
 
+namespace dt {
+/// The sizes of a 2-D convolution (dt.conv2d and its gradients): input
+/// [n, c, h, w], weight [o, c / groups, kh, kw], result [n, o, oh, ow].
+struct Conv2dShape {
+  int64_t n, c, h, w, o, kh, kw, oh, ow;
+  int64_t stride[2], padding[2], dilation[2], groups;
+  /// The output size along one spatial dimension (0: height, 1: width), or
+  /// a value below 1 when the window does not fit.
+  int64_t outputSize(int dim) const;
+};
+} // namespace dt
+
 #define GET_OP_CLASSES
 #include "dt/Dialect/DT/IR/DTOps.h.inc"
 

@@ -586,6 +586,67 @@ def DT_DropoutOp : DT_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
   let hasVerifier = 1;
 }
 
+class DT_Conv2dOpBase<string mnemonic, list<Trait> traits = []>
+    : DT_Op<mnemonic, !listconcat([Pure, ShardableOp], traits)> {
+  let hasVerifier = 1;
+  code conv2dExtra = [{
+    /// The sizes of the convolution this op belongs to: input [N, C, H, W],
+    /// weight [O, C / groups, KH, KW], result [N, O, OH, OW].
+    Conv2dShape getConv2dShape();
+  }];
+  let extraClassDeclaration = conv2dExtra;
+}
+
+def DT_Conv2dOp : DT_Conv2dOpBase<"conv2d", [DifferentiableOp]> {
+  let summary = "2-D convolution (cross-correlation), NCHW, as PyTorch's conv2d";
+  let description = [{
+    `result[n, o, i, j] = sum over c, u, v of input[n, g C/groups + c, i s0 - p0 +
+    u d0, j s1 - p1 + v d1] weight[o, c, u, v]`, g = o / (O / groups), reading zeros
+    outside the input; `OH = (H + 2 p0 - d0 (KH - 1) - 1) / s0 + 1`, likewise OW. No
+    bias: a layer adds it.
+
+    ```mlir
+    %y = dt.conv2d %x, %w {stride = array<i64: 2, 2>, padding = array<i64: 3, 3>,
+        dilation = array<i64: 1, 1>, groups = 1 : i64}
+        : tensor<8x3x32x32xf32>, tensor<64x3x7x7xf32> -> tensor<8x64x16x16xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` type($input) `,` "
+                       "type($weight) `->` type($result)";
+}
+
+def DT_Conv2dInputGradOp : DT_Conv2dOpBase<"conv2d_input_grad"> {
+  let summary = "the gradient of dt.conv2d with respect to its input";
+  let description = [{
+    The transposed convolution of `result_grad` [N, O, OH, OW] by `weight`: the
+    adjoint of the input [N, C, H, W] of the dt.conv2d with these attributes.
+  }];
+  let arguments = (ins DT_FloatTensor:$result_grad, DT_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs DT_FloatTensor:$input_grad);
+  let assemblyFormat = "$result_grad `,` $weight attr-dict `:` type($result_grad) "
+                       "`,` type($weight) `->` type($input_grad)";
+}
+
+def DT_Conv2dWeightGradOp : DT_Conv2dOpBase<"conv2d_weight_grad"> {
+  let summary = "the gradient of dt.conv2d with respect to its weight";
+  let description = [{
+    The correlation of `input` [N, C, H, W] with `result_grad` [N, O, OH, OW],
+    summed over the batch: the adjoint of the weight [O, C / groups, KH, KW].
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$result_grad,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilation, I64Attr:$groups);
+  let results = (outs DT_FloatTensor:$weight_grad);
+  let assemblyFormat = "$input `,` $result_grad attr-dict `:` type($input) `,` "
+                       "type($result_grad) `->` type($weight_grad)";
+}
+
 def DT_EmbeddingOp : DT_Op<"embedding", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "rows of a table picked by integer ids";
   let description = [{
