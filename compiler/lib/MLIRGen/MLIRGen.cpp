@@ -268,6 +268,12 @@ private:
           attrs.ropeScaling.empty()
               ? DenseF64ArrayAttr()
               : b.getDenseF64ArrayAttr(attrs.ropeScaling))};
+    case PrimOp::Conv2d:
+      return {b.create<Conv2dOp>(loc, t0, x[0], x[1],
+                                 b.getDenseI64ArrayAttr(attrs.stride),
+                                 b.getDenseI64ArrayAttr(attrs.padding),
+                                 b.getDenseI64ArrayAttr(attrs.dilation),
+                                 b.getI64IntegerAttr(attrs.groups))};
     case PrimOp::Dropout:
       if (!dropoutSeed || attrs.p == 0)
         return {x[0]};

@@ -248,6 +248,40 @@ PrimOp unaryOp(llvm::StringRef name) {
       .Default(PrimOp::Sqrt);
 }
 
+/// The output size of a convolution's window sliding over `n` positions:
+/// PyTorch's floor((n + 2 padding - dilation (kernel - 1) - 1) / stride) + 1.
+/// Symbolic sizes give an opaque quotient, the same one for the same
+/// expressions (conv2d's result and conv_size in a declared type meet).
+std::optional<SymExpr> convOutputSize(SymContext &syms, const SymExpr &n,
+                                      const SymExpr &kernel,
+                                      const SymExpr &stride,
+                                      const SymExpr &padding,
+                                      const SymExpr &dilation) {
+  std::optional<SymExpr> reach = kernel.sub(SymExpr(1));
+  if (reach)
+    reach = reach->mul(dilation);
+  std::optional<SymExpr> span = padding.mul(SymExpr(2));
+  if (span)
+    span = span->add(n);
+  if (span && reach)
+    span = span->sub(*reach);
+  if (span)
+    span = span->sub(SymExpr(1));
+  if (!span)
+    return std::nullopt;
+  std::optional<int64_t> num = span->getConstant(), den = stride.getConstant();
+  if (num && den && *den > 0) {
+    // Floor division, as Python's: a window that does not fit gives <= 0.
+    int64_t q = *num >= 0 ? *num / *den : -((-*num + *den - 1) / *den);
+    return SymExpr(q + 1);
+  }
+  SymContext::Quotient q = syms.divide(*span, stride);
+  if (q.kind != SymContext::Quotient::Kind::Exact &&
+      q.kind != SymContext::Quotient::Kind::Atom)
+    return std::nullopt;
+  return q.value.add(SymExpr(1));
+}
+
 /// The scalar value of a math function, or an error message.
 std::optional<double> scalarMath(llvm::StringRef name, double x,
                                  std::string &error) {
@@ -329,6 +363,200 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     PrimAttrs attrs;
     attrs.axis = axis->value_or(0);
     return ops.emit1(PrimOp::Softmax, {x}, attrs, x.dtype, x.shape, loc);
+  }
+
+  // A window argument of conv2d: an integer for both spatial dimensions or
+  // a pair (height, width).
+  auto windowPair = [&](size_t i, llvm::StringRef what,
+                        int64_t otherwise) -> FailureOr<std::array<SymExpr, 2>> {
+    if (!c.given(i))
+      return std::array<SymExpr, 2>{SymExpr(otherwise), SymExpr(otherwise)};
+    const EvalValue &v = c.value(i);
+    if (v.kind == EvalValue::Kind::Int) {
+      SymExpr e = ctx.syms.resolve(v.intValue);
+      return std::array<SymExpr, 2>{e, e};
+    }
+    if ((v.kind == EvalValue::Kind::List || v.kind == EvalValue::Kind::Tuple) &&
+        v.items.size() == 2 && v.items[0].kind == EvalValue::Kind::Int &&
+        v.items[1].kind == EvalValue::Kind::Int)
+      return std::array<SymExpr, 2>{ctx.syms.resolve(v.items[0].intValue),
+                                    ctx.syms.resolve(v.items[1].intValue)};
+    ctx.error(c.loc(i), "'" + name.str() + "' needs an integer or a pair of "
+                        "integers (height, width) for '" + what.str() +
+                        "', not " + describe(v, ctx.syms));
+    return failure();
+  };
+
+  if (name == "conv_size") {
+    // The output size of a convolution along one dimension, for declared
+    // result types: conv_size(H, kernel, stride, padding, dilation).
+    if (failed(c.bind(*this, frame,
+                      {{"n"},
+                       {"kernel"},
+                       {"stride", false},
+                       {"padding", false},
+                       {"dilation", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    llvm::SmallVector<SymExpr, 5> v;
+    for (auto [i, what, otherwise] :
+         {std::tuple<size_t, const char *, int64_t>{0, "n", 0},
+          {1, "kernel", 0},
+          {2, "stride", 1},
+          {3, "padding", 0},
+          {4, "dilation", 1}}) {
+      if (!c.given(i)) {
+        v.push_back(SymExpr(otherwise));
+        continue;
+      }
+      FailureOr<SymExpr> e = c.integer(i, what);
+      if (failed(e))
+        return failure();
+      v.push_back(*e);
+    }
+    std::optional<SymExpr> size =
+        convOutputSize(ctx.syms, v[0], v[1], v[2], v[3], v[4]);
+    if (!size) {
+      ctx.error(loc, "'conv_size' cannot compute this size");
+      return failure();
+    }
+    return EvalValue::getInt(*size);
+  }
+
+  if (name == "conv2d") {
+    // PyTorch's F.conv2d: NCHW, an optional bias per output channel.
+    if (failed(c.bind(*this, frame,
+                      {{"x"},
+                       {"weight"},
+                       {"bias", false},
+                       {"stride", false},
+                       {"padding", false},
+                       {"dilation", false},
+                       {"groups", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)) || failed(c.tensor(1, "weight", true)))
+      return failure();
+    const EvalValue &x = c.value(0), &weight = c.value(1);
+    bool hasBias = c.given(2) && c.value(2).kind != EvalValue::Kind::Absent;
+    if (hasBias && failed(c.tensor(2, "bias", true)))
+      return failure();
+    for (auto [v, what, i] : {std::tuple{&x, "x: [N, C, H, W]", size_t(0)},
+                              {&weight, "weight: [O, C / groups, KH, KW]", 1}})
+      if (!v->shape.unknownRank &&
+          (!v->shape.hasRank() || v->shape.dims.size() != 4)) {
+        ctx.error(c.loc(i), "'conv2d' takes " + std::string(what) + ", not " +
+                                str(v->dtype, v->shape, ctx.syms));
+        return failure();
+      }
+    FailureOr<std::array<SymExpr, 2>> stride = windowPair(3, "stride", 1),
+                                      padding = windowPair(4, "padding", 0),
+                                      dilation = windowPair(5, "dilation", 1);
+    if (failed(stride) || failed(padding) || failed(dilation))
+      return failure();
+    SymExpr groups(1);
+    if (c.given(6)) {
+      FailureOr<SymExpr> g = c.integer(6, "groups");
+      if (failed(g))
+        return failure();
+      groups = *g;
+    }
+    for (auto [pair, what, least, at] :
+         {std::tuple{&*stride, "stride", 1, size_t(3)},
+          {&*padding, "padding", 0, 4},
+          {&*dilation, "dilation", 1, 5}})
+      for (const SymExpr &e : *pair)
+        if (std::optional<int64_t> k = e.getConstant(); k && *k < least) {
+          ctx.error(c.loc(at), "'conv2d' needs a " + std::string(what) +
+                             " of at least " + std::to_string(least) +
+                             ", not " + std::to_string(*k));
+          return failure();
+        }
+    if (std::optional<int64_t> g = groups.getConstant(); g && *g < 1) {
+      ctx.error(c.loc(6), "'conv2d' needs groups of at least 1");
+      return failure();
+    }
+    if (x.shape.unknownRank || weight.shape.unknownRank)
+      return EvalValue::getTensor(x.dtype, Shape::unknown());
+    const llvm::SmallVector<SymExpr, 4> &xs = x.shape.dims,
+                                        &ws = weight.shape.dims;
+    std::optional<SymExpr> channels = ws[1].mul(groups);
+    if (channels && ctx.syms.compare(*channels, xs[1]) == SymCmp::Unequal) {
+      ctx.error(c.loc(1), "'conv2d' of x with " + ctx.syms.str(xs[1]) +
+                              " channels in groups of " +
+                              ctx.syms.str(groups) + " needs a weight of " +
+                              "[O, " + ctx.syms.str(xs[1]) + " / groups, KH, "
+                              "KW], not " + str(weight.shape, ctx.syms));
+      return failure();
+    }
+    std::optional<int64_t> o = ws[0].getConstant(), g = groups.getConstant();
+    if (o && g && *o % *g != 0) {
+      ctx.error(c.loc(1), "'conv2d' needs output channels (" +
+                              std::to_string(*o) + ") that the " +
+                              std::to_string(*g) + " groups divide");
+      return failure();
+    }
+    Shape out;
+    out.dims = {xs[0], ws[0]};
+    for (int d = 0; d < 2; ++d) {
+      std::optional<SymExpr> size =
+          convOutputSize(ctx.syms, xs[2 + d], ws[2 + d], (*stride)[d],
+                         (*padding)[d], (*dilation)[d]);
+      if (!size) {
+        ctx.error(loc, "'conv2d' cannot compute its output size");
+        return failure();
+      }
+      if (std::optional<int64_t> k = size->getConstant(); k && *k < 1) {
+        ctx.error(loc, "'conv2d' slides a " + ctx.syms.str(ws[2]) + "x" +
+                           ctx.syms.str(ws[3]) + " window over " +
+                           str(x.shape, ctx.syms) +
+                           ", which it does not fit (with this padding and "
+                           "dilation)");
+        return failure();
+      }
+      out.dims.push_back(*size);
+    }
+    PrimAttrs attrs;
+    if (ops.tracing()) {
+      // A trace knows every argument's value.
+      for (auto [pair, into] : {std::pair{&*stride, &attrs.stride},
+                                {&*padding, &attrs.padding},
+                                {&*dilation, &attrs.dilation}})
+        for (const SymExpr &e : *pair) {
+          std::optional<int64_t> k = e.getConstant();
+          if (!k) {
+            ctx.error(loc, "'conv2d' needs constant strides, padding and "
+                           "dilation");
+            return failure();
+          }
+          into->push_back(*k);
+        }
+      std::optional<int64_t> k = groups.getConstant();
+      if (!k) {
+        ctx.error(c.loc(6), "'conv2d' needs a constant number of groups");
+        return failure();
+      }
+      attrs.groups = *k;
+    }
+    EvalValue y =
+        ops.emit1(PrimOp::Conv2d, {x, weight}, attrs, x.dtype, out, loc);
+    if (!hasBias)
+      return y;
+    const EvalValue &bias = c.value(2);
+    if (!bias.shape.unknownRank &&
+        (!bias.shape.hasRank() || bias.shape.dims.size() != 1 ||
+         ctx.syms.compare(bias.shape.dims[0], ws[0]) == SymCmp::Unequal)) {
+      ctx.error(c.loc(2), "'conv2d' adds a bias per output channel, so it "
+                          "must be [" + ctx.syms.str(ws[0]) + "], not " +
+                              str(bias.shape, ctx.syms));
+      return failure();
+    }
+    Shape column;
+    column.dims = {ws[0], SymExpr(1), SymExpr(1)};
+    return ops.binary(ast::BinaryOp::Add, y, ops.reshape(bias, column, loc),
+                      loc);
   }
 
   if (name == "dropout") {

@@ -29,7 +29,8 @@ static const char *const kBuiltinNames[] = {
     "log",       "sqrt",    "softmax", "layer_norm",    "embedding",
     "transpose", "reshape", "split",   "concat",        "iota",
     "attention", "sum",     "mean",    "cross_entropy", "mse",
-    "rms_norm",  "rope",    "broadcast_to",  "dropout"};
+    "rms_norm",  "rope",    "broadcast_to",  "dropout",       "conv2d",
+    "conv_size"};
 
 static bool isBuiltinName(llvm::StringRef name) {
   return llvm::is_contained(kBuiltinNames, name);

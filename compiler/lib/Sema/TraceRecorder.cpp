@@ -193,6 +193,20 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
         in[0].dtype != out[0].dtype)
       return "element counts differ: " + str(in[0]) + " -> " + str(out[0]);
     return "";
+  case PrimOp::Conv2d: {
+    if (std::string e = expectCounts(2, 1); !e.empty())
+      return e;
+    if (in[0].getRank() != 4 || in[1].getRank() != 4 || out[0].getRank() != 4)
+      return "needs x, weight and result of rank 4";
+    if (attrs.stride.size() != 2 || attrs.padding.size() != 2 ||
+        attrs.dilation.size() != 2 || attrs.groups < 1)
+      return "needs a stride, padding and dilation pair and groups >= 1";
+    if (in[1].shape[1] * attrs.groups != in[0].shape[1] ||
+        out[0].shape[0] != in[0].shape[0] || out[0].shape[1] != in[1].shape[0])
+      return "channels disagree: " + str(in[0]) + ", " + str(in[1]) + " -> " +
+             str(out[0]);
+    return "";
+  }
   case PrimOp::Dropout:
     if (std::string e = expectCounts(1, 1); !e.empty())
       return e;
@@ -356,6 +370,12 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     break;
   case PrimOp::Dropout:
     os << " {p = " << llvm::format("%g", attrs.p) << "}";
+    break;
+  case PrimOp::Conv2d:
+    os << " {stride = " << attrs.stride[0] << "x" << attrs.stride[1]
+       << ", padding = " << attrs.padding[0] << "x" << attrs.padding[1]
+       << ", dilation = " << attrs.dilation[0] << "x" << attrs.dilation[1]
+       << ", groups = " << attrs.groups << "}";
     break;
   case PrimOp::Attention:
     os << " {causal = " << (attrs.causal ? "true" : "false") << "}";

@@ -305,6 +305,8 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "rope";
   case PrimOp::Dropout:
     return "dropout";
+  case PrimOp::Conv2d:
+    return "conv2d";
   case PrimOp::Embedding:
     return "embedding";
   case PrimOp::Split:

@@ -29,6 +29,9 @@
 //                       operands); attrs.eps.
 //   RmsNorm             x[..., C], weight[C]; attrs.eps.
 //   Rope                x[..., T, D] (D even), same shape; attrs.theta.
+//   Conv2d              x[N, C, H, W], weight[O, C/groups, KH, KW] ->
+//                       [N, O, OH, OW]; attrs.stride, padding, dilation,
+//                       groups (PyTorch's conv2d without its bias).
 //   Dropout             x (float), same shape; attrs.p in [0, 1). Only a
 //                       train trace drops: an eval trace's builder passes x
 //                       through.
@@ -89,6 +92,7 @@ enum class PrimOp {
   LayerNorm,
   RmsNorm,
   Rope,
+  Conv2d,
   Dropout,
   Embedding,
   Split,
@@ -124,6 +128,9 @@ struct PrimAttrs {
   bool causal = false;
   /// Dropout: the probability of dropping an element.
   double p = 0;
+  /// Conv2d: (height, width) of each, and the groups.
+  llvm::SmallVector<int64_t, 2> stride, padding, dilation;
+  int64_t groups = 1;
 };
 
 /// Receives a trace. Implemented by MLIRGen (and by test recorders).

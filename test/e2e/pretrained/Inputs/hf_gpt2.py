@@ -404,6 +404,32 @@ def rms_train(a):
     compare_losses(a.run_output, train_steps(opt, a.steps, loss))
 
 
+def conv_train(a):
+    """conv_tiny.dt (tokens as a 16 x 16 image, two convolutions, a head) in
+    PyTorch from dt's exported initial weights: F.conv2d with the same padding,
+    stride and groups; AdamW without decay on 1-D tensors (dt's rule)."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
+    opt = torch.optim.AdamW(
+        [{"params": [v for v in t.values() if v.dim() >= 2], "weight_decay": 0.1},
+         {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
+        lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    batch = read_tokens(a.tokens, a.seq)
+    x, y = batch[:, :-1], batch[:, 1:]
+    b, n = x.shape
+
+    def loss():
+        h = t["wte.weight"][x].reshape(b, 1, n, -1)
+        h = F.conv2d(h, t["c1.weight"], t["c1.bias"], padding=1).relu()
+        h = F.conv2d(h, t["c2_weight"], t["c2_bias"], stride=2, padding=(1, 2),
+                     dilation=(1, 2), groups=2)
+        logits = h.reshape(b, n, -1) @ t["head.weight"].T
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    compare_losses(a.run_output, train_steps(opt, a.steps, loss))
+
+
 def rope_train(a):
     """rope_tiny.dt in PyTorch, its rotary embedding as transformers' LLaMA computes
     it (inv_freq in float32, cos/sin of cat(freqs, freqs), rotate_half), from dt's
@@ -587,6 +613,7 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--wd", type=float, default=0.1)
     sizes(p)
+    p = training(sub, "conv-train")
     p = training(sub, "rms-train")
     p.add_argument("--eps", type=float, required=True)
     p = training(sub, "rope-train")
@@ -623,6 +650,7 @@ def main():
     {"make": make, "tokens": tokens, "check-loss": check_loss, "compare": compare,
      "check-config": check_config, "corrupt": corrupt, "lora-train": lora_train,
      "check-merge": check_merge, "check-base": check_base, "rms-train": rms_train,
+     "conv-train": conv_train,
      "rope-train": rope_train, "llama-train": llama_train,
      "add-head": add_head}[a.cmd](a)
 
