@@ -99,6 +99,13 @@ double flopsOf(Operation *op) {
         return 2.0 * double(s.n) * double(s.o) * double(s.oh * s.ow) *
                double(s.c / s.groups * s.kh * s.kw);
       })
+      // A compare or an add per tap.
+      .Case<MaxPool2dOp, MaxPool2dGradOp, AvgPool2dOp, AvgPool2dGradOp>(
+          [](auto p) {
+            Conv2dShape s = p.getPool2dShape();
+            return double(s.n * s.c) * double(s.oh * s.ow) *
+                   double(s.kh * s.kw);
+          })
       // A draw per four elements (ten Philox rounds), a compare, a multiply.
       .Case([](DropoutOp d) { return 12 * elements(d.getInput()); })
       .Case([](RMSNormGradOp l) {

@@ -385,6 +385,20 @@ template <typename Fn> void forEachTap(const Conv2dShape &s, Fn f) {
               }
 }
 
+/// For each output of a max pooling, the flat input index of its window's
+/// first largest element in row-major order (-1 for a window of padding).
+std::vector<int64_t> maxPoolChoices(const Conv2dShape &s, const Tensor &x) {
+  std::vector<int64_t> at(size_t(s.n * s.c * s.oh * s.ow), -1);
+  forEachTap(s, [&](int64_t xi, int64_t, int64_t yi) {
+    int64_t &best = at[yi];
+    double v = x.data[xi];
+    if (best < 0 || v > x.data[best] ||
+        (std::isnan(v) && !std::isnan(x.data[best])))
+      best = xi;
+  });
+  return at;
+}
+
 /// Attention over [batch*heads, T, D] slices; returns P (probabilities) per
 /// slice.
 void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
@@ -826,6 +840,44 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
           dw.data[wi] += x.data[xi] * dy.data[yi];
         });
         return Results{dw};
+      })
+      .Case([&](MaxPool2dOp p) {
+        const Tensor &x = get(p.getInput());
+        Tensor y(shapeOf(p.getResult()));
+        std::vector<int64_t> at = maxPoolChoices(p.getPool2dShape(), x);
+        for (int64_t e = 0; e < y.numel(); ++e)
+          y.data[e] = at[e] < 0 ? -std::numeric_limits<double>::infinity()
+                                : x.data[at[e]];
+        return Results{y};
+      })
+      .Case([&](MaxPool2dGradOp p) {
+        const Tensor &x = get(p.getInput()), &dy = get(p.getResultGrad());
+        Tensor dx(x.shape);
+        std::vector<int64_t> at = maxPoolChoices(p.getPool2dShape(), x);
+        for (int64_t e = 0; e < dy.numel(); ++e)
+          if (at[e] >= 0)
+            dx.data[at[e]] += dy.data[e];
+        return Results{dx};
+      })
+      .Case([&](AvgPool2dOp p) {
+        const Tensor &x = get(p.getInput());
+        Tensor y(shapeOf(p.getResult()));
+        Conv2dShape s = p.getPool2dShape();
+        double scale = 1.0 / double(s.kh * s.kw);
+        forEachTap(s, [&](int64_t xi, int64_t, int64_t yi) {
+          y.data[yi] += x.data[xi] * scale;
+        });
+        return Results{y};
+      })
+      .Case([&](AvgPool2dGradOp p) {
+        const Tensor &dy = get(p.getResultGrad());
+        Tensor dx(shapeOf(p.getInputGrad()));
+        Conv2dShape s = p.getPool2dShape();
+        double scale = 1.0 / double(s.kh * s.kw);
+        forEachTap(s, [&](int64_t xi, int64_t, int64_t yi) {
+          dx.data[xi] += dy.data[yi] * scale;
+        });
+        return Results{dx};
       })
       .Case([&](DropoutOp o) {
         const Tensor &x = get(o.getInput());

@@ -274,6 +274,16 @@ private:
                                  b.getDenseI64ArrayAttr(attrs.padding),
                                  b.getDenseI64ArrayAttr(attrs.dilation),
                                  b.getI64IntegerAttr(attrs.groups))};
+    case PrimOp::MaxPool2d:
+      return {b.create<MaxPool2dOp>(loc, t0, x[0],
+                                    b.getDenseI64ArrayAttr(attrs.kernel),
+                                    b.getDenseI64ArrayAttr(attrs.stride),
+                                    b.getDenseI64ArrayAttr(attrs.padding))};
+    case PrimOp::AvgPool2d:
+      return {b.create<AvgPool2dOp>(loc, t0, x[0],
+                                    b.getDenseI64ArrayAttr(attrs.kernel),
+                                    b.getDenseI64ArrayAttr(attrs.stride),
+                                    b.getDenseI64ArrayAttr(attrs.padding))};
     case PrimOp::Dropout:
       if (!dropoutSeed || attrs.p == 0)
         return {x[0]};

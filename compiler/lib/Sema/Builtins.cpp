@@ -559,6 +559,119 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
                       loc);
   }
 
+  if (name == "max_pool2d" || name == "avg_pool2d" ||
+      name == "adaptive_avg_pool2d") {
+    // PyTorch's poolings, NCHW. The adaptive one is an average pooling
+    // whose windows tile the image exactly (the sizes must divide).
+    bool adaptive = name == "adaptive_avg_pool2d";
+    std::vector<ParamSpec> specs = {{"x"}};
+    if (adaptive)
+      specs.push_back({"output_size"});
+    else
+      specs.insert(specs.end(),
+                   {{"kernel"}, {"stride", false}, {"padding", false}});
+    if (failed(c.bind(*this, frame, specs)))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", true)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    if (x.shape.unknownRank)
+      return EvalValue::getTensor(x.dtype, Shape::unknown());
+    if (!x.shape.hasRank() || x.shape.dims.size() != 4) {
+      ctx.error(c.loc(0), "'" + name.str() + "' takes x: [N, C, H, W], not " +
+                              str(x.dtype, x.shape, ctx.syms));
+      return failure();
+    }
+    const llvm::SmallVector<SymExpr, 4> &xs = x.shape.dims;
+    std::array<SymExpr, 2> kernel, stride, padding{SymExpr(0), SymExpr(0)};
+    Shape out;
+    out.dims = {xs[0], xs[1]};
+    if (adaptive) {
+      FailureOr<std::array<SymExpr, 2>> size =
+          windowPair(1, "output_size", 1);
+      if (failed(size))
+        return failure();
+      for (int d = 0; d < 2; ++d) {
+        SymContext::Quotient q = ctx.syms.divide(xs[2 + d], (*size)[d]);
+        if (q.kind != SymContext::Quotient::Kind::Exact &&
+            q.kind != SymContext::Quotient::Kind::Atom) {
+          ctx.error(c.loc(1), "'adaptive_avg_pool2d' to " +
+                                  ctx.syms.str((*size)[d]) + " from " +
+                                  ctx.syms.str(xs[2 + d]) +
+                                  " is not supported yet: the output size "
+                                  "must divide the input's, so that the "
+                                  "windows do not overlap");
+          return failure();
+        }
+        kernel[d] = stride[d] = q.value;
+        out.dims.push_back((*size)[d]);
+      }
+    } else {
+      FailureOr<std::array<SymExpr, 2>> k = windowPair(1, "kernel", 1);
+      if (failed(k))
+        return failure();
+      kernel = *k;
+      FailureOr<std::array<SymExpr, 2>> s = windowPair(2, "stride", 1),
+                                        p = windowPair(3, "padding", 0);
+      if (failed(s) || failed(p))
+        return failure();
+      stride = c.given(2) ? *s : kernel;
+      padding = *p;
+      for (auto [pair, what, least, at] :
+           {std::tuple{&kernel, "kernel", 1, size_t(1)},
+            {&stride, "stride", 1, 2},
+            {&padding, "padding", 0, 3}})
+        for (const SymExpr &e : *pair)
+          if (std::optional<int64_t> v = e.getConstant(); v && *v < least) {
+            ctx.error(c.loc(at), "'" + name.str() + "' needs a " +
+                                     std::string(what) + " of at least " +
+                                     std::to_string(least) + ", not " +
+                                     std::to_string(*v));
+            return failure();
+          }
+      for (int d = 0; d < 2; ++d) {
+        std::optional<int64_t> p = padding[d].getConstant(),
+                               k = kernel[d].getConstant();
+        if (p && k && 2 * *p > *k) {
+          ctx.error(c.loc(3), "'" + name.str() + "' pads at most half the "
+                                  "window (" + std::to_string(*k / 2) +
+                                  " for " + std::to_string(*k) + "), not " +
+                                  std::to_string(*p));
+          return failure();
+        }
+        std::optional<SymExpr> size = convOutputSize(
+            ctx.syms, xs[2 + d], kernel[d], stride[d], padding[d], SymExpr(1));
+        if (!size || (size->getConstant() && *size->getConstant() < 1)) {
+          ctx.error(loc, "'" + name.str() + "' slides a " +
+                             ctx.syms.str(kernel[0]) + "x" +
+                             ctx.syms.str(kernel[1]) + " window over " +
+                             str(x.shape, ctx.syms) +
+                             ", which it does not fit");
+          return failure();
+        }
+        out.dims.push_back(*size);
+      }
+    }
+    PrimAttrs attrs;
+    if (ops.tracing())
+      for (auto [pair, into] : {std::pair{&kernel, &attrs.kernel},
+                                {&stride, &attrs.stride},
+                                {&padding, &attrs.padding}})
+        for (const SymExpr &e : *pair) {
+          std::optional<int64_t> v = e.getConstant();
+          if (!v) {
+            ctx.error(loc, "'" + name.str() + "' needs constant windows");
+            return failure();
+          }
+          into->push_back(*v);
+        }
+    return ops.emit1(name == "max_pool2d" ? PrimOp::MaxPool2d
+                                          : PrimOp::AvgPool2d,
+                     {x}, attrs, x.dtype, out, loc);
+  }
+
   if (name == "dropout") {
     // Inverted dropout, as torch.nn.functional.dropout; the program's eval
     // pass and eval-mode runs leave x as it is.

@@ -30,7 +30,7 @@ static const char *const kBuiltinNames[] = {
     "transpose", "reshape", "split",   "concat",        "iota",
     "attention", "sum",     "mean",    "cross_entropy", "mse",
     "rms_norm",  "rope",    "broadcast_to",  "dropout",       "conv2d",
-    "conv_size"};
+    "conv_size", "max_pool2d", "avg_pool2d",    "adaptive_avg_pool2d"};
 
 static bool isBuiltinName(llvm::StringRef name) {
   return llvm::is_contained(kBuiltinNames, name);

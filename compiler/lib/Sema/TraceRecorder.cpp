@@ -207,6 +207,19 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
              str(out[0]);
     return "";
   }
+  case PrimOp::MaxPool2d:
+  case PrimOp::AvgPool2d:
+    if (std::string e = expectCounts(1, 1); !e.empty())
+      return e;
+    if (in[0].getRank() != 4 || out[0].getRank() != 4)
+      return "needs x and result of rank 4";
+    if (attrs.kernel.size() != 2 || attrs.stride.size() != 2 ||
+        attrs.padding.size() != 2)
+      return "needs a kernel, stride and padding pair";
+    if (out[0].shape[0] != in[0].shape[0] || out[0].shape[1] != in[0].shape[1])
+      return "changes the samples or channels: " + str(in[0]) + " -> " +
+             str(out[0]);
+    return "";
   case PrimOp::Dropout:
     if (std::string e = expectCounts(1, 1); !e.empty())
       return e;
@@ -370,6 +383,12 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     break;
   case PrimOp::Dropout:
     os << " {p = " << llvm::format("%g", attrs.p) << "}";
+    break;
+  case PrimOp::MaxPool2d:
+  case PrimOp::AvgPool2d:
+    os << " {kernel = " << attrs.kernel[0] << "x" << attrs.kernel[1]
+       << ", stride = " << attrs.stride[0] << "x" << attrs.stride[1]
+       << ", padding = " << attrs.padding[0] << "x" << attrs.padding[1] << "}";
     break;
   case PrimOp::Conv2d:
     os << " {stride = " << attrs.stride[0] << "x" << attrs.stride[1]

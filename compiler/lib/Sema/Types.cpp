@@ -307,6 +307,10 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "dropout";
   case PrimOp::Conv2d:
     return "conv2d";
+  case PrimOp::MaxPool2d:
+    return "max_pool2d";
+  case PrimOp::AvgPool2d:
+    return "avg_pool2d";
   case PrimOp::Embedding:
     return "embedding";
   case PrimOp::Split:

@@ -99,6 +99,27 @@ void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
                                 int64_t pw, int64_t dh, int64_t dw,
                                 int64_t groups);
 
+/// 2-D pooling (dt.max_pool2d, dt.avg_pool2d) over `planes` planes of h x w
+/// (samples x channels) into oh x ow, windows kh x kw with strides (sh, sw)
+/// and padding (ph, pw); max skips the padding, average counts it. The
+/// gradients overwrite dx.
+void dtk_max_pool2d_f32(const float *x, float *y, int64_t planes, int64_t h,
+                        int64_t w, int64_t oh, int64_t ow, int64_t kh,
+                        int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw);
+void dtk_max_pool2d_grad_f32(const float *x, const float *dy, float *dx,
+                             int64_t planes, int64_t h, int64_t w, int64_t oh,
+                             int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+                             int64_t sw, int64_t ph, int64_t pw);
+void dtk_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64_t h,
+                        int64_t w, int64_t oh, int64_t ow, int64_t kh,
+                        int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw);
+void dtk_avg_pool2d_grad_f32(const float *dy, float *dx, int64_t planes,
+                             int64_t h, int64_t w, int64_t oh, int64_t ow,
+                             int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                             int64_t ph, int64_t pw);
+
 /// Inverted dropout (dt.dropout): y = x / (1 - p) where element e's draw
 /// (dtk/philox.h: group g / 4 of seed, site and step; word g % 4) is at least
 /// p 2^32, else 0. The local tensor is four nested runs, outermost first, of

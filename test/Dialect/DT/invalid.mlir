@@ -218,6 +218,22 @@ func.func @conv_stride(%x: tensor<1x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) {
 
 // -----
 
+func.func @pool_padding(%x: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{padding must be at most half the window}}
+  %0 = dt.max_pool2d %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 2, 0>} : tensor<1x4x8x8xf32> -> tensor<1x4x6x4xf32>
+  return
+}
+
+// -----
+
+func.func @pool_size(%x: tensor<1x4x8x8xf32>) {
+  // expected-error @+1 {{result must be [1, 4, 4, 4]}}
+  %0 = dt.avg_pool2d %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>} : tensor<1x4x8x8xf32> -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
 func.func @dropout_p(%x: tensor<2x4xf32>, %s: tensor<i64>) {
   // expected-error @+1 {{p must be in [0, 1), not 1}}
   %0 = dt.dropout %x step %s micro %s {p = 1.0 : f64, seed = 1 : i64, site = 0 : i64, shape = array<i64: 2, 4>} : tensor<2x4xf32>

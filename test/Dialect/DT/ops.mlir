@@ -169,5 +169,13 @@ func.func @conv(%x: tensor<2x4x9x9xf32>, %w: tensor<6x2x3x3xf32>, %dy: tensor<2x
   %dx = dt.conv2d_input_grad %dy, %w {stride = array<i64: 2, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 1, 1>, groups = 2} : tensor<2x6x4x9xf32>, tensor<6x2x3x3xf32> -> tensor<2x4x9x9xf32>
   // CHECK: dt.conv2d_weight_grad {{.*}} -> tensor<6x2x3x3xf32>
   %dw = dt.conv2d_weight_grad %x, %dy {stride = array<i64: 2, 1>, padding = array<i64: 0, 1>, dilation = array<i64: 1, 1>, groups = 2} : tensor<2x4x9x9xf32>, tensor<2x6x4x9xf32> -> tensor<6x2x3x3xf32>
+  // CHECK: dt.max_pool2d %{{.*}} {kernel = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : tensor<2x4x9x9xf32> -> tensor<2x4x5x5xf32>
+  %mp = dt.max_pool2d %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>} : tensor<2x4x9x9xf32> -> tensor<2x4x5x5xf32>
+  // CHECK: dt.max_pool2d_grad {{.*}} -> tensor<2x4x9x9xf32>
+  %mg = dt.max_pool2d_grad %x, %mp {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>} : tensor<2x4x9x9xf32>, tensor<2x4x5x5xf32> -> tensor<2x4x9x9xf32>
+  // CHECK: dt.avg_pool2d {{.*}} -> tensor<2x4x3x3xf32>
+  %ap = dt.avg_pool2d %x {kernel = array<i64: 3, 3>, stride = array<i64: 3, 3>, padding = array<i64: 0, 0>} : tensor<2x4x9x9xf32> -> tensor<2x4x3x3xf32>
+  // CHECK: dt.avg_pool2d_grad {{.*}} -> tensor<2x4x9x9xf32>
+  %ag = dt.avg_pool2d_grad %ap {kernel = array<i64: 3, 3>, stride = array<i64: 3, 3>, padding = array<i64: 0, 0>} : tensor<2x4x3x3xf32> -> tensor<2x4x9x9xf32>
   return
 }

@@ -124,13 +124,13 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
 )mlir";
 
 // A small convolutional classifier: a padded 3x3 convolution (dilated across),
-// ReLU, then a strided convolution in two groups, flattened into a linear
-// head.
+// ReLU, overlapping max pooling, a strided convolution in two groups, average
+// pooling with padding on one side, flattened into a linear head.
 const char *kConv = R"mlir(
 module attributes {dt.optimizer = {kind = "adamw", lr = 0.01 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}} {
   dt.global param @w1 : tensor<4x3x3x3xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
   dt.global param @w2 : tensor<4x2x3x3xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
-  dt.global param @head : tensor<36x5xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
+  dt.global param @head : tensor<32x5xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.3 : f64}}
   dt.global input @"in/train.x" : tensor<2x3x6x6xf32>
   dt.global input @"in/train.y" : tensor<2xi32>
   func.func @loss() -> tensor<f32> {
@@ -138,12 +138,14 @@ module attributes {dt.optimizer = {kind = "adamw", lr = 0.01 : f64, beta1 = 0.9 
     %y = dt.load @"in/train.y" : tensor<2xi32>
     %w1 = dt.load @w1 : tensor<4x3x3x3xf32>
     %w2 = dt.load @w2 : tensor<4x2x3x3xf32>
-    %wh = dt.load @head : tensor<36x5xf32>
+    %wh = dt.load @head : tensor<32x5xf32>
     %c1 = dt.conv2d %x, %w1 {stride = array<i64: 1, 1>, padding = array<i64: 1, 2>, dilation = array<i64: 1, 2>, groups = 1 : i64} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x6x6xf32>
-    %r1 = dt.relu %c1 : tensor<2x4x6x6xf32>
+    %r0 = dt.relu %c1 : tensor<2x4x6x6xf32>
+    %r1 = dt.max_pool2d %r0 {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>} : tensor<2x4x6x6xf32> -> tensor<2x4x6x6xf32>
     %c2 = dt.conv2d %r1, %w2 {stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, groups = 2 : i64} : tensor<2x4x6x6xf32>, tensor<4x2x3x3xf32> -> tensor<2x4x3x3xf32>
-    %f = dt.reshape %c2 : tensor<2x4x3x3xf32> -> tensor<2x36xf32>
-    %logits = dt.matmul %f, %wh : tensor<2x36xf32>, tensor<36x5xf32> -> tensor<2x5xf32>
+    %a2 = dt.avg_pool2d %c2 {kernel = array<i64: 2, 2>, stride = array<i64: 1, 1>, padding = array<i64: 1, 0>} : tensor<2x4x3x3xf32> -> tensor<2x4x4x2xf32>
+    %f = dt.reshape %a2 : tensor<2x4x4x2xf32> -> tensor<2x32xf32>
+    %logits = dt.matmul %f, %wh : tensor<2x32xf32>, tensor<32x5xf32> -> tensor<2x5xf32>
     %l = dt.cross_entropy %logits, %y : tensor<2x5xf32>, tensor<2xi32> -> tensor<f32>
     return %l : tensor<f32>
   }

@@ -126,6 +126,10 @@ llvm::orc::SymbolMap kernelSymbols(llvm::orc::MangleAndInterner interner) {
   add("dtk_rope_f32", (void *)&dtk_rope_f32);
   add("dtk_dropout_f32", (void *)&dtk_dropout_f32);
   add("dtk_conv2d_f32", (void *)&dtk_conv2d_f32);
+  add("dtk_max_pool2d_f32", (void *)&dtk_max_pool2d_f32);
+  add("dtk_max_pool2d_grad_f32", (void *)&dtk_max_pool2d_grad_f32);
+  add("dtk_avg_pool2d_f32", (void *)&dtk_avg_pool2d_f32);
+  add("dtk_avg_pool2d_grad_f32", (void *)&dtk_avg_pool2d_grad_f32);
   add("dtk_conv2d_input_grad_f32", (void *)&dtk_conv2d_input_grad_f32);
   add("dtk_conv2d_weight_grad_f32", (void *)&dtk_conv2d_weight_grad_f32);
   add("dtk_rms_norm_grad_f32", (void *)&dtk_rms_norm_grad_f32);

@@ -388,6 +388,21 @@ std::vector<Case> allCases() {
              b.getDenseI64ArrayAttr({2, 1}), b.getDenseI64ArrayAttr({1, 2}),
              b.getDenseI64ArrayAttr({2, 1}), b.getI64IntegerAttr(2))};
        }},
+      // Overlapping windows (their adjoints add up) with padding.
+      {"MaxPool2d",
+       {{{2, 3, 5, 6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<MaxPool2dOp>(
+             loc, f64Of(b, {2, 3, 3, 3}), a[0], b.getDenseI64ArrayAttr({3, 2}),
+             b.getDenseI64ArrayAttr({2, 2}), b.getDenseI64ArrayAttr({1, 0}))};
+       }},
+      {"AvgPool2d",
+       {{{2, 3, 5, 6}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<AvgPool2dOp>(
+             loc, f64Of(b, {2, 3, 3, 3}), a[0], b.getDenseI64ArrayAttr({3, 2}),
+             b.getDenseI64ArrayAttr({2, 2}), b.getDenseI64ArrayAttr({1, 0}))};
+       }},
       // A block of a larger tensor in micro-batch 1 of step 5: a fixed mask,
       // so linear, its gradient the same dropout of the adjoint.
       {"Dropout",

@@ -32,6 +32,8 @@
 //   Conv2d              x[N, C, H, W], weight[O, C/groups, KH, KW] ->
 //                       [N, O, OH, OW]; attrs.stride, padding, dilation,
 //                       groups (PyTorch's conv2d without its bias).
+//   MaxPool2d AvgPool2d x[N, C, H, W] -> [N, C, OH, OW]; attrs.kernel,
+//                       stride, padding (PyTorch's poolings).
 //   Dropout             x (float), same shape; attrs.p in [0, 1). Only a
 //                       train trace drops: an eval trace's builder passes x
 //                       through.
@@ -93,6 +95,8 @@ enum class PrimOp {
   RmsNorm,
   Rope,
   Conv2d,
+  MaxPool2d,
+  AvgPool2d,
   Dropout,
   Embedding,
   Split,
@@ -128,8 +132,9 @@ struct PrimAttrs {
   bool causal = false;
   /// Dropout: the probability of dropping an element.
   double p = 0;
-  /// Conv2d: (height, width) of each, and the groups.
-  llvm::SmallVector<int64_t, 2> stride, padding, dilation;
+  /// Conv2d (and the poolings' kernel, stride, padding): (height, width) of
+  /// each, and the groups.
+  llvm::SmallVector<int64_t, 2> kernel, stride, padding, dilation;
   int64_t groups = 1;
 };
 

@@ -136,6 +136,25 @@ const llvm::StringMap<Row> &table() {
     t["dtk_conv2d_f32"] = conv(0, 1, 2);
     t["dtk_conv2d_input_grad_f32"] = conv(2, 1, 0);
     t["dtk_conv2d_weight_grad_f32"] = conv(0, 2, 1);
+    // (tensors..., planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw): each tensor
+    // an input-sized ('i') or output-sized ('o') plane stack.
+    auto pool = [](llvm::StringRef tensors) {
+      unsigned k = tensors.size();
+      std::string which = tensors.str();
+      return Row{k + 11, [=](Sizes &s) {
+                   int64_t planes = s.arg(k);
+                   int64_t in = s.mul({planes, s.arg(k + 1), s.arg(k + 2), kF32}),
+                           out = s.mul({planes, s.arg(k + 3), s.arg(k + 4), kF32});
+                   llvm::SmallVector<int64_t> bytes;
+                   for (char t : which)
+                     bytes.push_back(t == 'i' ? in : out);
+                   return bytes;
+                 }};
+    };
+    t["dtk_max_pool2d_f32"] = pool("io");
+    t["dtk_max_pool2d_grad_f32"] = pool("ioi");
+    t["dtk_avg_pool2d_f32"] = pool("io");
+    t["dtk_avg_pool2d_grad_f32"] = pool("oi");
     // (x, y, n0, n1, n2, n3, s0, s1, s2, s3, base, seed, site, step, p)
     t["dtk_dropout_f32"] = {15, [](Sizes &s) {
                               int64_t all = s.mul({s.arg(2), s.arg(3), s.arg(4),

@@ -397,6 +397,23 @@ private:
           return lowerConv2d(c, "dtk_conv2d_input_grad_f32", c.getResultGrad(),
                              c.getWeight(), c.getInputGrad());
         })
+        .Case([&](MaxPool2dOp p) {
+          return lowerPool2d(p, "dtk_max_pool2d_f32",
+                             {p.getInput(), p.getResult()});
+        })
+        .Case([&](MaxPool2dGradOp p) {
+          return lowerPool2d(
+              p, "dtk_max_pool2d_grad_f32",
+              {p.getInput(), p.getResultGrad(), p.getInputGrad()});
+        })
+        .Case([&](AvgPool2dOp p) {
+          return lowerPool2d(p, "dtk_avg_pool2d_f32",
+                             {p.getInput(), p.getResult()});
+        })
+        .Case([&](AvgPool2dGradOp p) {
+          return lowerPool2d(p, "dtk_avg_pool2d_grad_f32",
+                             {p.getResultGrad(), p.getInputGrad()});
+        })
         .Case([&](Conv2dWeightGradOp c) {
           return lowerConv2d(c, "dtk_conv2d_weight_grad_f32", c.getInput(),
                              c.getResultGrad(), c.getWeightGrad());
@@ -1347,6 +1364,22 @@ private:
     for (int64_t v : {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.oh, s.ow,
                       s.stride[0], s.stride[1], s.padding[0], s.padding[1],
                       s.dilation[0], s.dilation[1], s.groups})
+      args.push_back(i64(v));
+    call(kernel, args);
+    return success();
+  }
+
+  /// A pooling kernel: its tensors, then the planes and window.
+  template <typename Op>
+  LogicalResult lowerPool2d(Op op, StringRef kernel, ArrayRef<Value> tensors) {
+    if (failed(requireF32(op, tensors.drop_back())))
+      return failure();
+    Conv2dShape s = op.getPool2dShape();
+    SmallVector<Value> args;
+    for (Value t : tensors)
+      args.push_back(pointerOf(t));
+    for (int64_t v : {s.n * s.c, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.stride[0],
+                      s.stride[1], s.padding[0], s.padding[1]})
       args.push_back(i64(v));
     call(kernel, args);
     return success();

@@ -404,12 +404,10 @@ def rms_train(a):
     compare_losses(a.run_output, train_steps(opt, a.steps, loss))
 
 
-def conv_train(a):
-    """conv_tiny.dt (tokens as a 16 x 16 image, two convolutions, a head) in
-    PyTorch from dt's exported initial weights: F.conv2d with the same padding,
-    stride and groups; AdamW without decay on 1-D tensors (dt's rule)."""
+def image_setup(a):
+    """conv_train's and pool_train's start: dt's exported initial weights in
+    float64, AdamW without decay on 1-D tensors (dt's rule), the token file."""
     import torch
-    import torch.nn.functional as F
     torch.set_num_threads(1)
     t = {k: torch.from_numpy(v).double().requires_grad_() for k, v in read_dir(a.dir).items()}
     opt = torch.optim.AdamW(
@@ -417,7 +415,16 @@ def conv_train(a):
          {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
         lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
     batch = read_tokens(a.tokens, a.seq)
-    x, y = batch[:, :-1], batch[:, 1:]
+    return t, opt, batch[:, :-1], batch[:, 1:]
+
+
+def conv_train(a):
+    """conv_tiny.dt (tokens as a 16 x 16 image, two convolutions, a head) in
+    PyTorch from dt's exported initial weights: F.conv2d with the same padding,
+    stride and groups; AdamW without decay on 1-D tensors (dt's rule)."""
+    import torch
+    import torch.nn.functional as F
+    t, opt, x, y = image_setup(a)
     b, n = x.shape
 
     def loss():
@@ -426,6 +433,25 @@ def conv_train(a):
         h = F.conv2d(h, t["c2_weight"], t["c2_bias"], stride=2, padding=(1, 2),
                      dilation=(1, 2), groups=2)
         logits = h.reshape(b, n, -1) @ t["head.weight"].T
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    compare_losses(a.run_output, train_steps(opt, a.steps, loss))
+
+
+def pool_train(a):
+    """pool_tiny.dt in PyTorch: F.max_pool2d, F.avg_pool2d (padding counted, its
+    default) and F.adaptive_avg_pool2d after a convolution; AdamW as conv_train."""
+    import torch
+    import torch.nn.functional as F
+    t, opt, x, y = image_setup(a)
+    b, n = x.shape
+
+    def loss():
+        h = t["wte.weight"][x].reshape(b, 1, n, -1)
+        h = F.conv2d(h, t["c1.weight"], t["c1.bias"], padding=1).relu()
+        h = F.avg_pool2d(F.max_pool2d(h, 3, stride=2, padding=1), 2, stride=1)
+        tall = F.avg_pool2d(h, (2, 1), stride=1, padding=(1, 0))
+        pooled = F.adaptive_avg_pool2d(h, 1).reshape(b, 1, 8).expand(b, n, 8)
+        logits = torch.cat([tall.reshape(b, n, -1), pooled], -1) @ t["head.weight"].T
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
     compare_losses(a.run_output, train_steps(opt, a.steps, loss))
 
@@ -614,6 +640,7 @@ def main():
     p.add_argument("--wd", type=float, default=0.1)
     sizes(p)
     p = training(sub, "conv-train")
+    p = training(sub, "pool-train")
     p = training(sub, "rms-train")
     p.add_argument("--eps", type=float, required=True)
     p = training(sub, "rope-train")
@@ -650,7 +677,7 @@ def main():
     {"make": make, "tokens": tokens, "check-loss": check_loss, "compare": compare,
      "check-config": check_config, "corrupt": corrupt, "lora-train": lora_train,
      "check-merge": check_merge, "check-base": check_base, "rms-train": rms_train,
-     "conv-train": conv_train,
+     "conv-train": conv_train, "pool-train": pool_train,
      "rope-train": rope_train, "llama-train": llama_train,
      "add-head": add_head}[a.cmd](a)
 

@@ -587,6 +587,80 @@ LogicalResult Conv2dWeightGradOp::verify() {
   return verifyConv2d(*this, getInput(), getWeightGrad(), getResultGrad());
 }
 
+/// A pooling's window over `input` producing `result`, as a convolution of
+/// one channel per group.
+template <typename Op>
+static Conv2dShape pool2dShape(Op op, Value input, Value result) {
+  ArrayRef<int64_t> x = shapeOf(input), y = shapeOf(result);
+  Conv2dShape s{};
+  if (x.size() == 4 && y.size() == 4) {
+    s.n = x[0], s.c = x[1], s.h = x[2], s.w = x[3];
+    s.o = x[1], s.oh = y[2], s.ow = y[3];
+  }
+  auto at = [](ArrayRef<int64_t> a, int d) { return a.size() == 2 ? a[d] : 0; };
+  s.kh = at(op.getKernel(), 0), s.kw = at(op.getKernel(), 1);
+  for (int d = 0; d < 2; ++d) {
+    s.stride[d] = at(op.getStride(), d);
+    s.padding[d] = at(op.getPadding(), d);
+    s.dilation[d] = 1;
+  }
+  s.groups = s.c > 0 ? s.c : 1;
+  return s;
+}
+
+Conv2dShape MaxPool2dOp::getPool2dShape() {
+  return pool2dShape(*this, getInput(), getResult());
+}
+Conv2dShape MaxPool2dGradOp::getPool2dShape() {
+  return pool2dShape(*this, getInput(), getResultGrad());
+}
+Conv2dShape AvgPool2dOp::getPool2dShape() {
+  return pool2dShape(*this, getInput(), getResult());
+}
+Conv2dShape AvgPool2dGradOp::getPool2dShape() {
+  return pool2dShape(*this, getInputGrad(), getResultGrad());
+}
+
+/// The checks the poolings and their gradients share.
+template <typename Op>
+static LogicalResult verifyPool2d(Op op, Value input, Value result) {
+  if (shapeOf(input).size() != 4 || shapeOf(result).size() != 4)
+    return op.emitOpError("input and result must have rank 4");
+  for (auto [a, what, least] :
+       {std::tuple{op.getKernel(), "kernel", 1}, {op.getStride(), "stride", 1},
+        {op.getPadding(), "padding", 0}})
+    if (a.size() != 2 || a[0] < least || a[1] < least)
+      return op.emitOpError(what) << " must be two values of at least " << least;
+  Conv2dShape s = op.getPool2dShape();
+  if (2 * s.padding[0] > s.kh || 2 * s.padding[1] > s.kw)
+    return op.emitOpError("padding must be at most half the window");
+  int64_t oh = s.outputSize(0), ow = s.outputSize(1);
+  if (oh < 1 || ow < 1)
+    return op.emitOpError("window of ")
+           << s.kh << "x" << s.kw << " does not fit the padded " << s.h << "x"
+           << s.w << " input";
+  ArrayRef<int64_t> y = shapeOf(result);
+  if (y[0] != s.n || y[1] != s.c || y[2] != oh || y[3] != ow)
+    return op.emitOpError("result must be [")
+           << s.n << ", " << s.c << ", " << oh << ", " << ow << "]";
+  return success();
+}
+
+LogicalResult MaxPool2dOp::verify() {
+  return verifyPool2d(*this, getInput(), getResult());
+}
+LogicalResult MaxPool2dGradOp::verify() {
+  if (getInput().getType() != getInputGrad().getType())
+    return emitOpError("input and its gradient must have one type");
+  return verifyPool2d(*this, getInput(), getResultGrad());
+}
+LogicalResult AvgPool2dOp::verify() {
+  return verifyPool2d(*this, getInput(), getResult());
+}
+LogicalResult AvgPool2dGradOp::verify() {
+  return verifyPool2d(*this, getInputGrad(), getResultGrad());
+}
+
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0 && p < 1))

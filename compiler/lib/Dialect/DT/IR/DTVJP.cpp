@@ -400,6 +400,26 @@ LogicalResult Conv2dOp::buildVJP(OpBuilder &b, ValueRange grads,
   return success();
 }
 
+LogicalResult MaxPool2dOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  return unary(*this, needed, grads, out, [&](Value g) -> Value {
+    return b.create<MaxPool2dGradOp>(getLoc(), getInput().getType(),
+                                     getInput(), g, getKernelAttr(),
+                                     getStrideAttr(), getPaddingAttr());
+  });
+}
+
+LogicalResult AvgPool2dOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                    ArrayRef<bool> needed,
+                                    SmallVectorImpl<Value> &out) {
+  return unary(*this, needed, grads, out, [&](Value g) -> Value {
+    return b.create<AvgPool2dGradOp>(getLoc(), getInput().getType(), g,
+                                     getKernelAttr(), getStrideAttr(),
+                                     getPaddingAttr());
+  });
+}
+
 LogicalResult DropoutOp::buildVJP(OpBuilder &b, ValueRange grads,
                                   ArrayRef<bool> needed,
                                   SmallVectorImpl<Value> &out) {

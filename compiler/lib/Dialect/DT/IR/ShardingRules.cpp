@@ -442,6 +442,40 @@ ShardingRule Conv2dWeightGradOp::getShardingRule() {
   return r;
 }
 
+/// A pooling: samples and channels may split, the images stay whole.
+/// `operands` lists, per operand, whether it is the input (else the
+/// result's adjoint); `linear` which operands a partial sum may pass.
+static ShardingRule poolRule(const Conv2dShape &s, ArrayRef<bool> operands,
+                             bool resultIsInput, Linearity linearity,
+                             ArrayRef<bool> linear) {
+  ShardingRule r;
+  int64_t n = r.addFactor(s.n), c = r.addFactor(s.c);
+  int64_t h = r.addFactor(s.h, Kind::Whole), w = r.addFactor(s.w, Kind::Whole),
+          oh = r.addFactor(s.oh, Kind::Whole),
+          ow = r.addFactor(s.ow, Kind::Whole);
+  Dims input{{n}, {c}, {h}, {w}}, output{{n}, {c}, {oh}, {ow}};
+  for (bool isInput : operands)
+    r.operands.push_back(isInput ? input : output);
+  r.results.push_back(resultIsInput ? input : output);
+  r.setLinear(linearity, linear);
+  return r;
+}
+
+ShardingRule MaxPool2dOp::getShardingRule() {
+  return poolRule(getPool2dShape(), {true}, false, Linearity::None, {});
+}
+ShardingRule MaxPool2dGradOp::getShardingRule() {
+  // Linear in the adjoint; the input only says where it goes.
+  return poolRule(getPool2dShape(), {true, false}, true, Linearity::Separate,
+                  {false, true});
+}
+ShardingRule AvgPool2dOp::getShardingRule() {
+  return poolRule(getPool2dShape(), {true}, false, Linearity::Joint, {true});
+}
+ShardingRule AvgPool2dGradOp::getShardingRule() {
+  return poolRule(getPool2dShape(), {false}, true, Linearity::Joint, {true});
+}
+
 ShardingRule DropoutOp::getShardingRule() {
   // Elementwise and linear in its input (the mask is the same on every
   // rank); dt-spmd-partition says where a rank's block starts. The step,

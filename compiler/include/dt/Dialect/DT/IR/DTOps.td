@@ -647,6 +647,78 @@ def DT_Conv2dWeightGradOp : DT_Conv2dOpBase<"conv2d_weight_grad"> {
                        "type($result_grad) `->` type($weight_grad)";
 }
 
+class DT_Pool2dOpBase<string mnemonic, list<Trait> traits = []>
+    : DT_Op<mnemonic, !listconcat([Pure, ShardableOp], traits)> {
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The pooling as a convolution of one channel per group: input [N, C,
+    /// H, W], window kernel, result [N, C, OH, OW].
+    Conv2dShape getPool2dShape();
+  }];
+}
+
+def DT_MaxPool2dOp : DT_Pool2dOpBase<"max_pool2d", [DifferentiableOp]> {
+  let summary = "2-D max pooling, NCHW, as PyTorch's max_pool2d";
+  let description = [{
+    The largest input of each window (`kernel`, `stride`, implicit -inf
+    `padding` of at most half the window); its gradient goes to the first
+    largest input of the window, in row-major order, as PyTorch's CPU kernel.
+
+    ```mlir
+    %y = dt.max_pool2d %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>,
+        padding = array<i64: 1, 1>} : tensor<8x64x16x16xf32> -> tensor<8x64x8x8xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def DT_MaxPool2dGradOp : DT_Pool2dOpBase<"max_pool2d_grad"> {
+  let summary = "the gradient of dt.max_pool2d";
+  let description = [{
+    Each window's adjoint added to its first largest input (recomputed from
+    `input`), zeros elsewhere.
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DT_FloatTensor:$result_grad,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs DT_FloatTensor:$input_grad);
+  let assemblyFormat = "$input `,` $result_grad attr-dict `:` type($input) `,` "
+                       "type($result_grad) `->` type($input_grad)";
+}
+
+def DT_AvgPool2dOp : DT_Pool2dOpBase<"avg_pool2d", [DifferentiableOp]> {
+  let summary = "2-D average pooling, NCHW, as PyTorch's avg_pool2d";
+  let description = [{
+    The mean of each window, zero padding counted (PyTorch's default
+    `count_include_pad`): the sum over the window divided by its size.
+
+    ```mlir
+    %y = dt.avg_pool2d %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>,
+        padding = array<i64: 0, 0>} : tensor<8x64x8x8xf32> -> tensor<8x64x4x4xf32>
+    ```
+  }];
+  let arguments = (ins DT_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs DT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def DT_AvgPool2dGradOp : DT_Pool2dOpBase<"avg_pool2d_grad"> {
+  let summary = "the gradient of dt.avg_pool2d";
+  let description = [{
+    Each window's adjoint divided by the window's size and added to each of
+    its inputs; the result type is the pooled input's.
+  }];
+  let arguments = (ins DT_FloatTensor:$result_grad, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs DT_FloatTensor:$input_grad);
+  let assemblyFormat = "$result_grad attr-dict `:` type($result_grad) `->` "
+                       "type($input_grad)";
+}
+
 def DT_EmbeddingOp : DT_Op<"embedding", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "rows of a table picked by integer ids";
   let description = [{
