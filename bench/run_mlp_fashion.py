@@ -26,9 +26,19 @@ import subprocess
 import tempfile
 
 from common import ROOT, build_sgemm_roof, cpu_name, parse_size, run, sgemm_roof, torch_config
-# Matrix-product FLOPs per training sample of 784-256-10: forward 2(784*256 + 256*10);
-# backward dW1 2*784*256, dW2 and dH 2*256*10 each (no gradient of the input pixels).
-FLOP_PER_SAMPLE = 2 * (784 * 256 + 256 * 10) + 2 * 784 * 256 + 2 * 2 * 256 * 10
+# What the race runs: the example, its PyTorch peer, the FLOPs counted per sample and the
+# product shape whose sgemm rate is reported beside the roof.
+MLP = {
+    "name": "mlp_fashion",
+    "torch": "mlp_fashion_torch.py",
+    # Matrix-product FLOPs per training sample of 784-256-10: forward 2(784*256 +
+    # 256*10); backward dW1 2*784*256, dW2 and dH 2*256*10 each (no gradient of the
+    # input pixels).
+    "flop_per_sample": 2 * (784 * 256 + 256 * 10) + 2 * 784 * 256 + 2 * 2 * 256 * 10,
+    "flops_counted": "the model's matrix products only",
+    "model_shape": (128, 256, 784),
+    "model_shape_text": "128x784 @ 784x256",
+}
 
 
 def parse_rate(text):
@@ -47,10 +57,10 @@ def run_dt(program, threads, env):
             "peak_rss_mib": parse_size(rss)}
 
 
-def run_torch(threads, blas_threads, env):
+def run_torch(script, threads, blas_threads, env):
     e = dict(env)
     e["OPENBLAS_NUM_THREADS"] = str(blas_threads)
-    out = run(["/usr/bin/python3", os.path.join(ROOT, "bench", "mlp_fashion_torch.py"),
+    out = run(["/usr/bin/python3", os.path.join(ROOT, "bench", script),
                "--threads", str(threads)], e)
     return json.loads(out.splitlines()[-1])
 
@@ -66,17 +76,19 @@ def machine_info(env):
     return info
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def race(spec, doc):
+    """Runs spec's example and its PyTorch peer side by side and writes the report."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both peers")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     env = dict(kv.split("=", 1) for kv in args.env)
+    name, flop_per_sample = spec["name"], spec["flop_per_sample"]
 
     work = tempfile.mkdtemp(prefix="dt-bench-")
-    program = os.path.join(work, "mlp_fashion")
-    run([os.path.join(ROOT, "build", "bin", "dtc"), "examples/mlp_fashion.dt", "-o", program])
+    program = os.path.join(work, name)
+    run([os.path.join(ROOT, "build", "bin", "dtc"), f"examples/{name}.dt", "-o", program])
     roof_tool = build_sgemm_roof(work)
 
     results = {}
@@ -88,10 +100,10 @@ def main():
         roof = model_roof = 0.0
         for _ in range(args.repeats):
             roof = max(roof, sgemm_roof(roof_tool, threads, env, (2048, 2048, 2048)))
-            model_roof = max(model_roof, sgemm_roof(roof_tool, threads, env, (128, 256, 784)))
+            model_roof = max(model_roof, sgemm_roof(roof_tool, threads, env, spec["model_shape"]))
             dt_runs.append(run_dt(program, threads, env))
             for cfg in configs:
-                torch_runs.setdefault(cfg, []).append(run_torch(cfg[0], cfg[1], env))
+                torch_runs.setdefault(cfg, []).append(run_torch(spec["torch"], cfg[0], cfg[1], env))
         med = lambda rs, k: statistics.median(r[k] for r in rs)
         torch_best = max(configs, key=lambda c: med(torch_runs[c], "samples_per_s"))
         dt_rate = med(dt_runs, "samples_per_s")
@@ -100,14 +112,14 @@ def main():
             "dt": {"samples_per_s": dt_rate, "runs": [r["samples_per_s"] for r in dt_runs],
                    "eval_accuracy": dt_runs[-1]["eval_accuracy"],
                    "peak_rss_mib": dt_runs[-1]["peak_rss_mib"],
-                   "roof_fraction": dt_rate * FLOP_PER_SAMPLE / (roof * 1e9)},
+                   "roof_fraction": dt_rate * flop_per_sample / (roof * 1e9)},
             "torch": {"samples_per_s": t_rate, "config": {"torch_threads": torch_best[0],
                                                           "openblas_threads": torch_best[1]},
                       "runs": {f"torch {c[0]}, openblas {c[1]}": [r["samples_per_s"] for r in rs]
                                for c, rs in torch_runs.items()},
                       "eval_accuracy": torch_runs[torch_best][-1]["eval_accuracy"],
                       "peak_rss_mib": torch_runs[torch_best][-1]["peak_rss_mib"],
-                      "roof_fraction": t_rate * FLOP_PER_SAMPLE / (roof * 1e9)},
+                      "roof_fraction": t_rate * flop_per_sample / (roof * 1e9)},
             "ratio": dt_rate / t_rate,
             "sgemm_roof_gflops": roof, "sgemm_model_shape_gflops": model_roof,
         }
@@ -115,13 +127,13 @@ def main():
     info = machine_info(env)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d")
     out = args.out or os.path.join(ROOT, "bench", "results",
-                                   f"mlp_fashion-{stamp}-{platform.node() or 'host'}.md")
-    lines = [f"# mlp_fashion: dt against PyTorch ({stamp})", "",
+                                   f"{name}-{stamp}-{platform.node() or 'host'}.md")
+    lines = [f"# {name}: dt against PyTorch ({stamp})", "",
              f"Machine: {info['cpu']}, {info['cores']} cores; OpenBLAS kernels: {info['openblas_core']}.",
              f"Environment for both peers: {env or 'default'}. Median of {args.repeats} interleaved runs;",
              "samples/s over the whole 3-epoch run (1404 steps of 128), as each program reports it.",
-             "Roof: OpenBLAS sgemm on 2048^3 at the same thread count (best of the repeats); FLOPs counted are the",
-             f"model's matrix products only ({FLOP_PER_SAMPLE} per sample).", "",
+             "Roof: OpenBLAS sgemm on 2048^3 at the same thread count (best of the repeats); FLOPs counted are",
+             f"{spec['flops_counted']} ({flop_per_sample} per sample).", "",
              "| threads | dt samples/s | PyTorch samples/s | ratio | dt % of roof | PyTorch % of roof | dt acc | PyTorch acc | dt peak RSS | PyTorch peak RSS |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for t, r in results.items():
@@ -131,12 +143,12 @@ def main():
                      f"| {100 * r['torch']['eval_accuracy']:.2f}% | {r['dt']['peak_rss_mib']:.0f} MiB "
                      f"| {r['torch']['peak_rss_mib']:.0f} MiB |")
     lines += ["", "sgemm roof (GFLOP/s): " + ", ".join(
-        f"{t} thread(s): {r['sgemm_roof_gflops']:.1f} (2048^3), {r['sgemm_model_shape_gflops']:.1f} (128x784 @ 784x256)"
+        f"{t} thread(s): {r['sgemm_roof_gflops']:.1f} (2048^3), {r['sgemm_model_shape_gflops']:.1f} ({spec['model_shape_text']})"
         for t, r in results.items()), "",
         "At two threads PyTorch ran as torch.set_num_threads(2) and as torch 1 thread with OpenBLAS",
         "on 2 threads; the faster is compared: " +
         json.dumps(results[2]["torch"]["config"]) + ".", "",
-        "Reproduce: `scripts/setup.sh --bench && bench/run_mlp_fashion.py" +
+        f"Reproduce: `scripts/setup.sh --bench && bench/run_{name}.py" +
         "".join(f" --env {k}={v}" for k, v in env.items()) + "`", "",
         "<details><summary>All runs and torch.__config__.show()</summary>", "", "```json",
         json.dumps(results, indent=2), "```", "", "```", info["torch_config"].strip(), "```", "</details>", ""]
@@ -145,6 +157,10 @@ def main():
         f.write("\n".join(lines))
     print("\n".join(lines[:14 + len(results)]))
     print(f"\nwritten to {out}")
+
+
+def main():
+    race(MLP, __doc__)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,21 @@ static float *scratch(int64_t floats, const char *what) {
   return p;
 }
 
-/* im2col: rows [begin, end) of cols [k, samples p] for group g. */
+/* The output columns [*j0, *j1) of a window tap whose input column is
+ * j * sw + off: those that land inside the image (the others read padding). */
+static void tap_columns(const struct conv *v, int64_t off, int64_t *j0,
+                        int64_t *j1) {
+  int64_t lo = off >= 0 ? 0 : (-off + v->sw - 1) / v->sw;
+  int64_t hi = v->w - 1 - off < 0 ? 0 : (v->w - 1 - off) / v->sw + 1;
+  if (hi > v->ow)
+    hi = v->ow;
+  *j0 = lo < hi ? lo : hi;
+  *j1 = hi;
+}
+
+/* im2col: rows [begin, end) of cols [k, samples p] for group g. A row is one
+ * tap (channel, u, t) of every window; its valid columns are one run, copied
+ * whole for stride 1, between runs of zeros for the padding. */
 struct unroll_args {
   const struct conv *v;
   const float *x;
@@ -75,6 +89,8 @@ static void unroll_rows(void *ctx, int64_t begin, int64_t end) {
   int64_t width = a->samples * v->p;
   for (int64_t r = begin; r < end; ++r) {
     int64_t ci = r / (v->kh * v->kw), u = r / v->kw % v->kh, t = r % v->kw;
+    int64_t off = t * v->dw - v->pw, j0, j1;
+    tap_columns(v, off, &j0, &j1);
     float *row = a->cols + r * width;
     for (int64_t s = 0; s < a->samples; ++s) {
       const float *plane =
@@ -86,10 +102,14 @@ static void unroll_rows(void *ctx, int64_t begin, int64_t end) {
           memset(out, 0, (size_t)v->ow * sizeof(float));
           continue;
         }
-        for (int64_t j = 0; j < v->ow; ++j) {
-          int64_t x = j * v->sw - v->pw + t * v->dw;
-          out[j] = x >= 0 && x < v->w ? plane[y * v->w + x] : 0.0f;
-        }
+        const float *in = plane + y * v->w;
+        memset(out, 0, (size_t)j0 * sizeof(float));
+        if (v->sw == 1)
+          memcpy(out + j0, in + j0 + off, (size_t)(j1 - j0) * sizeof(float));
+        else
+          for (int64_t j = j0; j < j1; ++j)
+            out[j] = in[j * v->sw + off];
+        memset(out + j1, 0, (size_t)(v->ow - j1) * sizeof(float));
       }
     }
   }
@@ -102,7 +122,8 @@ static void unroll(const struct conv *v, const float *x, float *cols,
 }
 
 /* col2im: adds dcols back into the input planes [begin, end) of the chunk
- * (plane = sample x channel of the group), each plane by one thread. */
+ * (plane = sample x channel of the group), each plane by one thread, taps
+ * in a fixed order. */
 struct roll_args {
   const struct conv *v;
   const float *cols;
@@ -120,17 +141,22 @@ static void roll_planes(void *ctx, int64_t begin, int64_t end) {
         a->dx + ((a->first + s) * v->c + a->g * v->cg + ci) * v->h * v->w;
     for (int64_t u = 0; u < v->kh; ++u)
       for (int64_t t = 0; t < v->kw; ++t) {
+        int64_t off = t * v->dw - v->pw, j0, j1;
+        tap_columns(v, off, &j0, &j1);
         const float *row =
             a->cols + ((ci * v->kh + u) * v->kw + t) * width + s * v->p;
         for (int64_t i = 0; i < v->oh; ++i) {
           int64_t y = i * v->sh - v->ph + u * v->dh;
           if (y < 0 || y >= v->h)
             continue;
-          for (int64_t j = 0; j < v->ow; ++j) {
-            int64_t x = j * v->sw - v->pw + t * v->dw;
-            if (x >= 0 && x < v->w)
-              plane[y * v->w + x] += row[i * v->ow + j];
-          }
+          float *in = plane + y * v->w;
+          const float *g = row + i * v->ow;
+          if (v->sw == 1)
+            for (int64_t j = j0; j < j1; ++j)
+              in[j + off] += g[j];
+          else
+            for (int64_t j = j0; j < j1; ++j)
+              in[j * v->sw + off] += g[j];
         }
       }
   }
