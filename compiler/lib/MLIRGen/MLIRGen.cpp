@@ -36,6 +36,8 @@ public:
   /// Makes this a train trace's builder: its dropouts drop, their masks
   /// keyed by `seed` (an eval trace's pass x through).
   void setTraining(int64_t seed) { dropoutSeed = seed; }
+  /// Whether building failed after reporting an error.
+  bool hasFailed() const { return globalsClash; }
 
   TraceValue param(const ParamInfo &param) override {
     RankedTensorType type = tensorType(param.type);
@@ -146,6 +148,8 @@ private:
   /// Training: the dropouts' key, and the next dropout's site.
   std::optional<int64_t> dropoutSeed;
   int64_t dropoutSites = 0;
+  /// Whether a global the dropouts read clashed with one of the program's.
+  bool globalsClash = false;
 
   /// A dropout keyed by the seed, its site, the optimizer step and the
   /// micro-batch within it (dt.dropout).
@@ -155,8 +159,11 @@ private:
         getOrCreateGlobal(module, names::kStep, i64, Role::state);
     FailureOr<GlobalOp> micro =
         getOrCreateGlobal(module, names::kMicroIndex, i64, Role::input);
-    // Both are made here first, so they cannot exist in another type.
-    assert(succeeded(step) && succeeded(micro));
+    // A parameter of the program may have taken the name (reported at it).
+    if (failed(step) || failed(micro)) {
+      globalsClash = true;
+      return x;
+    }
     Value stepValue = b.create<LoadOp>(loc, i64, step->getSymName());
     Value microValue = b.create<LoadOp>(loc, i64, micro->getSymName());
     auto type = llvm::cast<RankedTensorType>(x.getType());
@@ -648,7 +655,7 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
   train.setTraining(job.seed);
   FailureOr<LossTrace> loss =
       traceLoss(job, DataRole::Train, microBatch, train);
-  if (failed(loss))
+  if (failed(loss) || train.hasFailed())
     return nullptr;
   // Pipeline stages would each need the micro-batch index of their pass.
   if (job.parallel.pipeline) {
