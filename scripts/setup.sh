@@ -28,9 +28,9 @@ packages=(
   # data
   dataset-fashion-mnist fortunes python3
   # tests: the AWS CLI checks packaged SageMaker requests offline; jq runs in their
-  # entry points; PyTorch (and NumPy) is the oracle of the Hugging Face weight tests;
+  # entry points; PyTorch (NumPy, torchvision) is the oracle of the Hugging Face weight tests;
   # crc32c checks TensorBoard's event files independently of the runtime
-  awscli jq python3-torch python3-numpy python3-crc32c
+  awscli jq python3-torch python3-torchvision python3-numpy python3-crc32c
 )
 if [ "$want_bench" = 1 ]; then packages+=(hyperfine); fi
 

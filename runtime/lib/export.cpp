@@ -47,13 +47,37 @@ namespace dtrt {
 
 namespace {
 
-/// One tensor of an export: a parameter under its name in the file.
+/// One tensor of an export: a parameter under its name in the file, or an
+/// i64 scalar that PyTorch keeps beside one (a batch norm's
+/// `num_batches_tracked`).
 struct OutTensor {
   std::string name;
   const BufferDesc *buffer = nullptr;
   /// Stored [in, out] (GPT-2's Conv1D) rather than dt's [out, in].
   bool transposed = false;
+  std::optional<int64_t> counter;
+
+  std::vector<int64_t> shape() const {
+    if (counter)
+      return {};
+    std::vector<int64_t> s = buffer->globalShape;
+    if (transposed)
+      std::reverse(s.begin(), s.end());
+    return s;
+  }
+  const char *dtype() const { return counter ? "I64" : "F32"; }
 };
+
+/// PyTorch's batch norms count their training forward passes beside the
+/// running statistics (`num_batches_tracked`, which a strict load_state_dict
+/// requires): the steps taken times the micro-batches of a step.
+std::optional<std::string> counterBeside(const std::string &name) {
+  static const std::string kMean = "running_mean";
+  if (name.size() < kMean.size() ||
+      name.compare(name.size() - kMean.size(), kMean.size(), kMean) != 0)
+    return std::nullopt;
+  return name.substr(0, name.size() - kMean.size()) + "num_batches_tracked";
+}
 
 /// One file of an export, made under a temporary name.
 struct OutFile {
@@ -116,12 +140,8 @@ Exporter::layOut(std::vector<OutTensor> tensors, uint64_t shardBytes,
               return x.name < y.name;
             });
   std::vector<StEntry> entries;
-  for (const OutTensor &t : tensors) {
-    std::vector<int64_t> shape = t.buffer->globalShape;
-    if (t.transposed)
-      std::reverse(shape.begin(), shape.end());
-    entries.push_back({t.name, shape, "F32"});
-  }
+  for (const OutTensor &t : tensors)
+    entries.push_back({t.name, t.shape(), t.dtype()});
   std::vector<std::vector<size_t>> split = splitStEntries(entries, shardBytes);
   std::vector<OutFile> files;
   for (size_t f = 0; f < split.size(); ++f) {
@@ -216,19 +236,34 @@ Status Exporter::write(const std::vector<OutFile> &files,
     for (const OutFile &f : files) {
       MappedFile map;
       bool mapped = false;
+      // Maps the file on this rank's first piece of it.
+      auto mapFile = [&]() -> Status {
+        if (mapped)
+          return Status::ok();
+        Expected<MappedFile> opened = MappedFile::open(f.tmp, true);
+        if (!opened)
+          return opened.error();
+        map = std::move(*opened);
+        mapped = true;
+        return Status::ok();
+      };
       for (size_t k = 0; k < f.tensors.size(); ++k) {
         const OutTensor &t = f.tensors[k];
+        if (t.counter) {
+          if (rank_ != 0)
+            continue;
+          if (Status s = mapFile(); !s)
+            return s;
+          std::memcpy(map.data() + f.layout.offsets[k], &*t.counter,
+                      sizeof(int64_t));
+          continue;
+        }
         const BufferDesc &b = *t.buffer;
         if (!m_.holds(b, coords_) ||
             (comm_ && !writesPiece(b, coords_, m_.pipelineAxis())))
           continue;
-        if (!mapped) {
-          Expected<MappedFile> opened = MappedFile::open(f.tmp, true);
-          if (!opened)
-            return opened.error();
-          map = std::move(*opened);
-          mapped = true;
-        }
+        if (Status s = mapFile(); !s)
+          return s;
         float *dst = reinterpret_cast<float *>(map.data() +
                                                f.layout.offsets[k]);
         int64_t rows = b.globalShape.empty() ? 1 : b.globalShape[0];
@@ -303,8 +338,16 @@ Expected<std::vector<std::string>> Exporter::run(uint64_t shardBytes,
   if (m_.adapters)
     for (const AdapterSpec::Layer &layer : m_.adapters->layers)
       isFactor[layer.a] = isFactor[layer.b] = true;
+  int64_t passes = arena_.readI64(*m_.find("step")) * m_.train.accumulation;
   for (const CheckpointName &n : m_.checkpointNames) {
     OutTensor t{n.name, m_.find(n.param), n.transposed};
+    if (std::optional<std::string> counter = counterBeside(n.name);
+        counter && t.buffer->buffer) {
+      OutTensor c;
+      c.name = *counter;
+      c.counter = passes;
+      model.push_back(std::move(c));
+    }
     if (isFactor.count(n.param)) {
       t.name = m_.adapters->peftPrefix + n.name;
       adapters.push_back(std::move(t));
@@ -382,10 +425,7 @@ Expected<std::vector<std::string>> Exporter::run(uint64_t shardBytes,
             split.emplace_back();
             for (const OutTensor &t : f.tensors) {
               split.back().push_back(entries.size());
-              std::vector<int64_t> shape = t.buffer->globalShape;
-              if (t.transposed)
-                std::reverse(shape.begin(), shape.end());
-              entries.push_back({t.name, shape, "F32"});
+              entries.push_back({t.name, t.shape(), t.dtype()});
             }
           }
           if (Status s = config(index.c_str(), stIndexJSON(entries, split)); !s)

@@ -246,6 +246,11 @@ BufferDesc parseBuffer(const json &j, size_t index) {
   if (r == std::end(roles))
     bad(fmt::format("{} has unknown role \"{}\"", where, role));
   b.role = *r;
+  if (j.contains("buffer")) {
+    if (!j["buffer"].is_boolean())
+      bad(fmt::format("{}.buffer must be a boolean", where));
+    b.buffer = j["buffer"].get<bool>();
+  }
 
   std::string dtype = getString(member(j, "dtype", where), where + ".dtype");
   std::optional<DType> t = parseDType(dtype);

@@ -555,7 +555,7 @@ void Run::printBanner() {
   int64_t params = 0, frozen = 0;
   size_t paramBytes = 0, localBytes = 0;
   for (const BufferDesc &b : manifest_.buffers)
-    if (b.role == Role::Param) {
+    if (b.role == Role::Param && !b.buffer) {
       int64_t n = 1;
       for (int64_t d : b.globalShape)
         n *= d;

@@ -465,7 +465,8 @@ namespace {
 
 /// Tensors real checkpoints carry that are not parameters of any model:
 /// GPT-2's causal-mask buffers, BERT's position ids, LLaMA's rotary
-/// frequencies (finetune-formats.md, "Conversion gotchas").
+/// frequencies (finetune-formats.md, "Conversion gotchas"), a batch norm's
+/// count of training passes (dt's export writes its own).
 bool isKnownBuffer(const std::string &name) {
   auto endsWith = [&](std::string_view tail) {
     return name.size() >= tail.size() &&
@@ -473,7 +474,7 @@ bool isKnownBuffer(const std::string &name) {
   };
   return endsWith(".attn.bias") || endsWith(".attn.masked_bias") ||
          name == "position_ids" || endsWith(".position_ids") ||
-         endsWith(".rotary_emb.inv_freq");
+         endsWith(".rotary_emb.inv_freq") || endsWith(".num_batches_tracked");
 }
 
 } // namespace

@@ -34,10 +34,15 @@ public:
       : module(module), b(b), layouts(layouts) {}
 
   /// Makes this a train trace's builder: its dropouts drop, their masks
-  /// keyed by `seed` (an eval trace's pass x through).
-  void setTraining(int64_t seed) { dropoutSeed = seed; }
+  /// keyed by `seed` (an eval trace's pass x through), and its batch norms
+  /// normalise by the statistics of `statGroups` equal groups of the batch
+  /// (one per data-parallel rank, as DDP's BatchNorm; 1 for SyncBatchNorm).
+  void setTraining(int64_t seed, int64_t statGroups) {
+    dropoutSeed = seed;
+    this->statGroups = statGroups;
+  }
   /// Whether building failed after reporting an error.
-  bool hasFailed() const { return globalsClash; }
+  bool hasFailed() const { return globalsClash || batchNormFailed; }
 
   TraceValue param(const ParamInfo &param) override {
     RankedTensorType type = tensorType(param.type);
@@ -51,8 +56,12 @@ public:
       if (param.tensorDim)
         g->setAttr(names::kTensorDimAttr,
                    b.getI64IntegerAttr(*param.tensorDim));
-      if (param.frozen)
+      // A buffer is not trained: to differentiation and the optimizer it is
+      // a frozen parameter.
+      if (param.frozen || param.buffer)
         g->setAttr(names::kFrozenAttr, b.getUnitAttr());
+      if (param.buffer)
+        g->setAttr(names::kBufferParamAttr, b.getUnitAttr());
       if (param.noDecay)
         g->setAttr(names::kNoDecayAttr, b.getUnitAttr());
       if (Attribute layout = layouts.lookup(param.name))
@@ -150,6 +159,90 @@ private:
   int64_t dropoutSites = 0;
   /// Whether a global the dropouts read clashed with one of the program's.
   bool globalsClash = false;
+  /// Training: the groups of the batch a batch norm takes statistics over.
+  int64_t statGroups = 1;
+  bool batchNormFailed = false;
+
+  /// `v[C]` shaped to broadcast along dim `axis` of `full`.
+  Value alongAxis(DTBuilder &e, Value v, int64_t axis,
+                  RankedTensorType full) {
+    SmallVector<int64_t> shape(full.getRank(), 1);
+    shape[axis] = full.getDimSize(axis);
+    return e.broadcast(e.reshape(v, shape), full);
+  }
+
+  /// PyTorch's batch_norm built from reductions and elementwise ops, so that
+  /// differentiation, sharding and fusion need nothing new: the batch
+  /// [N, C, ...] is viewed as [G, N/G, C, S] and each of the G groups is
+  /// normalised by its own statistics. G splits like the batch, so with one
+  /// group per data-parallel rank the statistics stay on their rank, and with
+  /// one group (sync_batchnorm) their sums are all-reduced by the
+  /// partitioner. Group 0's statistics (rank 0's, which DDP broadcasts to
+  /// every rank) move the running ones, by a `dt.store` that nothing
+  /// differentiates.
+  Value batchNorm(mlir::Location loc, ArrayRef<Value> x,
+                  const PrimAttrs &attrs) {
+    DTBuilder e{b, loc};
+    auto type = llvm::cast<RankedTensorType>(x[0].getType());
+    Value weight = x[1], bias = x[2], runningMean = x[3], runningVar = x[4];
+    int64_t n = type.getDimSize(0), c = type.getDimSize(1);
+    auto eps = [&](Value v) { return e.add(v, e.like(v, attrs.eps)); };
+    if (!dropoutSeed) {
+      // Eval: y = x * scale + shift per channel.
+      Value scale = e.div(weight, e.sqrt(eps(runningVar)));
+      Value shift = e.sub(bias, e.mul(runningMean, scale));
+      return e.add(e.mul(x[0], alongAxis(e, scale, 1, type)),
+                   alongAxis(e, shift, 1, type));
+    }
+    int64_t groups = n % statGroups == 0 ? statGroups : 1;
+    int64_t spatial = type.getNumElements() / (n * c);
+    int64_t count = n / groups * spatial;
+    if (count < 2) {
+      mlir::emitError(loc) << "batch_norm in training needs more than one "
+                              "value per channel, but each statistic is over "
+                           << count
+                           << " (samples per rank and micro-batch times the "
+                              "other dimensions); raise batch or micro_batch";
+      batchNormFailed = true;
+      return x[0];
+    }
+    auto grouped = RankedTensorType::get({groups, n / groups, c, spatial},
+                                         type.getElementType());
+    Value xg = e.reshape(x[0], grouped.getShape());
+    auto mean = [&](Value v) {
+      Value s = e.sum(v, {1, 3});
+      return e.mul(s, e.like(s, 1.0 / double(count)));
+    };
+    Value mu = mean(xg);
+    Value centred = e.sub(xg, e.unreduce(mu, {1, 3}, grouped));
+    Value var = mean(e.mul(centred, centred));
+    Value inv = e.div(e.like(var, 1.0), e.sqrt(eps(var)));
+    Value y = e.mul(centred, e.unreduce(inv, {1, 3}, grouped));
+    y = e.add(e.mul(y, alongAxis(e, weight, 2, grouped)),
+              alongAxis(e, bias, 2, grouped));
+
+    // Running statistics: (1 - m) * running + m * group 0's, the variance
+    // unbiased as PyTorch's.
+    auto groupZero = [&](Value v) {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      if (groups > 1)
+        v = b.create<SliceOp>(loc, RankedTensorType::get({1, c}, t.getElementType()),
+                              v, b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
+      return e.reshape(v, {c});
+    };
+    auto update = [&](Value running, Value batch) {
+      Value moved =
+          e.add(e.mul(running, e.like(running, 1.0 - attrs.momentum)),
+                e.mul(batch, e.like(batch, attrs.momentum)));
+      b.create<StoreOp>(loc, moved,
+                        running.getDefiningOp<LoadOp>().getGlobal());
+    };
+    update(runningMean, groupZero(mu));
+    Value unbiased = groupZero(var);
+    update(runningVar,
+           e.mul(unbiased, e.like(unbiased, double(count) / (count - 1))));
+    return e.reshape(y, type.getShape());
+  }
 
   /// A dropout keyed by the seed, its site, the optimizer step and the
   /// micro-batch within it (dt.dropout).
@@ -291,6 +384,8 @@ private:
                                     b.getDenseI64ArrayAttr(attrs.kernel),
                                     b.getDenseI64ArrayAttr(attrs.stride),
                                     b.getDenseI64ArrayAttr(attrs.padding))};
+    case PrimOp::BatchNorm:
+      return {batchNorm(loc, x, attrs)};
     case PrimOp::Dropout:
       if (!dropoutSeed || attrs.p == 0)
         return {x[0]};
@@ -652,7 +747,9 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
                                        b.getFunctionType({}, {}));
   b.setInsertionPointToStart(lossFn.addEntryBlock());
   FunctionBuilder train(*module, b, layouts);
-  train.setTraining(job.seed);
+  train.setTraining(job.seed, job.parallel.syncBatchNorm
+                                  ? 1
+                                  : job.parallel.getDataParallelSize());
   FailureOr<LossTrace> loss =
       traceLoss(job, DataRole::Train, microBatch, train);
   if (failed(loss) || train.hasFailed())
@@ -665,6 +762,13 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
       return WalkResult::interrupt();
     });
     if (dropped.wasInterrupted())
+      return nullptr;
+    WalkResult updated = lossFn.walk([](StoreOp s) {
+      s.emitError("batch_norm in a pipelined program is not supported yet: "
+                  "remove the pipeline key");
+      return WalkResult::interrupt();
+    });
+    if (updated.wasInterrupted())
       return nullptr;
   }
   Value lossValue = train.get(loss->loss);

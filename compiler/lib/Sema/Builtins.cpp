@@ -816,6 +816,88 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
                      x.dtype, x.shape, loc);
   }
 
+  if (name == "batch_norm") {
+    // PyTorch's batch_norm over dim 1 of [N, C, ...]: in training the
+    // batch's statistics normalise and move the running ones (which must be
+    // `@buffer` parameters, the state it updates); in eval the running ones
+    // normalise.
+    if (failed(c.bind(*this, frame,
+                      {{"x"},
+                       {"weight"},
+                       {"bias"},
+                       {"running_mean"},
+                       {"running_var"},
+                       {"momentum", false},
+                       {"eps", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    static const char *const kOperands[] = {"x", "weight", "bias",
+                                            "running_mean", "running_var"};
+    for (size_t i = 0; i < 5; ++i)
+      if (failed(c.tensor(i, kOperands[i], true)))
+        return failure();
+    const EvalValue &x = c.value(0);
+    if (x.shape.hasRank() && x.shape.ellipsis < 0 && x.shape.dims.size() < 2) {
+      ctx.error(c.loc(0), "'batch_norm' normalises each channel (dim 1) of "
+                          "x: [N, C, ...], so x needs rank 2 or more, not " +
+                              str(x.dtype, x.shape, ctx.syms));
+      return failure();
+    }
+    bool channelsKnown = x.shape.hasRank() && x.shape.ellipsis < 0;
+    for (size_t i = 1; i < 5; ++i) {
+      const EvalValue &p = c.value(i);
+      if (!channelsKnown || p.shape.unknownRank)
+        continue;
+      if (!p.shape.hasRank() || p.shape.dims.size() != 1 ||
+          ctx.syms.compare(p.shape.dims[0], x.shape.dims[1]) ==
+              SymCmp::Unequal) {
+        ctx.error(c.loc(i), "'batch_norm' normalises the channels (dim 1) of " +
+                                str(x.dtype, x.shape, ctx.syms) + ", so '" +
+                                kOperands[i] + "' must be [" +
+                                ctx.syms.str(x.shape.dims[1]) + "], not " +
+                                str(p.shape, ctx.syms));
+        return failure();
+      }
+    }
+    for (size_t i : {size_t(3), size_t(4)}) {
+      const InstanceParam *p = c.value(i).param;
+      if (p && p->buffer)
+        continue;
+      ctx.error(c.loc(i),
+                std::string("'batch_norm' updates its '") + kOperands[i] +
+                    "' while training, so it must be a parameter declared "
+                    "@buffer (as nn.BatchNorm2d declares its statistics), " +
+                    (p ? "and '" + p->member->getName().str() +
+                             "' is not declared @buffer"
+                       : std::string("not a computed value")));
+      return failure();
+    }
+    PrimAttrs attrs;
+    FailureOr<double> eps = c.positive(6, "eps", 1e-5);
+    if (failed(eps))
+      return failure();
+    attrs.eps = *eps;
+    attrs.momentum = 0.1;
+    if (c.given(5)) {
+      FailureOr<std::optional<double>> m = c.number(5, "momentum");
+      if (failed(m))
+        return failure();
+      attrs.momentum = m->value_or(0.1);
+      if (!(attrs.momentum >= 0 && attrs.momentum <= 1)) {
+        ctx.error(c.loc(5), "the momentum of 'batch_norm' is the weight of a "
+                            "batch's statistics in the running ones, in "
+                            "[0, 1], not " +
+                                llvm::formatv("{0}", attrs.momentum).str());
+        return failure();
+      }
+    }
+    llvm::SmallVector<EvalValue, 5> operands;
+    for (size_t i = 0; i < 5; ++i)
+      operands.push_back(c.value(i));
+    return ops.emit1(PrimOp::BatchNorm, operands, attrs, x.dtype, x.shape, loc);
+  }
+
   if (name == "embedding") {
     if (failed(c.bind(*this, frame, {{"table"}, {"ids"}})))
       return failure();

@@ -30,7 +30,8 @@ static const char *const kBuiltinNames[] = {
     "transpose", "reshape", "split",   "concat",        "iota",
     "attention", "sum",     "mean",    "cross_entropy", "mse",
     "rms_norm",  "rope",    "broadcast_to",  "dropout",       "conv2d",
-    "conv_size", "max_pool2d", "avg_pool2d",    "adaptive_avg_pool2d"};
+    "conv_size", "max_pool2d", "avg_pool2d",    "adaptive_avg_pool2d",
+    "batch_norm"};
 
 static bool isBuiltinName(llvm::StringRef name) {
   return llvm::is_contained(kBuiltinNames, name);
@@ -125,6 +126,7 @@ FailureOr<EvalValue> Evaluator::memberOfInstance(const Instance &inst,
     tensor.shape.dims.assign(param->dims.begin(), param->dims.end());
     if (emitter && param->jobIndex >= 0)
       tensor.handle = emitter->param(param->jobIndex);
+    tensor.param = param;
     return tensor;
   }
   if (const InstanceChild *child = inst.findChild(name)) {

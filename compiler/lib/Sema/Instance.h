@@ -35,6 +35,8 @@ struct InstanceParam {
   Initializer init;
   std::optional<Annotation> annotation;
   std::optional<unsigned> tensorDim;
+  /// `@buffer`: state that an op updates (running statistics), not trained.
+  bool buffer = false;
   /// Index in Job::params (concrete instances), or -1.
   int jobIndex = -1;
 };

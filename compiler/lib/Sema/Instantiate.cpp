@@ -69,17 +69,29 @@ std::string sema::childPath(const Instance &parent, llvm::StringRef name,
   return path;
 }
 
-/// Reads the annotations of a member: at most one, of a known name.
+/// Reads the annotations of a member: at most one layout, of a known name,
+/// and for a parameter (`buffer` non-null) `@buffer`.
 static FailureOr<std::optional<Annotation>>
-readAnnotation(SemaContext &ctx, const ast::Member &member) {
+readAnnotation(SemaContext &ctx, const ast::Member &member,
+               bool *buffer = nullptr) {
   std::optional<Annotation> result;
   const ast::Annotation *first = nullptr;
   for (const ast::Annotation &a : member.getAnnotations()) {
+    if (a.name == "buffer") {
+      if (!buffer) {
+        ctx.error(a.loc, "@buffer marks a parameter as state that an op "
+                         "updates; '" +
+                             member.getName() + "' is a layer");
+        return failure();
+      }
+      *buffer = true;
+      continue;
+    }
     std::optional<Annotation> kind = parseAnnotation(a.name);
     if (!kind) {
       ctx.error(a.loc, "unknown annotation '@" + a.name +
-                           "'; expected @column, @row or @vocab" +
-                           suggest(a.name, {"column", "row", "vocab"}));
+                           "'; expected @column, @row, @vocab or @buffer" +
+                           suggest(a.name, {"column", "row", "vocab", "buffer"}));
       return failure();
     }
     if (first) {
@@ -415,7 +427,8 @@ LogicalResult Evaluator::instantiateParam(Instance &inst,
     }
     param.present = value->boolValue.value_or(true);
   }
-  FailureOr<std::optional<Annotation>> annotation = readAnnotation(ctx, member);
+  FailureOr<std::optional<Annotation>> annotation =
+      readAnnotation(ctx, member, &param.buffer);
   if (failed(annotation))
     return failure();
   if (*annotation) {

@@ -428,7 +428,7 @@ LogicalResult ParallelChecker::checkTensorSplits(llvm::SMLoc tensorLoc) {
 LogicalResult ParallelChecker::run() {
   p.loc = ctx.diag.resolve(decl.getLoc());
   std::vector<std::string> known = {"mesh", "data", "zero", "tensor",
-                                    "pipeline"};
+                                    "pipeline", "sync_batchnorm"};
   std::map<std::string, const ast::KeyValue *> entries;
   bool ok = true;
   for (const ast::KeyValue &kv : decl.getEntries()) {
@@ -481,6 +481,17 @@ LogicalResult ParallelChecker::run() {
       return failure();
     }
     p.zero = *level;
+  }
+  if (const ast::Expr *sync = get("sync_batchnorm")) {
+    FailureOr<bool> on = keys.boolean(*sync, "'sync_batchnorm'");
+    if (failed(on))
+      return failure();
+    if (*on && p.dataAxes.empty()) {
+      ctx.error(sync->getLoc(), "sync_batchnorm takes batch statistics over "
+                                "the data axes, but 'data' names none");
+      return failure();
+    }
+    p.syncBatchNorm = *on;
   }
   llvm::SMLoc tensorLoc;
   if (const ast::Expr *tensor = get("tensor")) {

@@ -220,6 +220,15 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
       return "changes the samples or channels: " + str(in[0]) + " -> " +
              str(out[0]);
     return "";
+  case PrimOp::BatchNorm:
+    if (std::string e = expectCounts(5, 1); !e.empty())
+      return e;
+    if (in[0].getRank() < 2)
+      return "needs x of rank 2 or more";
+    for (size_t i = 1; i < 5; ++i)
+      if (in[i].getRank() != 1 || in[i].shape[0] != in[0].shape[1])
+        return "needs [C] weight, bias and statistics for " + str(in[0]);
+    return same(out[0], in[0]);
   case PrimOp::Dropout:
     if (std::string e = expectCounts(1, 1); !e.empty())
       return e;
@@ -380,6 +389,10 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     break;
   case PrimOp::Rope:
     os << " {theta = " << llvm::format("%g", attrs.theta) << "}";
+    break;
+  case PrimOp::BatchNorm:
+    os << " {eps = " << llvm::format("%g", attrs.eps)
+       << ", momentum = " << llvm::format("%g", attrs.momentum) << "}";
     break;
   case PrimOp::Dropout:
     os << " {p = " << llvm::format("%g", attrs.p) << "}";

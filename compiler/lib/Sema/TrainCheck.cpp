@@ -535,6 +535,7 @@ TrainChecker::buildTree(Instance &inst, const ModelInstance *parent) {
       info.init = param.init;
       info.tensorDim = param.tensorDim;
       info.annotation = param.annotation;
+      info.buffer = param.buffer;
       info.loc = ctx.diag.resolve(member->getLoc());
       info.owner = node.get();
       info.index = job.params.size();

@@ -303,6 +303,8 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "rms_norm";
   case PrimOp::Rope:
     return "rope";
+  case PrimOp::BatchNorm:
+    return "batch_norm";
   case PrimOp::Dropout:
     return "dropout";
   case PrimOp::Conv2d:

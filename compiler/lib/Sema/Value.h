@@ -26,6 +26,7 @@ namespace dt::sema {
 
 struct Instance;
 struct InstanceChild;
+struct InstanceParam;
 struct ModuleScope;
 
 /// A value during evaluation.
@@ -66,6 +67,10 @@ struct EvalValue {
   /// Integer tensors: every element is below this (set by iota), so that an
   /// embedding lookup out of the table can be found before run time.
   std::optional<SymExpr> upperBound;
+  /// A parameter read as it is (`running_mean`, not `running_mean * 1`): the
+  /// ops that update state (batch_norm's running statistics) need to know
+  /// which.
+  const InstanceParam *param = nullptr;
 
   // Tuple, List, Record (keys: one per item for records and named tuples).
   std::vector<EvalValue> items;

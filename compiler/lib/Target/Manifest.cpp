@@ -251,6 +251,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
     }
     if (int64_t rank = pipelineRankOf(g); rank >= 0)
       b["pp_rank"] = rank;
+    if (g->hasAttr(names::kBufferParamAttr))
+      b["buffer"] = true;
     if (auto init = g.getInit()) {
       FailureOr<llvm::json::Value> v = toJSON(*init, g);
       if (failed(v))

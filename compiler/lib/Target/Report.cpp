@@ -236,19 +236,26 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       whole.*field += all;
     };
     switch (g.getRole()) {
-    case Role::param:
+    case Role::param: {
       add(&Memory::params);
-      paramCount += g.getGlobalTensorType().getNumElements();
+      // A `@buffer` (running statistics) is state kept with the parameters,
+      // not one of them, as PyTorch counts.
+      bool buffer = g->hasAttr(names::kBufferParamAttr);
       params.push_back(
-          {(g.getSymName() +
-            (g->hasAttr(names::kFrozenAttr) ? " (frozen)" : ""))
+          {(g.getSymName() + (buffer ? " (buffer)"
+                              : g->hasAttr(names::kFrozenAttr) ? " (frozen)"
+                                                               : ""))
                .str(),
            g.getGlobalTensorType().getNumElements()});
+      if (buffer)
+        break;
+      paramCount += g.getGlobalTensorType().getNumElements();
       if (g->hasAttr(names::kFrozenAttr)) {
         frozenCount += g.getGlobalTensorType().getNumElements();
         frozenBytes += local;
       }
       break;
+    }
     case Role::grad:
       add(&Memory::grads);
       break;

@@ -15,7 +15,8 @@
 // Two kinds of value keep f32: the loss (the loss ops' result is an f32 scalar,
 // and whatever the loss expression computes from it is f32), and the result
 // of a `dt.convert`, whose type is what its builder asked for (MLIRGen pins
-// mse's operands to f32 that way). Values made of constants alone are *weak*:
+// mse's operands to f32 that way). In @loss, loads of `@buffer` parameters
+// stay f32 too, so batch norm's running statistics move in f32. Values made of constants alone are *weak*:
 // they take the type of whatever they meet, as Python scalars do in PyTorch,
 // so `x * 0.5` stays 16-bit and `loss * 0.5` stays f32.
 //
@@ -80,6 +81,12 @@ struct AutocastPass : public dt::impl::AutocastBase<AutocastPass> {
       b.setInsertionPoint(&op);
       if (auto load = llvm::dyn_cast<LoadOp>(op)) {
         if (floatElement(load.getType()) != f32)
+          continue;
+        // Running statistics accumulate in f32 (the ops that move them have
+        // a strong f32 operand); eval normalises by them in 16 bits.
+        GlobalOp global = lookupGlobal(load, load.getGlobal());
+        if (global && global->hasAttr(names::kBufferParamAttr) &&
+            fn.getSymName() == names::kLossFn)
           continue;
         // One conversion per use: the adjoints of a parameter used twice (a
         // tied embedding) then meet at its f32 load and are summed in f32. CSE

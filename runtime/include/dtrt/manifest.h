@@ -110,6 +110,9 @@ struct BufferDesc {
   size_t bytes = 0;
   /// Only for `param` buffers.
   std::optional<InitSpec> init;
+  /// A `param` declared `@buffer` (running statistics): state the program
+  /// updates, not a trained parameter.
+  bool buffer = false;
   /// The whole tensor's shape (`shape` is this rank's shard of it); equal to
   /// `shape` without a layout.
   std::vector<int64_t> globalShape;

@@ -69,6 +69,9 @@ struct ParamInfo {
   std::optional<Annotation> annotation;
   /// Named by the train block's `freeze`: it does not train.
   bool frozen = false;
+  /// `@buffer`: state an op updates (batch_norm's running statistics), never
+  /// trained; saved, loaded and exported like a parameter.
+  bool buffer = false;
   /// Named by the optimizer's `no_decay`: no weight decay, even as a matrix.
   bool noDecay = false;
   /// A LoRA factor (`lora_A`, `lora_B`) of a layer `adapters` adapted.
@@ -220,6 +223,9 @@ struct ParallelConfig {
   /// The axes the batch is split over.
   std::vector<std::string> dataAxes;
   int zero = 0;
+  /// `sync_batchnorm`: batch norms take their statistics over the whole
+  /// batch of every data rank (SyncBatchNorm), not each rank's own.
+  bool syncBatchNorm = false;
   /// The tensor-parallel axis, or empty.
   std::string tensorAxis;
   std::optional<PipelineConfig> pipeline;

@@ -34,6 +34,11 @@
 //                       groups (PyTorch's conv2d without its bias).
 //   MaxPool2d AvgPool2d x[N, C, H, W] -> [N, C, OH, OW]; attrs.kernel,
 //                       stride, padding (PyTorch's poolings).
+//   BatchNorm           x[N, C, ...], weight[C], bias[C], running_mean[C],
+//                       running_var[C] (the last two `@buffer` parameters)
+//                       -> x's shape; attrs.eps, attrs.momentum. The builder
+//                       decides train (batch statistics, running ones
+//                       updated) or eval (running statistics) behaviour.
 //   Dropout             x (float), same shape; attrs.p in [0, 1). Only a
 //                       train trace drops: an eval trace's builder passes x
 //                       through.
@@ -97,6 +102,7 @@ enum class PrimOp {
   Conv2d,
   MaxPool2d,
   AvgPool2d,
+  BatchNorm,
   Dropout,
   Embedding,
   Split,
@@ -122,8 +128,10 @@ struct PrimAttrs {
   int64_t axis = 0;
   /// Split: the number of results; Iota: the length.
   int64_t count = 0;
-  /// LayerNorm, RmsNorm.
+  /// LayerNorm, RmsNorm, BatchNorm.
   double eps = 0;
+  /// BatchNorm: the weight of a batch's statistics in the running ones.
+  double momentum = 0;
   /// Rope: the base of the rotation frequencies, and their scaling
   /// ([factor, low_freq_factor, high_freq_factor, original]; empty: none).
   double theta = 0;

@@ -49,6 +49,10 @@ inline constexpr llvm::StringLiteral kTensorDimAttr = "dt.tensor_dim";
 /// On a parameter: `freeze` names it, so it gets no gradient, no optimizer
 /// state and no gradient communication; it stays as initialised (or loaded).
 inline constexpr llvm::StringLiteral kFrozenAttr = "dt.frozen";
+/// On a parameter (also `dt.frozen`): declared `@buffer`, state the forward
+/// updates with a `dt.store` (batch_norm's running statistics) rather than a
+/// trained value. dt-autocast leaves its loads in @loss f32.
+inline constexpr llvm::StringLiteral kBufferParamAttr = "dt.buffer_param";
 /// On a parameter: the optimizer's `no_decay` names it, so no weight decay
 /// applies to it even if it is a matrix.
 inline constexpr llvm::StringLiteral kNoDecayAttr = "dt.no_decay";

@@ -84,6 +84,8 @@ def from_bytes(raw, dtype, shape):
     if dtype == "BF16":
         bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
         return bits.view(np.float32).reshape(shape)
+    if dtype == "I64":
+        return np.frombuffer(raw, "<i8").reshape(shape).copy()
     raise SystemExit(f"unexpected dtype {dtype}")
 
 
