@@ -334,6 +334,11 @@ DataSpec parseData(const json &j, const std::string &where) {
     d.labels = getString(member(j, "labels", where), where + ".labels");
     if (const json *s = optional(j, "scale"))
       d.scale = getNumber(*s, where + ".scale");
+    if (const json *image = optional(j, "image")) {
+      if (!image->is_boolean())
+        bad(where + ".image must be a boolean");
+      d.image = image->get<bool>();
+    }
   } else if (kind == "tokens") {
     d.kind = DataKind::Tokens;
     d.path = getString(member(j, "path", where), where + ".path");

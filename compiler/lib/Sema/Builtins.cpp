@@ -257,19 +257,22 @@ std::optional<SymExpr> convOutputSize(SymContext &syms, const SymExpr &n,
                                       const SymExpr &stride,
                                       const SymExpr &padding,
                                       const SymExpr &dilation) {
-  std::optional<SymExpr> reach = kernel.sub(SymExpr(1));
+  // A size bound elsewhere (a data field's run-time size that a declared
+  // input fixed) counts as its value.
+  std::optional<SymExpr> reach = syms.resolve(kernel).sub(SymExpr(1));
   if (reach)
-    reach = reach->mul(dilation);
-  std::optional<SymExpr> span = padding.mul(SymExpr(2));
+    reach = reach->mul(syms.resolve(dilation));
+  std::optional<SymExpr> span = syms.resolve(padding).mul(SymExpr(2));
   if (span)
-    span = span->add(n);
+    span = span->add(syms.resolve(n));
   if (span && reach)
     span = span->sub(*reach);
   if (span)
     span = span->sub(SymExpr(1));
   if (!span)
     return std::nullopt;
-  std::optional<int64_t> num = span->getConstant(), den = stride.getConstant();
+  std::optional<int64_t> num = span->getConstant(),
+                         den = syms.resolve(stride).getConstant();
   if (num && den && *den > 0) {
     // Floor division, as Python's: a window that does not fit gives <= 0.
     int64_t q = *num >= 0 ? *num / *den : -((-*num + *den - 1) / *den);

@@ -37,6 +37,15 @@ using ArgList = std::vector<std::pair<std::string, EvalValue>>;
 /// (`nn.Llama(config = "PATH")`, `nn.LlamaTied`, HFConfig.cpp).
 bool takesHFConfig(const ModuleScope &scope, const ast::ModelDecl &decl);
 
+/// The declaration a call of `decl` with `args` (bound from `fields`)
+/// instantiates: `decl` itself, except for standard-library models whose
+/// structure an argument chooses (nn.ResNet's depth; StdlibModels.cpp). A
+/// value no declaration builds is a located error.
+FailureOr<const ast::ModelDecl *>
+chooseStdlibModel(SemaContext &ctx, const ModuleScope &scope,
+                  const ast::ModelDecl &decl, const ArgList &args,
+                  llvm::ArrayRef<ast::Field> fields, llvm::SMLoc callLoc);
+
 /// The arguments of stdlib model `model` (Llama, LlamaTied) that a
 /// LlamaConfig `config.json` at `path` gives, by argument name; a located
 /// error at `loc` for a file that model cannot build.

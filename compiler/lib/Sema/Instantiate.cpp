@@ -498,6 +498,10 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
       bindModelArgs(scope, decl, call->getArgs(), frame, call->getLoc());
   if (failed(args))
     return failure();
+  FailureOr<const ast::ModelDecl *> chosen = chooseStdlibModel(
+      ctx, scope, decl, *args, call->getArgs(), call->getLoc());
+  if (failed(chosen))
+    return failure();
 
   InstanceChild child;
   child.member = &member;
@@ -509,9 +513,11 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
     child.isList = true;
     child.count = ctx.syms.resolve(*n);
     std::optional<int64_t> c = child.count.getConstant();
-    if (c && (*c < 1 || *c > SemaContext::kMaxInstances)) {
+    // An empty list is allowed: called, it is the identity (an optional
+    // layer, such as a residual block's downsample shortcut).
+    if (c && (*c < 0 || *c > SemaContext::kMaxInstances)) {
       ctx.error(count->getLoc(),
-                "a list of layers needs between 1 and " +
+                "a list of layers needs between 0 and " +
                     std::to_string(SemaContext::kMaxInstances) +
                     " layers, not " + std::to_string(*c));
       return failure();
@@ -529,10 +535,10 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
         inst, name, child.isList ? std::optional<int64_t>(i) : std::nullopt);
     SemaContext::SiteGuard site(ctx, member.getLoc(),
                                 "'" + path + "' (" +
-                                    scope.qualify(decl.getName()) + ")");
+                                    scope.qualify((*chosen)->getName()) + ")");
     // A Linear that `adapters` targets is a LoraLinear with the adapter's
     // sizes.
-    const ast::ModelDecl *itemDecl = &decl;
+    const ast::ModelDecl *itemDecl = *chosen;
     ArgList itemArgs = *args;
     if (auto it = ctx.adapted.find(path); it != ctx.adapted.end()) {
       itemDecl = scope.models.lookup("LoraLinear");

@@ -69,10 +69,42 @@ std::string hfMemberName(llvm::StringRef parent, llvm::StringRef grandparent,
   return member.str();
 }
 
-/// One step of a parameter's path: dt's name for it and the file's.
+/// One step of a parameter's path: dt's name for it and the file's (empty
+/// when the file's path has no step for it).
 struct Component {
   std::string dt, file;
 };
+
+/// torchvision's names for the steps of a ResNet's path that dt's layers name
+/// otherwise: a stage's `first` block is block 0 and `rest.i` block i + 1; a
+/// block's one `downsample.0` shortcut is `downsample`, whose convolution
+/// and batch norm are its items 0 and 1. Returns false for other steps.
+bool torchvisionStep(llvm::StringRef parent, llvm::StringRef member,
+                     llvm::StringRef index, std::vector<Component> &out) {
+  if (parent == "nn.BasicStage" || parent == "nn.BottleneckStage") {
+    int64_t i = 0;
+    if (member == "first") {
+      out.push_back({member.str(), "0"});
+      return true;
+    }
+    if (member != "rest" || index.getAsInteger(10, i))
+      return false;
+    out.push_back({member.str(), ""});
+    out.push_back({index.str(), std::to_string(i + 1)});
+    return true;
+  }
+  if ((parent == "nn.BasicBlock" || parent == "nn.Bottleneck") &&
+      member == "downsample") {
+    out.push_back({member.str(), member.str()});
+    out.push_back({index.str(), ""});
+    return true;
+  }
+  if (parent == "nn.ResNetDownsample" && (member == "conv" || member == "bn")) {
+    out.push_back({member.str(), member == "conv" ? "0" : "1"});
+    return true;
+  }
+  return false;
+}
 
 /// The path of `param` from the root, component by component.
 std::vector<Component> components(const ParamInfo &param) {
@@ -90,6 +122,8 @@ std::vector<Component> components(const ParamInfo &param) {
     if (!parent->path.empty())
       rest = rest.drop_front(parent->path.size() + 1);
     auto [member, index] = rest.split('.');
+    if (torchvisionStep(parent->model, member, index, out))
+      continue;
     out.push_back(
         {member.str(), hfMemberName(parent->model, grandparent, member)});
     if (!index.empty())
@@ -130,7 +164,8 @@ std::string dottedPath(llvm::StringRef path) {
 std::string join(llvm::ArrayRef<std::string> parts) {
   std::string out;
   for (const std::string &p : parts)
-    out += (out.empty() ? "" : ".") + p;
+    if (!p.empty())
+      out += (out.empty() ? "" : ".") + p;
   return out;
 }
 

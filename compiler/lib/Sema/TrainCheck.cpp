@@ -25,6 +25,9 @@
 
 #include "Checks.h"
 
+#include "dtrt/data/idx.h"
+
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 #include <cmath>
@@ -585,12 +588,18 @@ LogicalResult TrainChecker::checkModel(const ast::Expr &expr) {
                                                   keys.frame, call->getLoc());
   if (failed(args))
     return failure();
+  FailureOr<const ast::ModelDecl *> chosen = chooseStdlibModel(
+      ctx, scope, decl, *args, call->getArgs(), call->getLoc());
+  if (failed(chosen))
+    return failure();
   ctx.instanceCount = 0;
   ctx.rootLoc = call->getLoc();
   SemaContext::SiteGuard site(
-      ctx, call->getLoc(), "'model' (" + scope.qualify(decl.getName()) + ")");
-  FailureOr<std::unique_ptr<Instance>> root = keys.ev.instantiate(
-      scope, decl, std::move(*args), "", nullptr, std::nullopt, call->getLoc());
+      ctx, call->getLoc(),
+      "'model' (" + scope.qualify((*chosen)->getName()) + ")");
+  FailureOr<std::unique_ptr<Instance>> root =
+      keys.ev.instantiate(scope, **chosen, std::move(*args), "", nullptr,
+                          std::nullopt, call->getLoc());
   ctx.rootLoc = llvm::SMLoc();
   if (failed(root))
     return failure();
@@ -706,6 +715,36 @@ FailureOr<DataSource> TrainChecker::checkSource(const ast::Expr &expr,
       if (failed(value))
         return failure();
       f.sample.dims.push_back(*value);
+    }
+    // `nn.idx(..., image = true)`: the same bytes as [1, rows, cols], so a
+    // convolution takes them as they are. A model that takes any size (a
+    // ResNet's H and W) cannot fix rows and cols, so dtc reads them from the
+    // file's header when the file is there; the program checks them again.
+    if (callee->module->isStdlib && decl.getName() == "idx" &&
+        f.name == "x" &&
+        llvm::any_of(args, [](const auto &a) {
+          return a.first == "image" && a.second.boolValue.value_or(false);
+        })) {
+      f.sample.dims = {SymExpr(1),
+                       ctx.syms.runtimeSize(name + ".x:rows"),
+                       ctx.syms.runtimeSize(name + ".x:cols")};
+      auto images = llvm::find_if(
+          args, [](const auto &a) { return a.first == "images"; });
+      if (images != args.end() && images->second.stringValue &&
+          llvm::sys::fs::exists(*images->second.stringValue)) {
+        dtrt::Expected<std::vector<int64_t>> dims =
+            dtrt::readIdxDims(*images->second.stringValue, 0);
+        if (!dims || dims->size() != 3) {
+          ctx.error(expr.getLoc(),
+                    dims ? "image = true reads [rows, cols] images, but '" +
+                               *images->second.stringValue + "' holds " +
+                               std::to_string(dims->size() - 1) +
+                               "-dimensional samples"
+                         : dims.error().message());
+          return failure();
+        }
+        f.sample.dims = {SymExpr(1), SymExpr((*dims)[1]), SymExpr((*dims)[2])};
+      }
     }
     binding.fields.push_back(std::move(f));
   }
@@ -842,8 +881,10 @@ LogicalResult TrainChecker::resolveFields(DataSource &source,
       if (used.count(field.name)) {
         ctx.error(keyLoc(key), "the size of " + key.str() + "." + field.name +
                                    " is only known when the files are read; "
-                                   "pass it to the model, whose input type "
-                                   "fixes it");
+                                   "pass it to a model whose input type "
+                                   "fixes it (or, for nn.idx images, compile "
+                                   "where the images file is, so that dtc "
+                                   "reads its header)");
         ok = false;
       }
       continue;

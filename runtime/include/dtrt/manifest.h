@@ -174,6 +174,8 @@ struct DataSpec {
   // idx
   std::string images, labels;
   double scale = 1.0;
+  /// `image = true`: samples are [1, rows, cols] images, not flat rows.
+  bool image = false;
   // tokens
   std::string path;
   int64_t seq = 0;

@@ -75,6 +75,14 @@ Expected<BatchStager> BatchStager::create(const DataSource &source,
           "(shape {}); use data of the shape the program was compiled for",
           role, field, info.elements, dtypeName(info.dtype), source.describe(),
           b.name, perRow, dtypeName(b.dtype), shapeString(b.shape)));
+    std::vector<int64_t> sample(b.globalShape.begin() + 1, b.globalShape.end());
+    if (!info.shape.empty() && sample != info.shape)
+      return Error(fmt::format(
+          "the {} data does not fit the program: a sample's '{}' is {} in the "
+          "data ({}), but the program's {} takes {}; use data of the shape "
+          "the program was compiled for",
+          role, field, shapeString(info.shape), source.describe(), b.name,
+          shapeString(sample)));
     Slot slot{&b, f, size_t(perRow) * dtypeSize(b.dtype), info.isLabel, {}};
     if (info.isLabel)
       stager.labelsPerSample_ = info.elements;

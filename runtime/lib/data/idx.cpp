@@ -62,11 +62,6 @@ Expected<std::vector<uint8_t>> readAll(const std::string &path,
   return bytes;
 }
 
-uint32_t bigEndian32(const uint8_t *p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 |
-         uint32_t(p[3]);
-}
-
 } // namespace
 
 Expected<IdxArray> readIdxFile(const std::string &path, int rank,
@@ -81,34 +76,15 @@ Expected<IdxArray> readIdxFile(const std::string &path, int rank,
                              what, path, why, option));
   };
   const std::vector<uint8_t> &b = *bytes;
-  if (b.size() < 4)
-    return fail(fmt::format("it holds only {} bytes", b.size()));
-  if (b[0] != 0 || b[1] != 0)
-    return fail(fmt::format("bad magic number {:02x}{:02x}{:02x}{:02x}", b[0],
-                            b[1], b[2], b[3]));
-  if (b[2] != 0x08)
-    return fail(fmt::format("element type 0x{:02x} is not unsigned byte "
-                            "(0x08)",
-                            b[2]));
-  int ndims = b[3];
-  if (ndims == 0 || (rank != 0 && ndims != rank))
-    return fail(fmt::format("it has {} dimensions, {} {}", ndims,
-                            rank == 1 ? "a labels file has" : "expected",
-                            rank == 0 ? "at least 1" : std::to_string(rank)));
-  size_t header = 4 + 4 * size_t(ndims);
-  if (b.size() < header)
-    return fail("the header is truncated");
+  Expected<std::vector<int64_t>> dims = parseIdxHeader(b.data(), b.size(), rank);
+  if (!dims)
+    return fail(dims.error().message());
   IdxArray a;
+  a.dims = std::move(*dims);
+  size_t header = 4 + 4 * a.dims.size();
   uint64_t total = 1;
-  for (int i = 0; i < ndims; ++i) {
-    uint32_t d = bigEndian32(&b[4 + 4 * size_t(i)]);
-    if (d == 0)
-      return fail(fmt::format("dimension {} is 0", i));
-    a.dims.push_back(d);
-    total *= d;
-    if (total > (uint64_t(1) << 40))
-      return fail("its dimensions are impossibly large");
-  }
+  for (int64_t d : a.dims)
+    total *= uint64_t(d);
   uint64_t body = b.size() - header;
   if (body < total)
     return fail(fmt::format("the header promises {} bytes of data but only {} "
@@ -142,7 +118,11 @@ public:
   IdxSource(IdxArray images, IdxArray labels, const DataSpec &spec)
       : images_(std::move(images)), labels_(std::move(labels)), spec_(spec) {
     rowBytes_ = int64_t(images_.data.size()) / images_.dims[0];
-    fields_ = {{"x", DType::F32, rowBytes_, false}, {"y", DType::I32, 1, true}};
+    fields_ = {{"x", DType::F32, rowBytes_, false},
+               {"y", DType::I32, 1, true}};
+    if (spec.image)
+      fields_[0].shape = {1, int64_t(images_.dims[1]),
+                          int64_t(images_.dims[2])};
   }
 
   std::string describe() const override {
@@ -205,6 +185,11 @@ Expected<std::unique_ptr<DataSource>> openIdxSource(const DataSpec &spec,
         "and --data {}.labels= choose each)",
         role, spec.images, images->dims[0], spec.labels, labels->dims[0], role,
         role));
+  if (spec.image && images->dims.size() != 3)
+    return Error(fmt::format(
+        "the {} images file '{}' holds {}-dimensional samples, but image = "
+        "true reads [rows, cols] images (a 3-dimensional IDX file)",
+        role, spec.images, images->dims.size() - 1));
   return std::unique_ptr<DataSource>(std::make_unique<IdxSource>(
       std::move(*images), std::move(*labels), spec));
 }

@@ -35,6 +35,16 @@ struct IdxArray {
 /// Reads and validates an IDX file of unsigned bytes (raw or gzip) with
 /// `rank` dimensions (0: any number >= 1). `what` names the file in messages
 /// ("train images file"), `option` is the --data option that overrides it.
+/// The dimensions an IDX header of `size` bytes at `b` declares (the samples
+/// first), checked: unsigned bytes, `rank` dimensions (0: any), none zero.
+/// The error says why, without naming the file.
+Expected<std::vector<int64_t>> parseIdxHeader(const uint8_t *b, size_t size,
+                                              int rank);
+
+/// The dimensions of the IDX file (raw or gzip) at `path`, reading only its
+/// header (idx_header.cpp; dtc links it alone).
+Expected<std::vector<int64_t>> readIdxDims(const std::string &path, int rank);
+
 Expected<IdxArray> readIdxFile(const std::string &path, int rank,
                                const std::string &what,
                                const std::string &option);

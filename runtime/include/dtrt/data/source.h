@@ -35,6 +35,9 @@ struct FieldInfo {
   /// A label field: padding rows get -1 (ignored by losses and accuracy)
   /// instead of 0, and its elements are what eval averages over.
   bool isLabel = false;
+  /// The sample's shape when the source knows one the program must take as
+  /// it is (an IDX image's [1, rows, cols]); empty: any of `elements`.
+  std::vector<int64_t> shape;
 };
 
 /// A finite, indexable set of samples.

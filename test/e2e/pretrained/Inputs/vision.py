@@ -131,6 +131,112 @@ def bn_train(a):
         close("eval loss", eval_loss(a.run_output), forward(False).item())
 
 
+def read_idx(path):
+    """An IDX file (gzip or raw) as a numpy array."""
+    import gzip
+    import numpy as np
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    ndims = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndims)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndims).reshape(dims)
+
+
+def random_idx(a):
+    """An IDX image file of random bytes and its labels: no constant
+    background, so no ReLU sits on an exact tie that f32 and f64 break
+    differently (a blank Fashion-MNIST border makes such ties)."""
+    import numpy as np
+    rng = np.random.default_rng(a.seed)
+    images = rng.integers(0, 256, (a.count, a.rows, a.cols), dtype=np.uint8)
+    labels = rng.integers(0, 10, a.count, dtype=np.uint8)
+    for path, array in ((a.images, images), (a.labels, labels)):
+        header = bytes([0, 0, 8, array.ndim]) + b"".join(
+            d.to_bytes(4, "big") for d in array.shape)
+        with open(path, "wb") as f:
+            f.write(header + array.tobytes())
+
+
+def torchvision_resnet(depth, classes, channels):
+    import torch
+    import torchvision
+    net = getattr(torchvision.models, f"resnet{depth}")(num_classes=classes)
+    if channels != 3:
+        net.conv1 = torch.nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3,
+                                    bias=False)
+    return net
+
+
+def load_strict(net, directory):
+    """dt's export into the torchvision model: strict, so every name, shape
+    and buffer (num_batches_tracked included) must be torchvision's."""
+    import torch
+    state = {k: torch.from_numpy(v) for k, v in read_dir(directory).items()}
+    net.load_state_dict(state, strict=True)
+    return state
+
+
+def resnet_train(a):
+    """nn.ResNet against torchvision's resnet{18,34,50} on one-channel IDX
+    images: dt's initial export loads strictly; the losses of the
+    steps dt ran (train mode, SGD with momentum and no decay on 1-D tensors,
+    dt's data order) agree; and each tensor's change over them (weights and
+    running statistics, from dt's final export) is PyTorch's."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(2)
+    # In f32, as dt computes: a ResNet on small batches amplifies rounding
+    # (batch-norm statistics of few values, max-pool windows whose two
+    # largest values differ by less than an f32 rounding), so PyTorch's own
+    # f32 and f64 runs part by 1e-4 within a few steps.
+    dtype = torch.float64 if a.f64 else torch.float32
+    net = torchvision_resnet(a.depth, 10, 1).to(dtype)
+    load_strict(net, a.dir)
+    images = read_idx(a.images)
+    labels = read_idx(a.labels).astype(np.int64)
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    plain = [p for p in net.parameters() if p.dim() < 2]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": a.wd},
+                           {"params": plain, "weight_decay": 0.0}],
+                          lr=a.lr, momentum=a.momentum)
+    per_epoch = len(images) // a.batch
+    step = 0
+
+    def loss():
+        nonlocal step
+        epoch, at = divmod(step, per_epoch)
+        rows = epoch_order(a.seed, epoch, len(images))[at * a.batch:(at + 1) * a.batch]
+        step += 1
+        x = torch.from_numpy(images[rows].astype(np.float64) * a.scale)[:, None].to(dtype)
+        y = torch.from_numpy(labels[rows])
+        return F.cross_entropy(net(x), y)
+
+    net.train()
+    before = {k: v.detach().double().clone() for k, v in net.state_dict().items()}
+    compare_losses(a.run_output, train_steps(opt, a.steps, loss))
+    final = read_dir(a.final)
+    want = net.state_dict()
+    worst = 0.0
+    for k, v in want.items():
+        got = final[k]
+        if k.endswith("num_batches_tracked"):
+            if int(got) != int(v):
+                raise SystemExit(f"{k}: dt {int(got)}, PyTorch {int(v)}")
+            continue
+        # Each tensor's change over the run, dt's against PyTorch's, relative
+        # to PyTorch's: after one step, the gradient (and the running
+        # statistics' update) to f32 rounding.
+        start = before[k].numpy()
+        moved = v.double().numpy() - start
+        err = float(np.linalg.norm((got - start) - moved) / max(np.linalg.norm(moved), 1e-30))
+        worst = max(worst, err)
+        if not err <= a.tolerance:
+            raise SystemExit(f"{k}: dt's change differs from PyTorch's by {err:.2e} of it")
+    print(f"{len(want)} tensors after {a.steps} steps: their changes agree within {worst:.2e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -141,8 +247,30 @@ def main():
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--groups", type=int, default=1)
     p.add_argument("--seed", type=int, default=3)
+    p = sub.add_parser("resnet-train")
+    for arg in ("dir", "run_output", "final"):
+        p.add_argument(arg)
+    for arg in ("--images", "--labels"):
+        p.add_argument(arg, required=True)
+    p.add_argument("--depth", type=int, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--wd", type=float, required=True)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--scale", type=float, default=1 / 255)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--f64", action="store_true")
+    p.add_argument("--tolerance", type=float, default=1e-3)
+    p = sub.add_parser("random-idx")
+    p.add_argument("images")
+    p.add_argument("labels")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--rows", type=int, default=28)
+    p.add_argument("--cols", type=int, default=28)
+    p.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    {"bn-train": bn_train}[a.cmd](a)
+    {"bn-train": bn_train, "resnet-train": resnet_train, "random-idx": random_idx}[a.cmd](a)
 
 
 if __name__ == "__main__":
