@@ -684,6 +684,14 @@ Manifest parse(std::string_view text) {
       size_t(getPositive(member(arena, "bytes", "arena"), "arena.bytes"));
   if (const json *a = optional(arena, "align"))
     m.arenaAlign = size_t(getPositive(*a, "arena.align"));
+  if (const json *o = optional(j, "offload")) {
+    std::string what = getString(*o, "offload");
+    if (what != "optimizer")
+      bad(fmt::format("offload is \"{}\"; this runtime offloads only "
+                      "\"optimizer\"",
+                      what));
+    m.offloadOptimizer = true;
+  }
 
   if (const json *cost = optional(j, "cost")) {
     if (const json *f = optional(*cost, "flops_per_step"); f && f->is_number())

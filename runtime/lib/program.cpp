@@ -178,6 +178,12 @@ Expected<int> Run::execute(int argc, char **argv) {
     return onDevice.error();
   program_ = *onDevice;
   config_.backend = device_->backend(); // what auto became
+  if (manifest_.offloadOptimizer && config_.backend == Backend::Cuda)
+    return Error(fmt::format(
+        "{} keeps its optimizer state in host memory (offload = "
+        "\"optimizer\"), which the CUDA backend does not do yet: run it with "
+        "--backend cpu, or compile it without the offload key",
+        name_));
   // Ranks on one machine share its CPUs unless told otherwise.
   if (!config_.threadsGiven && launch_.localWorldSize > 1)
     config_.threads = std::max(1, config_.threads / launch_.localWorldSize);

@@ -735,6 +735,8 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
   llvm::StringMap<Attribute> layouts;
   if (job.parallel.getWorldSize() > 1)
     layouts = setMesh(*module, b, job);
+  if (job.parallel.offloadOptimizer)
+    (*module)->setAttr(names::kOffloadAttr, b.getStringAttr("optimizer"));
   if (const std::optional<PipelineConfig> &p = job.parallel.pipeline)
     setPipeline(*module, b, *p, job.parallel.getAxisSize(p->axis));
   // The traces cover one global micro-batch: micro_batch samples per data

@@ -428,7 +428,7 @@ LogicalResult ParallelChecker::checkTensorSplits(llvm::SMLoc tensorLoc) {
 LogicalResult ParallelChecker::run() {
   p.loc = ctx.diag.resolve(decl.getLoc());
   std::vector<std::string> known = {"mesh", "data", "zero", "tensor",
-                                    "pipeline", "sync_batchnorm"};
+                                    "pipeline", "sync_batchnorm", "offload"};
   std::map<std::string, const ast::KeyValue *> entries;
   bool ok = true;
   for (const ast::KeyValue &kv : decl.getEntries()) {
@@ -492,6 +492,19 @@ LogicalResult ParallelChecker::run() {
       return failure();
     }
     p.syncBatchNorm = *on;
+  }
+  if (const ast::Expr *offload = get("offload")) {
+    FailureOr<std::string> what = keys.name(*offload, "'offload'");
+    if (failed(what))
+      return failure();
+    if (*what != "optimizer") {
+      ctx.error(offload->getLoc(),
+                "'offload' moves the optimizer state and its update to host "
+                "memory, so it is \"optimizer\", not \"" +
+                    *what + "\"");
+      return failure();
+    }
+    p.offloadOptimizer = true;
   }
   llvm::SMLoc tensorLoc;
   if (const ast::Expr *tensor = get("tensor")) {

@@ -207,6 +207,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   manifest["abi"] = 1;
   manifest["arena"] =
       llvm::json::Object{{"bytes", arena.getInt()}, {"align", 64}};
+  if (auto offload = module->getAttrOfType<StringAttr>(names::kOffloadAttr))
+    manifest["offload"] = offload.getValue().str();
 
   if (mesh->rank() > 0) {
     llvm::json::Array axes;

@@ -321,6 +321,11 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   if (failed(stages))
     return failure();
   int64_t world = mesh->worldSize();
+  // ZeRO-Offload: the optimizer state is host memory, the rest device memory
+  // (on the CPU backend both are the host's).
+  bool offload = module->hasAttr(names::kOffloadAttr);
+  int64_t hostBytes = offload ? rank.optimizer : 0;
+  int64_t deviceBytes = arena - hostBytes;
 
   if (json) {
     auto memory = [&](const Memory &m) {
@@ -354,6 +359,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       entry["arena"] = arena;
       entry["collectives"] = llvm::json::Array(list);
       entry["moved_bytes_per_step"] = movedPerStep;
+      entry["device_bytes"] = deviceBytes;
+      entry["host_bytes"] = hostBytes;
       ranks.push_back(std::move(entry));
     }
     llvm::json::Array axes;
@@ -382,6 +389,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                               {"whole", memory(whole)},
                               {"ranks", std::move(ranks)},
                               {"tensors", std::move(tensors)}};
+    if (offload)
+      report["offload"] = "optimizer";
     if (*stages) {
       llvm::json::Array perRank;
       for (const StageMemory &m : (*stages)->ranks) {
@@ -428,13 +437,18 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   };
   line("param", rank.params, whole.params);
   line("grad", rank.grads, whole.grads);
-  line("state", rank.optimizer, whole.optimizer);
+  line(offload ? "state (host)" : "state", rank.optimizer, whole.optimizer);
   line("buffers", rank.buffers, whole.buffers);
   os << "  persistent    " << mib(double(persistentAttr.getInt()))
      << "  (all of the above, aligned)\n";
   os << "  activations   " << mib(double(activations))
      << "  (transient values of the largest entry point)\n";
   os << "  arena         " << mib(double(arena)) << "\n";
+  if (offload)
+    os << "  device        " << mib(double(deviceBytes))
+       << "  (offload = \"optimizer\": the arena without the state)\n"
+       << "  host          " << mib(double(hostBytes))
+       << "  (the optimizer state and its update)\n";
   if (*stages) {
     const PipelineStages &p = **stages;
     os << llvm::formatv("pipeline: {0}; bubble {1:f1} % of each rank's step "

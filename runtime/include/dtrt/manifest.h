@@ -253,6 +253,9 @@ struct Manifest {
   std::string name;
   std::string source;
   size_t arenaBytes = 0;
+  /// `offload = "optimizer"` (ZeRO-Offload): the optimizer state belongs in
+  /// host memory. The CPU backend's arena is host memory already.
+  bool offloadOptimizer = false;
   size_t arenaAlign = 64;
   /// The FLOPs of one optimizer step of this rank (the compiler's cost
   /// model) and the precision they run in; 0 when the program has no

@@ -226,6 +226,9 @@ struct ParallelConfig {
   /// `sync_batchnorm`: batch norms take their statistics over the whole
   /// batch of every data rank (SyncBatchNorm), not each rank's own.
   bool syncBatchNorm = false;
+  /// `offload = "optimizer"`: the optimizer state and its update live in
+  /// host memory (ZeRO-Offload); the device holds the rest.
+  bool offloadOptimizer = false;
   /// The tensor-parallel axis, or empty.
   std::string tensorAxis;
   std::optional<PipelineConfig> pipeline;
