@@ -231,11 +231,19 @@ private:
       return e.reshape(v, {c});
     };
     auto update = [&](Value running, Value batch) {
+      // Sema admits only a `@buffer` parameter read as it is, which the
+      // tracer hands over as that parameter's load.
+      auto load = running.getDefiningOp<LoadOp>();
+      if (!load) {
+        mlir::emitError(loc) << "batch_norm's running statistics must be "
+                                "parameters read as they are";
+        batchNormFailed = true;
+        return;
+      }
       Value moved =
           e.add(e.mul(running, e.like(running, 1.0 - attrs.momentum)),
                 e.mul(batch, e.like(batch, attrs.momentum)));
-      b.create<StoreOp>(loc, moved,
-                        running.getDefiningOp<LoadOp>().getGlobal());
+      b.create<StoreOp>(loc, moved, load.getGlobal());
     };
     update(runningMean, groupZero(mu));
     Value unbiased = groupZero(var);
