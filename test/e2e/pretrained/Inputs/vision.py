@@ -235,6 +235,17 @@ def resnet_train(a):
         if not err <= a.tolerance:
             raise SystemExit(f"{k}: dt's change differs from PyTorch's by {err:.2e} of it")
     print(f"{len(want)} tensors after {a.steps} steps: their changes agree within {worst:.2e}")
+    if a.eval:
+        # The round trip: dt's final export in torchvision's model, in eval
+        # mode (the running statistics), on the eval images dt evaluated.
+        check = torchvision_resnet(a.depth, 10, 1).double()
+        load_strict(check, a.final)
+        check.eval()
+        x = torch.from_numpy(images.astype(np.float64) * a.scale)[:, None]
+        with torch.no_grad():
+            want_eval = F.cross_entropy(check(x), torch.from_numpy(labels)).item()
+        close("eval loss of the export in torchvision", eval_loss(a.run_output),
+              want_eval, 1e-5)
 
 
 def main():
@@ -262,6 +273,9 @@ def main():
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--f64", action="store_true")
     p.add_argument("--tolerance", type=float, default=1e-3)
+    p.add_argument("--eval", action="store_true",
+                   help="dt evaluated the train images at the end: check its "
+                        "eval loss with the export in torchvision")
     p = sub.add_parser("random-idx")
     p.add_argument("images")
     p.add_argument("labels")
