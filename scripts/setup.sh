@@ -25,13 +25,20 @@ packages=(
   # libraries
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev libboost-dev
   libopenblas-dev libopenblas0-pthread libopenmpi-dev openmpi-bin
+  # dt-tokenize: SentencePiece models, and ICU for tokenizer.json's Unicode rules
+  libsentencepiece-dev sentencepiece libicu-dev pkg-config
   # data
   dataset-fashion-mnist fortunes python3
   # tests: the AWS CLI checks packaged SageMaker requests offline; jq runs in their
   # entry points; PyTorch (NumPy, torchvision) is the oracle of the Hugging Face weight tests;
   # crc32c checks TensorBoard's event files independently of the runtime
   awscli jq python3-torch python3-torchvision python3-numpy python3-crc32c
+  # dt-tokenize's references: python3-sentencepiece here, Hugging Face's JavaScript
+  # tokenizers from npm below
+  python3-sentencepiece
 )
+# Node.js runs the JavaScript reference; the machine image usually has it.
+command -v npm > /dev/null || packages+=(nodejs npm)
 if [ "$want_bench" = 1 ]; then packages+=(hyperfine); fi
 
 missing=()
@@ -53,6 +60,14 @@ for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
 done
 if [ ! -s data/text/train.bin ] || [ ! -s data/text/val.bin ]; then
   /usr/bin/python3 scripts/make_text_shards.py /usr/share/games/fortunes data/text
+fi
+
+# The reference tokenizers of test/tokenize (pinned by its package-lock.json).
+refs=test/tokenize/Inputs
+if [ ! -f "$refs/node_modules/.package-lock.json" ] ||
+   ! cmp -s "$refs/package-lock.json" "$refs/node_modules/.dt-installed-lock.json"; then
+  (cd "$refs" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$refs/package-lock.json" "$refs/node_modules/.dt-installed-lock.json"
 fi
 
 if [ "$build" = 1 ]; then

@@ -62,10 +62,13 @@ Status applyDataOverrides(DataSpec &spec, const std::string &role,
     spec.labels = labels.value_or(spec.labels);
     return Status::ok();
   case DataKind::Tokens:
+  case DataKind::TokenClasses:
     if (images || labels)
-      return Error(fmt::format("--data {}.{}: the {} source is tokens; its "
+      return Error(fmt::format("--data {}.{}: the {} source is {}; its "
                                "key is path",
-                               role, images ? "images" : "labels", role),
+                               role, images ? "images" : "labels", role,
+                               spec.kind == DataKind::Tokens ? "tokens"
+                                                             : "token_classes"),
                    kExitUsage);
     spec.path = path.value_or(whole.value_or(spec.path));
     return Status::ok();

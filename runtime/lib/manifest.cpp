@@ -343,6 +343,10 @@ DataSpec parseData(const json &j, const std::string &where) {
     d.kind = DataKind::Tokens;
     d.path = getString(member(j, "path", where), where + ".path");
     d.seq = getPositive(member(j, "seq", where), where + ".seq");
+  } else if (kind == "token_classes") {
+    d.kind = DataKind::TokenClasses;
+    d.path = getString(member(j, "path", where), where + ".path");
+    d.seq = getPositive(member(j, "seq", where), where + ".seq");
   } else if (kind == "synthetic") {
     d.kind = DataKind::Synthetic;
     d.features = getPositive(member(j, "features", where), where + ".features");
@@ -353,7 +357,7 @@ DataSpec parseData(const json &j, const std::string &where) {
       bad(fmt::format("{}.seed must not be negative", where));
     d.seed = uint64_t(seed);
   } else {
-    bad(fmt::format("{}.kind \"{}\" is not idx, tokens or synthetic", where,
+    bad(fmt::format("{}.kind \"{}\" is not idx, tokens, token_classes or synthetic", where,
                     kind));
   }
   return d;

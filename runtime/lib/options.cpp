@@ -314,6 +314,8 @@ static std::string describeData(const std::optional<DataSpec> &d) {
     return fmt::format("idx {} + {}", d->images, d->labels);
   case DataKind::Tokens:
     return fmt::format("tokens {}", d->path);
+  case DataKind::TokenClasses:
+    return fmt::format("token classes {}", d->path);
   case DataKind::Synthetic:
     return fmt::format("synthetic, seed {}", d->seed);
   }

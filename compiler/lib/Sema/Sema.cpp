@@ -133,12 +133,13 @@ FailureOr<ModuleScope *> Analyzer::buildScope(const LoadedModule &module,
 
 LogicalResult Analyzer::checkSource(const ModuleScope &scope,
                                     const ast::SourceDecl &decl) {
-  static const char *const readers[] = {"idx", "tokens", "synthetic"};
+  static const char *const readers[] = {"idx", "tokens", "token_classes",
+                                        "synthetic"};
   std::vector<std::string> names(std::begin(readers), std::end(readers));
   if (!llvm::is_contained(names, decl.getName())) {
     ctx->error(decl.getNameLoc(), "no data reader named '" + decl.getName() +
-                                      "'; the runtime reads idx, tokens and "
-                                      "synthetic" +
+                                      "'; the runtime reads idx, tokens, "
+                                      "token_classes and synthetic" +
                                       suggest(decl.getName(), names));
     return failure();
   }

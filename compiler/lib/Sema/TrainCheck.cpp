@@ -625,7 +625,8 @@ FailureOr<DataSource> TrainChecker::checkSource(const ast::Expr &expr,
   if (callee->kind != EvalValue::Kind::Source) {
     ctx.error(call->getLoc(), "'" + key +
                                   "' must be a data source (nn.idx, "
-                                  "nn.tokens or nn.synthetic), but " +
+                                  "nn.tokens, nn.token_classes or "
+                                  "nn.synthetic), but " +
                                   ast::toSource(call->getCallee()) + " is " +
                                   describe(*callee, ctx.syms));
     return failure();

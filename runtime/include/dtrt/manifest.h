@@ -165,7 +165,7 @@ struct PipelineSpec {
 };
 
 /// The kinds of data sources (docs/abi.md, "Data sources").
-enum class DataKind { Idx, Tokens, Synthetic };
+enum class DataKind { Idx, Tokens, TokenClasses, Synthetic };
 
 /// One data source as the manifest (and --data overrides) describe it. Only
 /// the members of its kind are meaningful.
@@ -176,7 +176,7 @@ struct DataSpec {
   double scale = 1.0;
   /// `image = true`: samples are [1, rows, cols] images, not flat rows.
   bool image = false;
-  // tokens
+  // tokens, token_classes
   std::string path;
   int64_t seq = 0;
   // synthetic

@@ -19,6 +19,8 @@ Expected<std::unique_ptr<DataSource>> openDataSource(const DataSpec &spec,
     return openIdxSource(spec, role);
   case DataKind::Tokens:
     return openTokenSource(spec, role);
+  case DataKind::TokenClasses:
+    return openTokenClassesSource(spec, role);
   case DataKind::Synthetic:
     return openSyntheticSource(spec, role);
   }

@@ -6,7 +6,8 @@
 //
 // Each shard is validated (magic, version, exact size) and mapped; a sample
 // index is turned into (shard, window) by binary search over the running
-// window counts. The header fields are little-endian as llm.c writes them;
+// window counts. Shards of one source may mix 16- and 32-bit tokens, and
+// those with a loss mask turn the targets it excludes into label -1. The header fields are little-endian as llm.c writes them;
 // like llm.c, this reader assumes a little-endian host.
 //
 //===----------------------------------------------------------------------===//
@@ -36,8 +37,17 @@ struct Shard {
   std::string path;
   void *map = nullptr;
   size_t mapBytes = 0;
-  const uint16_t *tokens = nullptr;
+  /// uint16 or uint32 tokens.
+  const void *tokens = nullptr;
+  bool wide = false;
+  /// One byte per token, 0 where the token is not a target; null: all are.
+  const uint8_t *mask = nullptr;
   int64_t count = 0;
+
+  int32_t token(int64_t i) const {
+    return wide ? int32_t(static_cast<const uint32_t *>(tokens)[i])
+                : int32_t(static_cast<const uint16_t *>(tokens)[i]);
+  }
   int64_t windows = 0;
 };
 
@@ -77,12 +87,15 @@ public:
         std::upper_bound(firstSample_.begin(), firstSample_.end(), index) -
         firstSample_.begin() - 1);
     // x is the window's first seq tokens, y (field 1) the seq after them.
-    const uint16_t *window = shards_[s].tokens +
-                             (index - firstSample_[s]) * spec_.seq +
-                             (field == 1 ? 1 : 0);
+    const Shard &shard = shards_[s];
+    int64_t first = (index - firstSample_[s]) * spec_.seq + (field == 1 ? 1 : 0);
     int32_t *out = static_cast<int32_t *>(dst);
     for (int64_t k = 0; k < spec_.seq; ++k)
-      out[k] = window[k];
+      out[k] = shard.token(first + k);
+    if (field == 1 && shard.mask)
+      for (int64_t k = 0; k < spec_.seq; ++k)
+        if (!shard.mask[first + k])
+          out[k] = -1;
   }
 
 private:
@@ -156,21 +169,43 @@ Expected<Shard> openShard(const std::string &path, const std::string &role) {
     munmap(s.map, s.mapBytes);
     return fail(why);
   };
-  if (header[0] != kTokenShardMagic)
-    return failUnmap(fmt::format("bad magic number {} (expected {})", header[0],
-                                 kTokenShardMagic));
-  if (header[1] != kTokenShardVersion)
-    return failUnmap(
-        fmt::format("version {} is not {}", header[1], kTokenShardVersion));
+  if (header[0] == kTokenShardMagic) {
+    if (header[1] != kTokenShardVersion)
+      return failUnmap(fmt::format("version {} is not {}", header[1],
+                                   kTokenShardVersion));
+  } else if (header[0] == kTokenShard32Magic) {
+    if (header[1] != kTokenShard32Version)
+      return failUnmap(fmt::format("version {} is not {}", header[1],
+                                   kTokenShard32Version));
+    s.wide = true;
+  } else {
+    return failUnmap(fmt::format("bad magic number {} (expected {} or {})",
+                                 header[0], kTokenShardMagic,
+                                 kTokenShard32Magic));
+  }
+  int32_t maskWord;
+  std::memcpy(&maskWord, static_cast<char *>(s.map) +
+                             kTokenShardMaskWord * sizeof(int32_t),
+              sizeof maskWord);
+  if (maskWord != 0 && maskWord != 1)
+    return failUnmap(fmt::format("header word {} (dt's loss-mask flag) is {}, "
+                                 "not 0 or 1",
+                                 kTokenShardMaskWord, maskWord));
   s.count = header[2];
-  uint64_t expected = kHeader + 2 * uint64_t(std::max(s.count, int64_t(0)));
+  uint64_t perToken = (s.wide ? 4 : 2) + (maskWord ? 1 : 0);
+  uint64_t expected =
+      kHeader + perToken * uint64_t(std::max(s.count, int64_t(0)));
   if (s.count < 0 || expected != bytes)
-    return failUnmap(fmt::format("the header promises {} tokens ({} bytes) but "
-                                 "the file holds {} bytes{}",
-                                 s.count, expected, bytes,
+    return failUnmap(fmt::format("the header promises {} tokens{} ({} bytes) "
+                                 "but the file holds {} bytes{}",
+                                 s.count, maskWord ? " and their loss mask" : "",
+                                 expected, bytes,
                                  expected > bytes ? " (truncated)" : ""));
-  s.tokens =
-      reinterpret_cast<const uint16_t *>(static_cast<char *>(s.map) + kHeader);
+  s.tokens = static_cast<char *>(s.map) + kHeader;
+  if (maskWord)
+    s.mask = reinterpret_cast<const uint8_t *>(static_cast<char *>(s.map) +
+                                               kHeader +
+                                               (s.wide ? 4 : 2) * s.count);
   return s;
 }
 

@@ -170,7 +170,8 @@ TEST(Manifest, RequiresConsistentAccumulation) {
 TEST(Manifest, RejectsUnknownDataKind) {
   json j = baseManifest();
   j["data"]["train"]["kind"] = "csv";
-  expectInvalid(j, "data.train.kind \"csv\" is not idx, tokens or synthetic");
+  expectInvalid(j, "data.train.kind \"csv\" is not idx, tokens, token_classes or "
+                    "synthetic");
 }
 
 TEST(Manifest, ReadsOptionalKeys) {

@@ -117,3 +117,49 @@ TEST(Tokens, ReportsBadHeaders) {
   EXPECT_NE(errorFor(shard(range(0, 3))).find("hold no window of 4 + 1 tokens"),
             std::string::npos);
 }
+
+TEST(Tokens, ReadsWideShardsAndLossMasks) {
+  TempDir dir;
+  // llm.c's LLaMA 3 variant: uint32 tokens, magic 20240801, version 7; and
+  // dt's loss mask: header word 3 = 1, one byte per token after them.
+  std::vector<uint32_t> tokens = {70000, 1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint8_t> mask = {1, 1, 0, 0, 1, 1, 0, 1, 1};
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801;
+  header[1] = 7;
+  header[2] = int32_t(tokens.size());
+  header[3] = 1;
+  std::string bytes(reinterpret_cast<const char *>(header.data()), 1024);
+  bytes.append(reinterpret_cast<const char *>(tokens.data()), 4 * 9);
+  bytes.append(reinterpret_cast<const char *>(mask.data()), 9);
+  writeBytes(dir / "wide.bin", bytes);
+  auto src = openDataSource(tokensSpec(dir / "wide.bin", 4), "train");
+  ASSERT_TRUE(bool(src)) << src.error().message();
+  ASSERT_EQ((*src)->size(), 2);
+  int32_t x[4], y[4];
+  (*src)->read(0, 0, x);
+  (*src)->read(1, 0, y);
+  EXPECT_EQ(std::vector<int32_t>(x, x + 4),
+            (std::vector<int32_t>{70000, 1, 2, 3}));
+  // Targets 1, 2, 3, 4 with mask bytes 1, 0, 0, 1.
+  EXPECT_EQ(std::vector<int32_t>(y, y + 4), (std::vector<int32_t>{1, -1, -1, 4}));
+  (*src)->read(1, 1, y);
+  EXPECT_EQ(std::vector<int32_t>(y, y + 4), (std::vector<int32_t>{5, -1, 7, 8}));
+
+  // The mask counts in the size check.
+  writeBytes(dir / "cut.bin", bytes.substr(0, bytes.size() - 1));
+  src = openDataSource(tokensSpec(dir / "cut.bin", 4), "train");
+  ASSERT_FALSE(bool(src));
+  EXPECT_NE(src.error().message().find("promises 9 tokens and their loss mask "
+                                       "(1069 bytes) but the file holds 1068"),
+            std::string::npos)
+      << src.error().message();
+  header[3] = 2;
+  std::memcpy(bytes.data(), header.data(), 1024);
+  writeBytes(dir / "flag.bin", bytes);
+  src = openDataSource(tokensSpec(dir / "flag.bin", 4), "train");
+  ASSERT_FALSE(bool(src));
+  EXPECT_NE(src.error().message().find("loss-mask flag) is 2"),
+            std::string::npos)
+      << src.error().message();
+}

@@ -75,6 +75,9 @@ Expected<std::unique_ptr<DataSource>> openIdxSource(const DataSpec &spec,
 /// Opens a token-shard source.
 Expected<std::unique_ptr<DataSource>> openTokenSource(const DataSpec &spec,
                                                       const std::string &role);
+/// Opens tokenized classification examples (dt-tokenize --classes).
+Expected<std::unique_ptr<DataSource>>
+openTokenClassesSource(const DataSpec &spec, const std::string &role);
 /// Creates a synthetic source.
 Expected<std::unique_ptr<DataSource>>
 openSyntheticSource(const DataSpec &spec, const std::string &role);

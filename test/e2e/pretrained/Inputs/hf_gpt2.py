@@ -242,13 +242,22 @@ def compare(a):
                                       f", {len(got) - frozen} trained"))
 
 
-def read_tokens(path, seq):
+def read_tokens(path, seq, with_mask=False):
+    """The windows of seq + 1 tokens of an llm.c shard (uint16, or uint32 for
+    magic 20240801); with_mask: also dt's loss mask (header word 3), 1 where
+    a token is a target, as windows of the same shape."""
     import torch
     with open(path, "rb") as f:
-        f.seek(1024)
-        ids = np.frombuffer(f.read(), np.uint16).astype(np.int64)
+        data = f.read()
+    magic, _, count, masked = struct.unpack_from("<4i", data)
+    width = np.uint32 if magic == 20240801 else np.uint16
+    ids = np.frombuffer(data, width, count, 1024).astype(np.int64)
+    mask = (np.frombuffer(data, np.uint8, count, 1024 + count * np.dtype(width).itemsize)
+            if masked else np.ones(count, np.uint8))
     windows = (len(ids) - 1) // seq
-    return torch.from_numpy(np.stack([ids[i * seq:i * seq + seq + 1] for i in range(windows)]))
+    cut = lambda a: torch.from_numpy(np.stack([a[i * seq:i * seq + seq + 1]
+                                               for i in range(windows)]))
+    return (cut(ids), cut(mask.astype(np.int64))) if with_mask else cut(ids)
 
 
 def read_adapters(path):
@@ -551,8 +560,9 @@ def llama_train(a):
         [{"params": [v for v in t.values() if v.dim() >= 2], "weight_decay": 0.1},
          {"params": [v for v in t.values() if v.dim() < 2], "weight_decay": 0.0}],
         lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
-    batch = read_tokens(a.tokens, a.seq)
-    x, y = batch[:, :-1], batch[:, 1:]
+    batch, mask = read_tokens(a.tokens, a.seq, with_mask=True)
+    # Targets the loss mask excludes are ignored, as Hugging Face's -100 labels.
+    x, y = batch[:, :-1], batch[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
     compare_losses(a.run_output, train_steps(opt, a.steps, lambda: llama_loss(t, x, y, a)))
 
 
