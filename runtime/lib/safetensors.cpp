@@ -474,7 +474,28 @@ bool isKnownBuffer(const std::string &name) {
   };
   return endsWith(".attn.bias") || endsWith(".attn.masked_bias") ||
          name == "position_ids" || endsWith(".position_ids") ||
-         endsWith(".rotary_emb.inv_freq") || endsWith(".num_batches_tracked");
+         endsWith(".token_type_ids") || endsWith(".rotary_emb.inv_freq") ||
+         endsWith(".num_batches_tracked");
+}
+
+/// The tensor `name` in `set`, or under the old name TensorFlow-era BERT
+/// checkpoints give a layer norm's parameters (`LayerNorm.gamma` for
+/// `LayerNorm.weight`, `LayerNorm.beta` for `LayerNorm.bias`), which
+/// transformers also accepts.
+const StTensor *findAliased(const StSet &set, const std::string &name) {
+  if (const StTensor *t = set.find(name))
+    return t;
+  auto swap = [&](std::string_view from, std::string_view to) -> std::string {
+    if (name.size() < from.size() ||
+        name.compare(name.size() - from.size(), from.size(), from) != 0)
+      return "";
+    return name.substr(0, name.size() - from.size()) + std::string(to);
+  };
+  for (auto [from, to] : {std::pair{"LayerNorm.weight", "LayerNorm.gamma"},
+                          std::pair{"LayerNorm.bias", "LayerNorm.beta"}})
+    if (std::string alias = swap(from, to); !alias.empty())
+      return set.find(alias);
+  return nullptr;
 }
 
 } // namespace
@@ -484,10 +505,12 @@ StMatch matchStTensors(const StSet &set, const std::vector<StWant> &wants,
   StMatch m;
   // The prefix under which most wanted names exist; no prefix on a tie.
   size_t best = 0;
-  for (const char *prefix : {"", "transformer.", "model."}) {
+  // bert.: BERT's encoder inside a task model (BertForPreTraining's file
+  // read by nn.Bert).
+  for (const char *prefix : {"", "transformer.", "model.", "bert."}) {
     size_t hits = 0;
     for (const StWant &w : wants)
-      hits += set.find(prefix + w.name) != nullptr;
+      hits += findAliased(set, prefix + w.name) != nullptr;
     if (hits > best) {
       best = hits;
       m.prefix = prefix;
@@ -497,9 +520,9 @@ StMatch matchStTensors(const StSet &set, const std::vector<StWant> &wants,
   for (const StWant &w : wants) {
     // A model with a head keeps the head outside its base model's prefix
     // (LlamaForCausalLM's `lm_head.weight` beside `model.layers...`).
-    const StTensor *t = set.find(m.prefix + w.name);
+    const StTensor *t = findAliased(set, m.prefix + w.name);
     if (!t && !m.prefix.empty())
-      t = set.find(w.name);
+      t = findAliased(set, w.name);
     m.found.push_back(t);
     if (!t)
       continue;

@@ -155,6 +155,15 @@ double geluDerivScalar(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
 }
 
+double geluErfScalar(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+double geluErfDerivScalar(double x) {
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+         x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
 /// The scalar semantics of an elementwise op: its result from its operands'
 /// elements.
 using ScalarFn = std::function<double(const double *)>;
@@ -166,7 +175,9 @@ FailureOr<ScalarFn> elementwise(Operation *op) {
       llvm::cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
   bool isFloat = llvm::isa<FloatType>(elem);
   return llvm::TypeSwitch<Operation *, FailureOr<ScalarFn>>(op)
-      .Case([&](NegOp) { return ScalarFn([](const double *a) { return -a[0]; }); })
+      .Case([&](NegOp) {
+        return ScalarFn([](const double *a) { return -a[0]; });
+      })
       .Case([&](ReluOp) {
         return ScalarFn([](const double *a) { return a[0] > 0 ? a[0] : 0.0; });
       })
@@ -175,6 +186,13 @@ FailureOr<ScalarFn> elementwise(Operation *op) {
       })
       .Case([&](GeluDerivOp) {
         return ScalarFn([](const double *a) { return geluDerivScalar(a[0]); });
+      })
+      .Case([&](GeluErfOp) {
+        return ScalarFn([](const double *a) { return geluErfScalar(a[0]); });
+      })
+      .Case([&](GeluErfDerivOp) {
+        return ScalarFn(
+            [](const double *a) { return geluErfDerivScalar(a[0]); });
       })
       .Case([&](TanhOp) {
         return ScalarFn([](const double *a) { return std::tanh(a[0]); });
@@ -704,6 +722,29 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
           out.push_back(std::move(piece));
         }
         return out;
+      })
+      .Case([&](SliceOp s) {
+        const Tensor &x = get(s.getInput());
+        Tensor out(shape(s.getResult()));
+        AxisView in(x.shape, s.getAxis());
+        int64_t n = out.shape[s.getAxis()];
+        for (int64_t o = 0; o < in.outer; ++o)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t i = 0; i < in.inner; ++i)
+              out.data[(o * n + j) * in.inner + i] =
+                  x.data[in.at(o, s.getStart() + j, i)];
+        return Results{out};
+      })
+      .Case([&](PadOp p) {
+        const Tensor &x = get(p.getInput());
+        Tensor out(shape(p.getResult()));
+        AxisView v(out.shape, p.getAxis());
+        int64_t n = x.shape[p.getAxis()];
+        for (int64_t o = 0; o < v.outer; ++o)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t i = 0; i < v.inner; ++i)
+              out.data[v.at(o, j, i)] = x.data[(o * n + j) * v.inner + i];
+        return Results{out};
       })
       .Case([&](ConcatOp c) {
         Tensor out(shape(c.getResult()));

@@ -343,6 +343,8 @@ private:
       return {b.create<ReluOp>(loc, x[0])};
     case PrimOp::Gelu:
       return {b.create<GeluOp>(loc, x[0])};
+    case PrimOp::GeluErf:
+      return {b.create<GeluErfOp>(loc, x[0])};
     case PrimOp::Tanh:
       return {b.create<TanhOp>(loc, x[0])};
     case PrimOp::Sigmoid:
@@ -409,6 +411,9 @@ private:
     }
     case PrimOp::Concat:
       return {b.create<ConcatOp>(loc, t0, x, attrs.axis)};
+    case PrimOp::Slice:
+      return {b.create<SliceOp>(loc, t0, x[0], b.getI64IntegerAttr(attrs.axis),
+                                b.getI64IntegerAttr(attrs.start))};
     case PrimOp::Iota:
       return {b.create<IotaOp>(loc, t0)};
     case PrimOp::Attention: {

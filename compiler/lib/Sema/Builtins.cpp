@@ -302,6 +302,8 @@ std::optional<double> scalarMath(llvm::StringRef name, double x,
                  .Case("gelu", 0.5 * x *
                                    (1 + std::tanh(0.7978845608028654 *
                                                   (x + 0.044715 * x * x * x))))
+                 // The exact GELU, gelu(x, approximate = "none").
+                 .Case("gelu_erf", 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))))
                  .Case("tanh", std::tanh(x))
                  .Case("sigmoid", 1 / (1 + std::exp(-x)))
                  .Case("exp", std::exp(x))
@@ -328,8 +330,27 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
   // --- elementwise activations and math --------------------------------
   if (llvm::is_contained(
           {"relu", "gelu", "tanh", "sigmoid", "exp", "log", "sqrt"}, name)) {
-    if (failed(c.bind(*this, frame, {{"x"}})))
+    // gelu's `approximate`, as PyTorch's: "tanh" (GPT-2's, dt's default) or
+    // "none" (the exact erf form BERT uses).
+    bool isGelu = name == "gelu";
+    if (failed(isGelu ? c.bind(*this, frame, {{"x"}, {"approximate", false}})
+                      : c.bind(*this, frame, {{"x"}})))
       return failure();
+    bool exact = false;
+    if (isGelu && c.given(1)) {
+      const EvalValue &a = c.value(1);
+      if (a.isUnknown())
+        return unknownResult();
+      if (a.kind != EvalValue::Kind::String || !a.stringValue ||
+          (*a.stringValue != "tanh" && *a.stringValue != "none")) {
+        ctx.error(c.loc(1), "gelu's approximate is \"tanh\" (GPT-2's "
+                            "approximation, the default) or \"none\" (the "
+                            "exact erf GELU), but it is " +
+                                describe(a, ctx.syms));
+        return failure();
+      }
+      exact = *a.stringValue == "none";
+    }
     const EvalValue &x = c.value(0);
     if (x.isUnknown())
       return unknownResult();
@@ -340,7 +361,8 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
       if (!*v)
         return EvalValue::getFloat(std::nullopt);
       std::string error;
-      std::optional<double> r = scalarMath(name, **v, error);
+      std::optional<double> r =
+          scalarMath(exact ? "gelu_erf" : name, **v, error);
       if (!r) {
         ctx.error(loc, error);
         return failure();
@@ -349,7 +371,8 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     }
     if (failed(c.tensor(0, "x", true)))
       return failure();
-    return ops.emit1(unaryOp(name), {x}, {}, x.dtype, x.shape, loc);
+    return ops.emit1(exact ? PrimOp::GeluErf : unaryOp(name), {x}, {}, x.dtype,
+                     x.shape, loc);
   }
 
   if (name == "softmax") {
@@ -1147,6 +1170,56 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     attrs.axis = axis->value_or(0);
     tuple.items = ops.emit(PrimOp::Split, {x}, attrs, results, loc);
     return tuple;
+  }
+
+  if (name == "slice") {
+    // slice(x, start, end, axis): entries [start, end) of one axis, as
+    // x[..., start:end, ...] (constant, non-negative bounds).
+    if (failed(
+            c.bind(*this, frame, {{"x"}, {"start"}, {"end"}, {"axis", false}})))
+      return failure();
+    if (c.anyUnknown())
+      return unknownResult();
+    if (failed(c.tensor(0, "x", false)))
+      return failure();
+    const EvalValue &x = c.value(0);
+    FailureOr<SymExpr> start = c.integer(1, "start");
+    FailureOr<SymExpr> end = c.integer(2, "end");
+    if (failed(start) || failed(end))
+      return failure();
+    std::optional<int64_t> s = start->getConstant(), e = end->getConstant();
+    if (!s || !e || *s < 0 || *e <= *s) {
+      ctx.error(loc, "'slice' needs constant bounds with 0 <= start < end, "
+                     "not [" +
+                         (s ? std::to_string(*s) : "?") + ", " +
+                         (e ? std::to_string(*e) : "?") + ")");
+      return failure();
+    }
+    FailureOr<std::optional<int64_t>> axis = c.axis(3, x.shape, -1);
+    if (failed(axis))
+      return failure();
+    Shape result = x.shape;
+    if (*axis) {
+      size_t d = dimIndex(x.shape, **axis);
+      std::optional<int64_t> dim =
+          ctx.syms.resolve(x.shape.dims[d]).getConstant();
+      if (dim && *dim < *e) {
+        ctx.error(loc, "'slice' keeps entries [" + std::to_string(*s) + ", " +
+                           std::to_string(*e) + ") of dim " +
+                           std::to_string(d) + ", but " +
+                           str(x.dtype, x.shape, ctx.syms) + " has " +
+                           std::to_string(*dim) + " there");
+        return failure();
+      }
+      result.dims[d] = SymExpr(*e - *s);
+    } else {
+      result = Shape::unknown();
+    }
+    PrimAttrs attrs;
+    attrs.axis = axis->value_or(0);
+    attrs.start = *s;
+    attrs.count = *e - *s;
+    return ops.emit1(PrimOp::Slice, {x}, attrs, x.dtype, result, loc);
   }
 
   if (name == "concat") {

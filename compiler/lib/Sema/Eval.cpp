@@ -25,12 +25,16 @@ using llvm::failure;
 
 /// Builtin ops and functions (see Builtins.cpp).
 static const char *const kBuiltinNames[] = {
-    "relu",      "gelu",    "tanh",    "sigmoid",       "exp",
-    "log",       "sqrt",    "softmax", "layer_norm",    "embedding",
-    "transpose", "reshape", "split",   "concat",        "iota",
-    "attention", "sum",     "mean",    "cross_entropy", "mse",
-    "rms_norm",  "rope",    "broadcast_to",  "dropout",       "conv2d",
-    "conv_size", "max_pool2d", "avg_pool2d",    "adaptive_avg_pool2d",
+    "relu",       "gelu",          "tanh",
+    "sigmoid",    "exp",           "log",
+    "sqrt",       "softmax",       "layer_norm",
+    "embedding",  "transpose",     "reshape",
+    "split",      "slice",         "concat",
+    "iota",       "attention",     "sum",
+    "mean",       "cross_entropy", "mse",
+    "rms_norm",   "rope",          "broadcast_to",
+    "dropout",    "conv2d",        "conv_size",
+    "max_pool2d", "avg_pool2d",    "adaptive_avg_pool2d",
     "batch_norm"};
 
 static bool isBuiltinName(llvm::StringRef name) {

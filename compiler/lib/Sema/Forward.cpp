@@ -565,20 +565,16 @@ FailureOr<EvalValue> Evaluator::callLayers(const EvalValue &callee,
     return callInstance(*callee.instance, inputs, call,
                         callee.instance->describe());
 
-  // A list applies its layers in order: each must take one input and return
-  // one value of the same type.
+  // A list applies its layers in order: each takes the previous one's result
+  // (and the call's further arguments, the same for every layer: an
+  // encoder's attention mask) and returns one value of the same type.
   const InstanceChild &list = *callee.layers;
-  if (inputs.size() != 1) {
-    ctx.error(call.getLoc(), "the layers of the list '" +
-                                 list.member->getName() +
-                                 "' run in sequence, so each must take one "
-                                 "input");
-    return failure();
-  }
   EvalValue x = inputs[0];
   for (int64_t k = callee.lo; k < callee.hi; ++k) {
     const Instance &layer = *list.items[k];
-    FailureOr<EvalValue> y = callInstance(layer, {x}, call, layer.describe());
+    std::vector<EvalValue> args = inputs;
+    args[0] = x;
+    FailureOr<EvalValue> y = callInstance(layer, args, call, layer.describe());
     if (failed(y))
       return failure();
     if (y->kind == EvalValue::Kind::Tuple) {

@@ -60,6 +60,12 @@ std::string hfMemberName(llvm::StringRef parent, llvm::StringRef grandparent,
         .Case("qkv", "c_attn")
         .Case("proj", "c_proj")
         .Default(member.str());
+  // BERT's layer norms are `LayerNorm`, and the attention proper `self`.
+  if ((parent == "nn.BertEmbeddings" || parent == "nn.BertResidual") &&
+      member == "norm")
+    return "LayerNorm";
+  if (parent == "nn.BertAttention" && member == "attn")
+    return "self";
   // Only GPT-2's MLP has GPT-2's names; an MLP of its own keeps dt's.
   if (parent == "nn.MLP" && grandparent == "nn.Block")
     return llvm::StringSwitch<std::string>(member)
@@ -171,11 +177,14 @@ std::string join(llvm::ArrayRef<std::string> parts) {
 
 std::string gpt2Config(const Job &job);
 std::string llamaConfig(const Job &job);
+std::string bertConfig(const Job &job);
 
 /// The config.json of a model transformers knows, or "".
 std::string hfConfig(const Job &job) {
-  std::string gpt2 = gpt2Config(job);
-  return gpt2.empty() ? llamaConfig(job) : gpt2;
+  for (auto config : {gpt2Config, llamaConfig, bertConfig})
+    if (std::string text = config(job); !text.empty())
+      return text;
+  return "";
 }
 
 /// Whether the model is the standard library's nn.Llama or nn.LlamaTied,
@@ -609,6 +618,48 @@ std::string llamaConfig(const Job &job) {
       {"mlp_bias", false},
       {"tie_word_embeddings", isTiedLlama(job)},
       {"torch_dtype", "float32"}};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  return text;
+}
+
+/// BertConfig for nn.Bert (BertModel) and nn.BertClassifier
+/// (BertForSequenceClassification).
+std::string bertConfig(const Job &job) {
+  if (!job.model || (job.model->model != "nn.Bert" &&
+                     job.model->model != "nn.BertClassifier"))
+    return "";
+  bool classifier = job.model->model == "nn.BertClassifier";
+  const std::vector<NamedConstant> &args = job.model->args;
+  auto value = [&](llvm::StringRef name) -> llvm::json::Value {
+    const Constant *c = lookup(args, name);
+    if (!c)
+      return nullptr;
+    return c->isInt() ? llvm::json::Value(c->getInt())
+                      : llvm::json::Value(c->getNumber());
+  };
+  llvm::json::Object config{
+      {"architectures",
+       llvm::json::Array{classifier ? "BertForSequenceClassification"
+                                    : "BertModel"}},
+      {"model_type", "bert"},
+      {"vocab_size", value("vocab")},
+      {"hidden_size", value("width")},
+      {"num_hidden_layers", value("depth")},
+      {"num_attention_heads", value("heads")},
+      {"intermediate_size", value("hidden")},
+      {"hidden_act", "gelu"},
+      {"max_position_embeddings", value("positions")},
+      {"type_vocab_size", value("types")},
+      {"layer_norm_eps", value("eps")},
+      {"hidden_dropout_prob", value("dropout_p")},
+      {"attention_probs_dropout_prob", value("attention_dropout_p")},
+      {"position_embedding_type", "absolute"},
+      {"initializer_range", 0.02},
+      {"torch_dtype", "float32"}};
+  if (classifier)
+    config["num_labels"] = value("classes");
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";

@@ -121,6 +121,7 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
   case PrimOp::Neg:
   case PrimOp::Relu:
   case PrimOp::Gelu:
+  case PrimOp::GeluErf:
   case PrimOp::Tanh:
   case PrimOp::Sigmoid:
   case PrimOp::Exp:
@@ -278,6 +279,17 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
         return e;
     return "";
   }
+  case PrimOp::Slice: {
+    if (std::string e = expectCounts(1, 1); !e.empty())
+      return e;
+    if (attrs.axis < 0 || attrs.axis >= static_cast<int64_t>(in[0].getRank()) ||
+        attrs.start < 0 || attrs.count < 1 ||
+        attrs.start + attrs.count > in[0].shape[attrs.axis])
+      return "bad axis or range";
+    llvm::SmallVector<int64_t> expected(in[0].shape.begin(), in[0].shape.end());
+    expected[attrs.axis] = attrs.count;
+    return same(out[0], withShape(in[0], expected));
+  }
   case PrimOp::Concat: {
     if (in.empty() || out.size() != 1)
       return "operands and one result";
@@ -379,6 +391,10 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
     break;
   case PrimOp::Split:
     os << " {count = " << attrs.count << ", axis = " << attrs.axis << "}";
+    break;
+  case PrimOp::Slice:
+    os << " {start = " << attrs.start << ", count = " << attrs.count
+       << ", axis = " << attrs.axis << "}";
     break;
   case PrimOp::Iota:
     os << " {count = " << attrs.count << "}";

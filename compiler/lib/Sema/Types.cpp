@@ -285,6 +285,8 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "relu";
   case PrimOp::Gelu:
     return "gelu";
+  case PrimOp::GeluErf:
+    return "gelu(approximate = \"none\")";
   case PrimOp::Tanh:
     return "tanh";
   case PrimOp::Sigmoid:
@@ -317,6 +319,8 @@ llvm::StringRef dt::toString(PrimOp op) {
     return "embedding";
   case PrimOp::Split:
     return "split";
+  case PrimOp::Slice:
+    return "slice";
   case PrimOp::Concat:
     return "concat";
   case PrimOp::Iota:

@@ -152,7 +152,8 @@ struct StWant {
 /// How a model's parameters meet a checkpoint.
 struct StMatch {
   /// What the file's names add in front of the model's ("", "transformer.",
-  /// "model."): the one under which most wanted tensors are found.
+  /// "model.", "bert."): the one under which most wanted tensors are found
+  /// (a layer norm's `gamma` and `beta` count for `weight` and `bias`).
   std::string prefix;
   /// Per wanted tensor, the file's (null: the file lacks it; the parameter
   /// keeps its declared initialiser).

@@ -106,10 +106,13 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %a = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>
     %at = dt.transpose %a [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
     %a2 = dt.reshape %at : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
-    %g0 = dt.gelu %a2 : tensor<8x8xf32>
+    %ge = dt.gelu_erf %a2 : tensor<8x8xf32>
+    %g0 = dt.gelu %ge : tensor<8x8xf32>
     %g = dt.dropout %g0 step %st micro %mi {p = 2.5e-01 : f64, seed = 3 : i64, site = 0 : i64, shape = array<i64: 8, 8>} : tensor<8x8xf32>
     %s = dt.softmax %g axis 1 : tensor<8x8xf32>
-    %c = dt.concat %s, %n2 axis 1 : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x16xf32>
+    %n2a = dt.slice %n2 axis 1 start 0 : tensor<8x8xf32> -> tensor<8x3xf32>
+    %n2b = dt.slice %n2 axis 1 start 3 : tensor<8x8xf32> -> tensor<8x5xf32>
+    %c = dt.concat %s, %n2a, %n2b axis 1 : tensor<8x8xf32>, tensor<8x3xf32>, tensor<8x5xf32> -> tensor<8x16xf32>
     %o = dt.matmul %c, %wp : tensor<8x16xf32>, tensor<16x8xf32> -> tensor<8x8xf32>
     %sg = dt.sigmoid %o : tensor<8x8xf32>
     %th = dt.tanh %o : tensor<8x8xf32>

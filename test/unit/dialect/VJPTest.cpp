@@ -271,6 +271,7 @@ std::vector<Case> allCases() {
       {"Neg", {x34}, unaryOp<NegOp>()},
       {"Relu", {x34}, unaryOp<ReluOp>()},
       {"Gelu", {x34}, unaryOp<GeluOp>()},
+      {"GeluErf", {x34}, unaryOp<GeluErfOp>()},
       {"Tanh", {x34}, unaryOp<TanhOp>()},
       {"Sigmoid", {x34}, unaryOp<SigmoidOp>()},
       {"Exp", {x34}, unaryOp<ExpOp>()},
@@ -314,6 +315,20 @@ std::vector<Case> allCases() {
          auto s = b.create<SplitOp>(
              loc, TypeRange{f64Of(b, {2, 3}), f64Of(b, {2, 4})}, a[0], 1);
          return V(s.getResults());
+       }},
+      {"SliceMiddle",
+       {{{2, 7}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<SliceOp>(loc, f64Of(b, {2, 3}), a[0],
+                                   b.getI64IntegerAttr(1),
+                                   b.getI64IntegerAttr(2))};
+       }},
+      {"SliceFirst",
+       {{{3, 4, 2}}},
+       [](OpBuilder &b, L loc, R a) -> V {
+         return {b.create<SliceOp>(loc, f64Of(b, {3, 1, 2}), a[0],
+                                   b.getI64IntegerAttr(1),
+                                   b.getI64IntegerAttr(0))};
        }},
       {"Concat",
        {x23, {{1, 3}}},

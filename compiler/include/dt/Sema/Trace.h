@@ -90,6 +90,7 @@ enum class PrimOp {
   Reshape,
   Relu,
   Gelu,
+  GeluErf,
   Tanh,
   Sigmoid,
   Exp,
@@ -106,6 +107,7 @@ enum class PrimOp {
   Dropout,
   Embedding,
   Split,
+  Slice,
   Concat,
   Iota,
   Attention,
@@ -126,8 +128,11 @@ struct PrimAttrs {
   llvm::SmallVector<int64_t, 4> perm;
   /// Softmax, Split, Concat, Sum, Mean: the axis, non-negative.
   int64_t axis = 0;
-  /// Split: the number of results; Iota: the length.
+  /// Split: the number of results; Iota: the length; Slice: how many
+  /// entries it keeps.
   int64_t count = 0;
+  /// Slice: the first entry kept.
+  int64_t start = 0;
   /// LayerNorm, RmsNorm, BatchNorm.
   double eps = 0;
   /// BatchNorm: the weight of a batch's statistics in the running ones.

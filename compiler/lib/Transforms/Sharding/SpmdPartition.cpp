@@ -63,9 +63,9 @@ struct Local {
 /// have it.
 bool keepsZeroPadding(Operation *op, ArrayRef<bool> zero) {
   auto all = [&] { return llvm::all_of(zero, [](bool z) { return z; }); };
-  if (isa<NegOp, ReluOp, SqrtOp, StepOp, GeluOp, TanhOp, ConvertOp, PipelineSumOp,
-          BroadcastToOp, ReshapeOp, TransposeOp, ReduceSumOp, SliceOp, PadOp>(
-          op))
+  if (isa<NegOp, ReluOp, SqrtOp, StepOp, GeluOp, GeluErfOp, TanhOp, ConvertOp,
+          PipelineSumOp, BroadcastToOp, ReshapeOp, TransposeOp, ReduceSumOp,
+          SliceOp, PadOp>(op))
     return zero[0];
   if (isa<AddOp, SubOp, MaximumOp, MinimumOp, ConcatOp, SplitOp>(op))
     return all();

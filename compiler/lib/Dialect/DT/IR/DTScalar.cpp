@@ -67,6 +67,9 @@ struct ScalarBuilder {
 // 0.044715.
 constexpr double kGeluK = 0.7978845608028654;
 constexpr double kGeluC = 0.044715;
+// The exact GELU's constants: 1 / sqrt(2) and 1 / sqrt(2 pi).
+constexpr double kSqrtHalf = 0.7071067811865476;
+constexpr double kInvSqrt2Pi = 0.3989422804014327;
 } // namespace
 
 static ScalarBuilder scalars(OpBuilder &b, Location loc, Value v) {
@@ -131,6 +134,29 @@ Value GeluDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
   Value dInner = s.mul(s.constant(kGeluK),
                        s.add(s.constant(1), s.mul(s.constant(3 * kGeluC), x2)));
   return s.add(left, s.mul(s.mul(s.constant(0.5), x), s.mul(sech2, dInner)));
+}
+
+Value GeluErfOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                             unsigned) {
+  // 0.5 x (1 + erf(x / sqrt 2)).
+  ScalarBuilder s = scalars(b, loc, ops[0]);
+  Value x = ops[0];
+  Value erf = b.create<math::ErfOp>(loc, s.mul(x, s.constant(kSqrtHalf)));
+  return s.mul(s.mul(s.constant(0.5), x), s.add(s.constant(1), erf));
+}
+
+Value GeluErfDerivOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,
+                                  unsigned) {
+  // d/dx = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) /
+  // sqrt(2 pi).
+  ScalarBuilder s = scalars(b, loc, ops[0]);
+  Value x = ops[0];
+  Value erf = b.create<math::ErfOp>(loc, s.mul(x, s.constant(kSqrtHalf)));
+  Value cdf = s.mul(s.constant(0.5), s.add(s.constant(1), erf));
+  Value pdf =
+      s.mul(s.constant(kInvSqrt2Pi),
+            b.create<math::ExpOp>(loc, s.mul(s.constant(-0.5), s.mul(x, x))));
+  return s.add(cdf, s.mul(x, pdf));
 }
 
 Value TanhOp::buildScalar(OpBuilder &b, Location loc, ValueRange ops,

@@ -66,6 +66,15 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult GeluErfOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                  ArrayRef<bool> needed,
+                                  SmallVectorImpl<Value> &out) {
+  Emit e{b, getLoc()};
+  return unary(*this, needed, grads, out, [&](Value g) {
+    return e.mul(g, b.create<GeluErfDerivOp>(getLoc(), getInput()));
+  });
+}
+
 LogicalResult TanhOp::buildVJP(OpBuilder &b, ValueRange grads,
                                ArrayRef<bool> needed,
                                SmallVectorImpl<Value> &out) {
@@ -274,6 +283,38 @@ LogicalResult SplitOp::buildVJP(OpBuilder &b, ValueRange grads,
     pieces.push_back(g ? g : e.like(r, 0));
   out.push_back(
       b.create<ConcatOp>(getLoc(), getInput().getType(), pieces, getAxis()));
+  return success();
+}
+
+LogicalResult SliceOp::buildVJP(OpBuilder &b, ValueRange grads,
+                                ArrayRef<bool> needed,
+                                SmallVectorImpl<Value> &out) {
+  Value g = grads[0];
+  if (!g || !needed[0]) {
+    out.push_back(Value());
+    return success();
+  }
+  // Zeros before and after the kept range, the gradient in between.
+  Emit e{b, getLoc()};
+  auto in = llvm::cast<RankedTensorType>(getInput().getType());
+  int64_t axis = getAxis(), start = getStart();
+  int64_t kept = llvm::cast<RankedTensorType>(g.getType()).getDimSize(axis);
+  int64_t after = in.getDimSize(axis) - start - kept;
+  auto zeros = [&](int64_t n) {
+    SmallVector<int64_t> shape(in.getShape());
+    shape[axis] = n;
+    return e.splat(RankedTensorType::get(shape, in.getElementType()), 0.0);
+  };
+  SmallVector<Value> pieces;
+  if (start > 0)
+    pieces.push_back(zeros(start));
+  pieces.push_back(g);
+  if (after > 0)
+    pieces.push_back(zeros(after));
+  out.push_back(
+      pieces.size() == 1
+          ? g
+          : b.create<ConcatOp>(getLoc(), in, pieces, axis).getResult());
   return success();
 }
 

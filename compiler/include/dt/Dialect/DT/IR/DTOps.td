@@ -182,6 +182,8 @@ def DT_NegOp : DT_UnaryOp<"neg", [DifferentiableOp]> {
 def DT_ReluOp : DT_FloatUnaryOp<"relu", "max(x, 0)">;
 def DT_GeluOp : DT_FloatUnaryOp<"gelu",
     "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's tanh approximation">;
+def DT_GeluErfOp : DT_FloatUnaryOp<"gelu_erf",
+    "0.5 x (1 + erf(x / sqrt(2))), the exact GELU (BERT's, PyTorch's default)">;
 def DT_TanhOp : DT_FloatUnaryOp<"tanh", "tanh(x)">;
 def DT_SigmoidOp : DT_FloatUnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
 def DT_ExpOp : DT_FloatUnaryOp<"exp", "exp(x)">;
@@ -197,6 +199,11 @@ def DT_StepOp : DT_UnaryOp<"step"> {
 }
 def DT_GeluDerivOp : DT_UnaryOp<"gelu_deriv"> {
   let summary = "elementwise derivative of dt.gelu";
+  let arguments = (ins DT_FloatTensor:$input);
+  let results = (outs DT_FloatTensor:$result);
+}
+def DT_GeluErfDerivOp : DT_UnaryOp<"gelu_erf_deriv"> {
+  let summary = "elementwise derivative of dt.gelu_erf: Phi(x) + x phi(x)";
   let arguments = (ins DT_FloatTensor:$input);
   let results = (outs DT_FloatTensor:$result);
 }
@@ -341,12 +348,13 @@ def DT_ConcatOp : DT_Op<"concat", [ShardableOp, Pure, DifferentiableOp]> {
   let hasVerifier = 1;
 }
 
-def DT_SliceOp : DT_Op<"slice", [ShardableOp, Pure]> {
+def DT_SliceOp : DT_Op<"slice", [ShardableOp, Pure, DifferentiableOp]> {
   let summary = "a contiguous range of one axis";
   let description = [{
     The entries `[start, start + n)` of `axis`, where `n` is the result's size
-    there. The partitioner uses it to drop the padding of uneven shards after
-    an all-gather.
+    there: the builtin `slice` (BERT's pooler takes the first token), and what
+    the partitioner uses to drop the padding of uneven shards after an
+    all-gather. Its adjoint puts the gradient back between zeros.
 
     ```mlir
     %w = dt.slice %g axis 0 start 0 : tensor<12x512xf32> -> tensor<10x512xf32>
