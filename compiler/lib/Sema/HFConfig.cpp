@@ -15,7 +15,9 @@
 // hidden_size / num_attention_heads, other RoPE scalings) is an error that
 // names the key, not a model that silently differs from the checkpoint's.
 // Newer files keep rope_theta (and the scaling) inside `rope_parameters`;
-// both spellings are read.
+// both spellings are read. nn.Bert and nn.BertClassifier read a BertConfig
+// the same way; the classifier's `classes` may stand beside `config`, as
+// may any argument the file does not set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,10 +98,80 @@ ropeScaling(const llvm::json::Object *scaling, llvm::StringRef key,
 
 } // namespace
 
+namespace {
+
+/// BertConfig's keys and nn.Bert's arguments; the last five have
+/// BertConfig's defaults when absent.
+constexpr KeyArg kBertKeys[] = {
+    {"vocab_size", "vocab", true},
+    {"hidden_size", "width", true},
+    {"num_hidden_layers", "depth", true},
+    {"num_attention_heads", "heads", true},
+    {"intermediate_size", "hidden", true},
+    {"max_position_embeddings", "positions", true},
+    {"type_vocab_size", "types", true},
+    {"layer_norm_eps", "eps", false},
+    {"hidden_dropout_prob", "dropout_p", false},
+    {"attention_probs_dropout_prob", "attention_dropout_p", false},
+};
+
+bool isBert(llvm::StringRef model) {
+  return model == "Bert" || model == "BertClassifier";
+}
+
+/// nn.Bert's and nn.BertClassifier's arguments from a BertConfig. What would
+/// build a model other than the checkpoint's (another activation, relative
+/// position embeddings) is an error naming the key.
+llvm::LogicalResult
+bertArgs(const llvm::json::Object &config, llvm::StringRef model,
+         llvm::StringMap<EvalValue> &values,
+         llvm::function_ref<llvm::LogicalResult(const llvm::Twine &)> fail) {
+  if (std::optional<llvm::StringRef> type = config.getString("model_type"))
+    if (*type != "bert")
+      return fail("model_type is '" + *type + "'; nn." + model +
+                  " builds transformers' BERT (model_type bert)");
+  if (std::optional<llvm::StringRef> act = config.getString("hidden_act"))
+    if (*act != "gelu")
+      return fail("hidden_act is '" + *act + "'; nn." + model +
+                  " builds BERT's exact GELU (\"gelu\") only");
+  if (std::optional<llvm::StringRef> pos =
+          config.getString("position_embedding_type"))
+    if (*pos != "absolute")
+      return fail("position_embedding_type is '" + *pos + "'; nn." + model +
+                  " builds absolute position embeddings only");
+  for (const KeyArg &k : kBertKeys) {
+    const llvm::json::Value *v = config.get(k.key);
+    if (!v || v->kind() == llvm::json::Value::Null) {
+      llvm::StringRef key(k.key);
+      if (key == "type_vocab_size" || key == "layer_norm_eps" ||
+          key.ends_with("dropout_prob"))
+        continue; // nn.Bert's defaults are BertConfig's
+      return fail("it has no '" + llvm::Twine(k.key) + "', which nn." + model +
+                  " needs for '" + k.arg + "'");
+    }
+    if (k.isInt) {
+      std::optional<int64_t> n = v->getAsInteger();
+      if (!n || *n <= 0)
+        return fail("'" + llvm::Twine(k.key) + "' must be a positive integer");
+      values[k.arg] = EvalValue::getInt(SymExpr(*n));
+    } else {
+      std::optional<double> x = v->getAsNumber();
+      if (!x || *x < 0)
+        return fail("'" + llvm::Twine(k.key) +
+                    "' must be a non-negative number");
+      values[k.arg] = EvalValue::getFloat(*x);
+    }
+  }
+  return llvm::success();
+}
+
+} // namespace
+
 bool sema::takesHFConfig(const ModuleScope &scope,
                          const ast::ModelDecl &decl) {
   return scope.isStdlib &&
-         (decl.getName() == "Llama" || decl.getName() == "LlamaTied");
+         (decl.getName() == "Llama" || decl.getName() == "LlamaTied" ||
+          isBert(decl.getName()));
 }
 
 FailureOr<llvm::StringMap<EvalValue>>
@@ -122,6 +194,12 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
   const llvm::json::Object *config = json->getAsObject();
   if (!config)
     return fail("not a JSON object");
+  if (isBert(model)) {
+    llvm::StringMap<EvalValue> values;
+    if (failed(bertArgs(*config, model, values, fail)))
+      return failure();
+    return values;
+  }
 
   // Only LLaMA's: Mistral's sliding window and Qwen2's implicit attention
   // biases would make a model that differs from the checkpoint's.

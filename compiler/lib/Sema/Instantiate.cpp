@@ -194,12 +194,6 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
     if (f.name == "config" && takesHFConfig(scope, decl))
       configField = &f;
   if (configField) {
-    if (args.size() != 1) {
-      ctx.error(configField->nameLoc,
-                "'config' gives every argument of " + name +
-                    "; drop the others or leave 'config' out");
-      return failure();
-    }
     FailureOr<EvalValue> path = eval(*configField->value, caller);
     if (failed(path))
       return failure();
@@ -215,13 +209,27 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
     if (failed(read))
       return failure();
     fromConfig = std::move(*read);
+    // The file gives the required ones; what neither gives is reported below.
+    for (ParamSpec &spec : specs)
+      spec.required = false;
+    specs.push_back({"config", false});
   }
-  std::vector<const ast::Field *> none(specs.size(), nullptr);
   FailureOr<std::vector<const ast::Field *>> bound =
-      fromConfig ? FailureOr<std::vector<const ast::Field *>>(none)
-                 : bindCallArgs(ctx, args, specs, name, callLoc);
+      bindCallArgs(ctx, args, specs, name, callLoc);
   if (failed(bound))
     return failure();
+  if (configField) {
+    specs.pop_back();
+    // Arguments beside it give what the file does not (a classifier's
+    // classes); one the file sets too is ambiguous.
+    for (size_t i = 0; i < specs.size(); ++i)
+      if ((*bound)[i] && fromConfig->count(specs[i].name)) {
+        ctx.error((*bound)[i]->value->getLoc(),
+                  "'" + specs[i].name + "' of " + name +
+                      " is also set by 'config'; give it in one place");
+        return failure();
+      }
+  }
   ArgList result;
   for (size_t i = 0; i < specs.size(); ++i) {
     const ast::ArgDecl &arg = decl.getArgs()[i];
