@@ -505,9 +505,10 @@ StMatch matchStTensors(const StSet &set, const std::vector<StWant> &wants,
   StMatch m;
   // The prefix under which most wanted names exist; no prefix on a tie.
   size_t best = 0;
-  // bert.: BERT's encoder inside a task model (BertForPreTraining's file
-  // read by nn.Bert).
-  for (const char *prefix : {"", "transformer.", "model.", "bert."}) {
+  // bert., distilbert.: an encoder inside a task model (BertForPreTraining's
+  // file read by nn.Bert).
+  for (const char *prefix :
+       {"", "transformer.", "model.", "bert.", "distilbert."}) {
     size_t hits = 0;
     for (const StWant &w : wants)
       hits += findAliased(set, prefix + w.name) != nullptr;

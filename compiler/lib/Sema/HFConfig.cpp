@@ -17,7 +17,8 @@
 // Newer files keep rope_theta (and the scaling) inside `rope_parameters`;
 // both spellings are read. nn.Bert and nn.BertClassifier read a BertConfig
 // the same way; the classifier's `classes` may stand beside `config`, as
-// may any argument the file does not set.
+// may any argument the file does not set. nn.DistilBert and
+// nn.DistilBertClassifier read a DistilBertConfig.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,6 +101,41 @@ ropeScaling(const llvm::json::Object *scaling, llvm::StringRef key,
 
 namespace {
 
+/// Sets `values` from the config's `keys`: an integer must be positive, a
+/// number not negative (a dropout probability below 1); a key `optional`
+/// accepts may be absent (the layer's default is the config class's).
+llvm::LogicalResult
+readKeys(const llvm::json::Object &config, llvm::ArrayRef<KeyArg> keys,
+         llvm::StringRef model,
+         llvm::function_ref<bool(llvm::StringRef)> optional,
+         llvm::StringMap<EvalValue> &values,
+         llvm::function_ref<llvm::LogicalResult(const llvm::Twine &)> fail) {
+  for (const KeyArg &k : keys) {
+    llvm::StringRef key(k.key);
+    const llvm::json::Value *v = config.get(key);
+    if (!v || v->kind() == llvm::json::Value::Null) {
+      if (optional(key))
+        continue;
+      return fail("it has no '" + key + "', which nn." + model +
+                  " needs for '" + k.arg + "'");
+    }
+    if (k.isInt) {
+      std::optional<int64_t> n = v->getAsInteger();
+      if (!n || *n <= 0)
+        return fail("'" + key + "' must be a positive integer");
+      values[k.arg] = EvalValue::getInt(SymExpr(*n));
+      continue;
+    }
+    std::optional<double> x = v->getAsNumber();
+    bool dropout = key.contains("dropout");
+    if (!x || *x < 0 || (dropout && *x >= 1))
+      return fail("'" + key + "' must be " +
+                  (dropout ? "a probability in [0, 1)" : "a number >= 0"));
+    values[k.arg] = EvalValue::getFloat(*x);
+  }
+  return llvm::success();
+}
+
 /// BertConfig's keys and nn.Bert's arguments; the last five have
 /// BertConfig's defaults when absent.
 constexpr KeyArg kBertKeys[] = {
@@ -117,6 +153,53 @@ constexpr KeyArg kBertKeys[] = {
 
 bool isBert(llvm::StringRef model) {
   return model == "Bert" || model == "BertClassifier";
+}
+
+/// DistilBertConfig's keys and nn.DistilBert's arguments; the dropouts have
+/// DistilBertConfig's defaults when absent.
+constexpr KeyArg kDistilBertKeys[] = {
+    {"vocab_size", "vocab", true},
+    {"dim", "width", true},
+    {"n_layers", "depth", true},
+    {"n_heads", "heads", true},
+    {"hidden_dim", "hidden", true},
+    {"max_position_embeddings", "positions", true},
+    {"dropout", "dropout_p", false},
+    {"attention_dropout", "attention_dropout_p", false},
+    {"seq_classif_dropout", "classifier_dropout_p", false},
+};
+
+bool isDistilBert(llvm::StringRef model) {
+  return model == "DistilBert" || model == "DistilBertClassifier";
+}
+
+/// nn.DistilBert's and nn.DistilBertClassifier's arguments from a
+/// DistilBertConfig; sinusoidal position tables and other activations are
+/// errors naming the key.
+llvm::LogicalResult distilBertArgs(
+    const llvm::json::Object &config, llvm::StringRef model,
+    llvm::StringMap<EvalValue> &values,
+    llvm::function_ref<llvm::LogicalResult(const llvm::Twine &)> fail) {
+  if (std::optional<llvm::StringRef> type = config.getString("model_type"))
+    if (*type != "distilbert")
+      return fail("model_type is '" + *type + "'; nn." + model +
+                  " builds transformers' DistilBERT (model_type distilbert)");
+  if (std::optional<llvm::StringRef> act = config.getString("activation"))
+    if (*act != "gelu")
+      return fail("activation is '" + *act + "'; nn." + model +
+                  " builds the exact GELU (\"gelu\") only");
+  if (config.getBoolean("sinusoidal_pos_embds").value_or(false))
+    return fail("sinusoidal_pos_embds is true; nn." + model +
+                " builds learned position embeddings only");
+  llvm::SmallVector<KeyArg> keys(std::begin(kDistilBertKeys),
+                                 std::end(kDistilBertKeys));
+  if (model != "DistilBertClassifier")
+    keys.pop_back(); // seq_classif_dropout
+  // The dropouts' defaults are DistilBertConfig's.
+  return readKeys(
+      config, keys, model,
+      [](llvm::StringRef key) { return key.contains("dropout"); }, values,
+      fail);
 }
 
 /// nn.Bert's and nn.BertClassifier's arguments from a BertConfig. What would
@@ -139,30 +222,14 @@ bertArgs(const llvm::json::Object &config, llvm::StringRef model,
     if (*pos != "absolute")
       return fail("position_embedding_type is '" + *pos + "'; nn." + model +
                   " builds absolute position embeddings only");
-  for (const KeyArg &k : kBertKeys) {
-    const llvm::json::Value *v = config.get(k.key);
-    if (!v || v->kind() == llvm::json::Value::Null) {
-      llvm::StringRef key(k.key);
-      if (key == "type_vocab_size" || key == "layer_norm_eps" ||
-          key.ends_with("dropout_prob"))
-        continue; // nn.Bert's defaults are BertConfig's
-      return fail("it has no '" + llvm::Twine(k.key) + "', which nn." + model +
-                  " needs for '" + k.arg + "'");
-    }
-    if (k.isInt) {
-      std::optional<int64_t> n = v->getAsInteger();
-      if (!n || *n <= 0)
-        return fail("'" + llvm::Twine(k.key) + "' must be a positive integer");
-      values[k.arg] = EvalValue::getInt(SymExpr(*n));
-    } else {
-      std::optional<double> x = v->getAsNumber();
-      if (!x || *x < 0)
-        return fail("'" + llvm::Twine(k.key) +
-                    "' must be a non-negative number");
-      values[k.arg] = EvalValue::getFloat(*x);
-    }
-  }
-  return llvm::success();
+  return readKeys(
+      config, kBertKeys, model,
+      [](llvm::StringRef key) {
+        // nn.Bert's defaults are BertConfig's.
+        return key == "type_vocab_size" || key == "layer_norm_eps" ||
+               key.ends_with("dropout_prob");
+      },
+      values, fail);
 }
 
 } // namespace
@@ -171,7 +238,7 @@ bool sema::takesHFConfig(const ModuleScope &scope,
                          const ast::ModelDecl &decl) {
   return scope.isStdlib &&
          (decl.getName() == "Llama" || decl.getName() == "LlamaTied" ||
-          isBert(decl.getName()));
+          isBert(decl.getName()) || isDistilBert(decl.getName()));
 }
 
 FailureOr<llvm::StringMap<EvalValue>>
@@ -194,9 +261,10 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
   const llvm::json::Object *config = json->getAsObject();
   if (!config)
     return fail("not a JSON object");
-  if (isBert(model)) {
+  if (isBert(model) || isDistilBert(model)) {
     llvm::StringMap<EvalValue> values;
-    if (failed(bertArgs(*config, model, values, fail)))
+    if (failed(isBert(model) ? bertArgs(*config, model, values, fail)
+                             : distilBertArgs(*config, model, values, fail)))
       return failure();
     return values;
   }

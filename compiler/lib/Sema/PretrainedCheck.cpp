@@ -61,7 +61,8 @@ std::string hfMemberName(llvm::StringRef parent, llvm::StringRef grandparent,
         .Case("proj", "c_proj")
         .Default(member.str());
   // BERT's layer norms are `LayerNorm`, and the attention proper `self`.
-  if ((parent == "nn.BertEmbeddings" || parent == "nn.BertResidual") &&
+  if ((parent == "nn.BertEmbeddings" || parent == "nn.BertResidual" ||
+       parent == "nn.DistilBertEmbeddings") &&
       member == "norm")
     return "LayerNorm";
   if (parent == "nn.BertAttention" && member == "attn")
@@ -178,10 +179,11 @@ std::string join(llvm::ArrayRef<std::string> parts) {
 std::string gpt2Config(const Job &job);
 std::string llamaConfig(const Job &job);
 std::string bertConfig(const Job &job);
+std::string distilBertConfig(const Job &job);
 
 /// The config.json of a model transformers knows, or "".
 std::string hfConfig(const Job &job) {
-  for (auto config : {gpt2Config, llamaConfig, bertConfig})
+  for (auto config : {gpt2Config, llamaConfig, bertConfig, distilBertConfig})
     if (std::string text = config(job); !text.empty())
       return text;
   return "";
@@ -624,6 +626,23 @@ std::string llamaConfig(const Job &job) {
   return text;
 }
 
+/// A model argument's value as JSON (null when the model has none).
+llvm::json::Value argValue(const Job &job, llvm::StringRef name) {
+  const Constant *c = lookup(job.model->args, name);
+  if (!c)
+    return nullptr;
+  return c->isInt() ? llvm::json::Value(c->getInt())
+                    : llvm::json::Value(c->getNumber());
+}
+
+/// A config.json's text, as transformers indents it.
+std::string configText(llvm::json::Object config) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  return text;
+}
+
 /// BertConfig for nn.Bert (BertModel) and nn.BertClassifier
 /// (BertForSequenceClassification).
 std::string bertConfig(const Job &job) {
@@ -631,14 +650,7 @@ std::string bertConfig(const Job &job) {
                      job.model->model != "nn.BertClassifier"))
     return "";
   bool classifier = job.model->model == "nn.BertClassifier";
-  const std::vector<NamedConstant> &args = job.model->args;
-  auto value = [&](llvm::StringRef name) -> llvm::json::Value {
-    const Constant *c = lookup(args, name);
-    if (!c)
-      return nullptr;
-    return c->isInt() ? llvm::json::Value(c->getInt())
-                      : llvm::json::Value(c->getNumber());
-  };
+  auto value = [&](llvm::StringRef name) { return argValue(job, name); };
   llvm::json::Object config{
       {"architectures",
        llvm::json::Array{classifier ? "BertForSequenceClassification"
@@ -660,10 +672,39 @@ std::string bertConfig(const Job &job) {
       {"torch_dtype", "float32"}};
   if (classifier)
     config["num_labels"] = value("classes");
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
-  return text;
+  return configText(std::move(config));
+}
+
+/// DistilBertConfig for nn.DistilBert (DistilBertModel) and
+/// nn.DistilBertClassifier (DistilBertForSequenceClassification).
+std::string distilBertConfig(const Job &job) {
+  if (!job.model || (job.model->model != "nn.DistilBert" &&
+                     job.model->model != "nn.DistilBertClassifier"))
+    return "";
+  bool classifier = job.model->model == "nn.DistilBertClassifier";
+  auto value = [&](llvm::StringRef name) { return argValue(job, name); };
+  llvm::json::Object config{
+      {"architectures",
+       llvm::json::Array{classifier ? "DistilBertForSequenceClassification"
+                                    : "DistilBertModel"}},
+      {"model_type", "distilbert"},
+      {"vocab_size", value("vocab")},
+      {"dim", value("width")},
+      {"n_layers", value("depth")},
+      {"n_heads", value("heads")},
+      {"hidden_dim", value("hidden")},
+      {"max_position_embeddings", value("positions")},
+      {"dropout", value("dropout_p")},
+      {"attention_dropout", value("attention_dropout_p")},
+      {"activation", "gelu"},
+      {"sinusoidal_pos_embds", false},
+      {"initializer_range", 0.02},
+      {"torch_dtype", "float32"}};
+  if (classifier) {
+    config["num_labels"] = value("classes");
+    config["seq_classif_dropout"] = value("classifier_dropout_p");
+  }
+  return configText(std::move(config));
 }
 
 } // namespace

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""PyTorch's side of bert.test: transformers' BertForSequenceClassification
-written as plain PyTorch modules under transformers' names (post-LN layers,
-the exact erf GELU, an additive padding mask, the [CLS] pooler), so that dt's
-export loads with a strict load_state_dict.
+"""PyTorch's side of bert.test and distilbert.test: transformers'
+BertForSequenceClassification (post-LN layers, the exact erf GELU, an additive
+padding mask, the [CLS] pooler) and DistilBertForSequenceClassification
+(masked_fill, pre_classifier + ReLU on the first token) written as plain
+PyTorch modules under transformers' names, so that dt's export loads with a
+strict load_state_dict; config.json's model_type picks the family.
 
   bert.py train INITIAL_DIR FILE RUN_OUTPUT --seq T --steps N --heads H
       10 AdamW steps from dt's initial export on the classification file
@@ -132,13 +134,81 @@ class BertClassifier(nn.Module):
         return self.classifier(self.bert(ids, segments, mask))
 
 
+class DistilAttention(nn.Module):
+    """DistilBERT's MultiHeadSelfAttention: q scaled first, masked_fill."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.q_lin = nn.Linear(width, width)
+        self.k_lin = nn.Linear(width, width)
+        self.v_lin = nn.Linear(width, width)
+        self.out_lin = nn.Linear(width, width)
+
+    def forward(self, x, mask):
+        b, t, w = x.shape
+        split = lambda z: z.view(b, t, self.heads, w // self.heads).transpose(1, 2)
+        q = split(self.q_lin(x)) / math.sqrt(w // self.heads)
+        k, v = split(self.k_lin(x)), split(self.v_lin(x))
+        scores = q @ k.transpose(-1, -2)
+        scores = scores.masked_fill((mask == 0)[:, None, None, :],
+                                    torch.finfo(scores.dtype).min)
+        y = F.softmax(scores, dim=-1) @ v
+        return self.out_lin(y.transpose(1, 2).reshape(b, t, w))
+
+
+class DistilLayer(nn.Module):
+    def __init__(self, width, heads, hidden):
+        super().__init__()
+        self.attention = DistilAttention(width, heads)
+        self.sa_layer_norm = nn.LayerNorm(width, eps=1e-12)
+        self.ffn = nn.Module()
+        self.ffn.lin1 = nn.Linear(width, hidden)
+        self.ffn.lin2 = nn.Linear(hidden, width)
+        self.output_layer_norm = nn.LayerNorm(width, eps=1e-12)
+
+    def forward(self, x, mask):
+        a = self.sa_layer_norm(self.attention(x, mask) + x)
+        return self.output_layer_norm(self.ffn.lin2(F.gelu(self.ffn.lin1(a))) + a)
+
+
+class DistilBertClassifier(nn.Module):
+    """transformers' DistilBertForSequenceClassification."""
+
+    def __init__(self, c):
+        super().__init__()
+        d = nn.Module()
+        d.embeddings = nn.Module()
+        d.embeddings.word_embeddings = nn.Embedding(c["vocab_size"], c["dim"])
+        d.embeddings.position_embeddings = nn.Embedding(c["max_position_embeddings"], c["dim"])
+        d.embeddings.LayerNorm = nn.LayerNorm(c["dim"], eps=1e-12)
+        d.transformer = nn.Module()
+        d.transformer.layer = nn.ModuleList(
+            DistilLayer(c["dim"], c["n_heads"], c["hidden_dim"]) for _ in range(c["n_layers"]))
+        self.distilbert = d
+        self.pre_classifier = nn.Linear(c["dim"], c["dim"])
+        self.classifier = nn.Linear(c["dim"], c["num_labels"])
+
+    def forward(self, ids, segments, mask):
+        e = self.distilbert.embeddings
+        h = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(torch.arange(ids.shape[1])))
+        for layer in self.distilbert.transformer.layer:
+            h = layer(h, mask)
+        return self.classifier(F.relu(self.pre_classifier(h[:, 0])))
+
+
 def load(directory):
     """The model of `directory`'s config.json with its weights, strictly."""
     with open(os.path.join(directory, "config.json")) as f:
         c = json.load(f)
-    assert c["model_type"] == "bert" and c["hidden_act"] == "gelu", c
-    assert c["architectures"] == ["BertForSequenceClassification"], c
-    model = BertClassifier(c).double()
+    if c["model_type"] == "distilbert":
+        assert c["activation"] == "gelu" and not c["sinusoidal_pos_embds"], c
+        assert c["architectures"] == ["DistilBertForSequenceClassification"], c
+        model = DistilBertClassifier(c).double()
+    else:
+        assert c["model_type"] == "bert" and c["hidden_act"] == "gelu", c
+        assert c["architectures"] == ["BertForSequenceClassification"], c
+        model = BertClassifier(c).double()
     state = {k: torch.from_numpy(v).double() for k, v in hf_gpt2.read_dir(directory).items()}
     model.load_state_dict(state, strict=True)
     return model
