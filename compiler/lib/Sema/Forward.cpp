@@ -533,9 +533,10 @@ FailureOr<EvalValue> Evaluator::callLayers(const EvalValue &callee,
           : (callee.hi > callee.lo ? callee.layers->items[callee.lo].get()
                                    : nullptr);
   if (!first) {
-    // An empty slice of a list is the identity.
-    if (call.getArgs().size() != 1) {
-      ctx.error(call.getLoc(), "a list of layers takes one input");
+    // An empty slice of a list is the identity on its first argument (the
+    // others are what each layer would have been given beside it).
+    if (call.getArgs().empty()) {
+      ctx.error(call.getLoc(), "a list of layers takes an input");
       return failure();
     }
     return eval(*call.getArgs()[0].value, frame);
