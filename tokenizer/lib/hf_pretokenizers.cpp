@@ -216,22 +216,6 @@ private:
   bool invert_;
 };
 
-class BertPreTokenizer final : public PreTokenizer {
-public:
-  void split(std::vector<Piece> &pieces) const override {
-    splitAll(
-        pieces,
-        [](const std::string &t) {
-          return charMatches(t, unicode::isWhitespace);
-        },
-        Behavior::Removed);
-    splitAll(
-        pieces,
-        [](const std::string &t) { return charMatches(t, isBertPunctuation); },
-        Behavior::Isolated);
-  }
-};
-
 class Whitespace final : public PreTokenizer {
 public:
   explicit Whitespace(const std::string &where)
@@ -355,8 +339,13 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const json &j,
     return std::make_unique<ByteLevel>(j, where);
   if (type == "Split")
     return std::make_unique<Split>(j, where);
-  if (type == "BertPreTokenizer")
-    return std::make_unique<BertPreTokenizer>();
+  if (type == "BertPreTokenizer") {
+    // Whitespace goes, then each punctuation character stands alone.
+    std::vector<std::unique_ptr<PreTokenizer>> parts;
+    parts.push_back(std::make_unique<WhitespaceSplit>());
+    parts.push_back(std::make_unique<Punctuation>(Behavior::Isolated));
+    return std::make_unique<Sequence>(std::move(parts));
+  }
   if (type == "Whitespace")
     return std::make_unique<Whitespace>(where);
   if (type == "WhitespaceSplit")
