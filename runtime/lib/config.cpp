@@ -114,6 +114,12 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   const char *vertexTensorboard = std::getenv("AIP_TENSORBOARD_LOG_DIR");
   c.tensorboardDir = o.tensorboardDir.value_or(
       vertexTensorboard ? vertexTensorboard : "");
+  c.traceDir = o.traceDir.value_or("");
+  c.verdictEvery = o.verdictEvery.value_or(0);
+  c.traceSteps = o.traceSteps.value_or(kDefaultTraceSteps);
+  if (o.traceSteps && !o.traceDir)
+    return Error("--trace-steps chooses the steps of a trace: add --trace DIR",
+                 kExitUsage);
   c.logEvery =
       o.logEvery.value_or(log && log->every ? log->every : kDefaultLogEvery);
 

@@ -22,15 +22,18 @@
 #include "dtrt/eval.h"
 #include "dtrt/report.h"
 #include "dtrt/signals.h"
+#include "dtrt/verdict.h"
 
 #include <chrono>
 #include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <thread>
 
 namespace dtrt {
 
@@ -53,18 +56,31 @@ public:
         lossScaleBuf_(m_.find("out/loss_scale")),
         skippedBuf_(m_.find("out/skipped_steps")),
         lastCheckpoint_(s.resumedStep) {
-    peakFlops_ = arena_.device().peakFlops(m_.precision);
+    peakFlops_ = s.peakFlops;
+    size_t ranks = s.comm ? size_t(s.comm->worldSize()) : 1;
+    verdictWindow_.assign(ranks, RankTimes{});
+    verdictTotal_.assign(ranks, RankTimes{});
+    // R:MS; a hook for the tests of the verdict, never set by a user.
+    if (const char *slow = std::getenv("DT_TEST_SLOW_RANK")) {
+      int rank = -1;
+      double ms = 0;
+      if (std::sscanf(slow, "%d:%lf", &rank, &ms) == 2 &&
+          rank == (s.comm ? s.comm->rank() : 0))
+        testSleep_ = ms * 1e-3;
+    }
   }
 
   Expected<int> run();
 
 private:
+  /// One optimizer step, traced when --trace chose it.
   Status trainStep();
+  Status runStep();
   /// --inject-overflow: an inf in this rank's first gradient, which the
   /// gradient norm carries to every rank.
   void injectOverflow();
   /// The exchange after every step: step times and stop requests.
-  Status syncRanks(double seconds);
+  Status syncRanks(double seconds, double comm);
   Status logStep();
   Status evaluateNow();
   Status checkpointNow();
@@ -112,12 +128,35 @@ private:
   /// slowest rank's step time and of the spread (slowest - fastest).
   int slowestRank_ = 0;
   double intervalSlowest_ = 0, intervalSpread_ = 0;
+  /// This step's time staging input and, in a pipeline, idle between passes.
+  double stepInput_ = 0, stepBubble_ = 0;
+  /// Every rank's times (dtrt/verdict.h) since the last verdict and over the
+  /// run, and the steps they cover.
+  std::vector<RankTimes> verdictWindow_, verdictTotal_;
+  int64_t verdictSteps_ = 0, verdictFirst_ = 0;
+  /// DT_TEST_SLOW_RANK=R:MS (tests of the verdict): rank R sleeps MS ms in
+  /// each step's compute.
+  double testSleep_ = 0;
+  void printVerdict(const std::vector<RankTimes> &times, int64_t steps,
+                    int64_t first);
 };
 
-Status Trainer::syncRanks(double seconds) {
+Status Trainer::syncRanks(double seconds, double comm) {
+  auto account = [&](int rank, double step, double input, double inComm,
+                     double bubble) {
+    for (std::vector<RankTimes> *sums : {&verdictWindow_, &verdictTotal_}) {
+      RankTimes &t = (*sums)[size_t(rank)];
+      t.step += step;
+      t.input += input;
+      t.comm += inComm;
+      t.bubble += bubble;
+    }
+  };
+  ++verdictSteps_;
   if (!s_.comm) {
     stop_ = stopSignal();
     intervalSlowest_ += seconds;
+    account(0, seconds, stepInput_, comm, stepBubble_);
     return Status::ok();
   }
   Communicator &c = *s_.comm;
@@ -126,9 +165,11 @@ Status Trainer::syncRanks(double seconds) {
   bool holdsLoss = !s_.pipeline || s_.pipeline->holdsLoss();
   int64_t lossBits = 0;
   std::memcpy(&lossBits, &loss_, sizeof lossBits);
-  constexpr int kFields = 4;
-  int64_t mine[kFields] = {int64_t(seconds * 1e6), stopSignal(),
-                           holdsLoss ? 1 : 0, lossBits};
+  constexpr int kFields = 7;
+  int64_t mine[kFields] = {int64_t(seconds * 1e6),    stopSignal(),
+                           holdsLoss ? 1 : 0,         lossBits,
+                           int64_t(stepInput_ * 1e6), int64_t(comm * 1e6),
+                           int64_t(stepBubble_ * 1e6)};
   std::vector<int64_t> all(size_t(kFields * c.worldSize()));
   if (Status st = c.allGather(mine, all.data(), kFields, DType::I64,
                               c.mesh().allAxes(), "the step times");
@@ -153,6 +194,9 @@ Status Trainer::syncRanks(double seconds) {
     int sig = int(all[size_t(kFields * r + 1)]);
     if (sig == SIGTERM || (sig && !stop_))
       stop_ = sig;
+    const int64_t *f = &all[size_t(kFields * r)];
+    account(r, double(f[0]) * 1e-6, double(f[4]) * 1e-6, double(f[5]) * 1e-6,
+            double(f[6]) * 1e-6);
   }
   intervalSlowest_ += double(slowest) * 1e-6;
   intervalSpread_ += double(slowest - fastest) * 1e-6;
@@ -170,6 +214,20 @@ void Trainer::injectOverflow() {
 }
 
 Status Trainer::trainStep() {
+  int64_t number = step_ + 1;
+  if (s_.tracer)
+    s_.tracer->beginStep(number);
+  Status st;
+  {
+    TraceScope scope(RuntimeSpan::Step);
+    st = runStep();
+  }
+  if (s_.tracer)
+    s_.tracer->endStep(number);
+  return st;
+}
+
+Status Trainer::runStep() {
   const TrainSpec &t = m_.train;
   int64_t epoch = step_ / s_.stepsPerEpoch;
   int64_t inEpoch = step_ % s_.stepsPerEpoch;
@@ -179,26 +237,42 @@ Status Trainer::trainStep() {
   }
   auto begin = Clock::now();
   double commBefore = programCollectiveSeconds();
+  stepInput_ = stepBubble_ = 0;
+  if (testSleep_ > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(testSleep_));
   double lossSum = 0;
   // The global micro-batch: every data rank stages its rows of it.
   int64_t micro = t.microBatch * t.dataParallel;
   auto stageBatch = [&](int64_t a) {
+    TraceScope scope(RuntimeSpan::Input);
+    auto staging = Clock::now();
     const int64_t *rows = &order_[size_t(inEpoch * t.batch + a * micro)];
     s_.trainStager->stage(arena_, rows, micro);
+    stepInput_ += secondsSince(staging);
   };
   if (s_.pipeline) {
     // The stages' passes in this rank's order; the last stage's ranks
     // know the loss, which the exchange after the step hands to rank 0.
+    TraceScope scope(RuntimeSpan::GradStep);
+    // The pipeline's idle time: what its passes (and the staging they ask
+    // for) leave of the pipeline's part of the step.
+    auto pipeBegin = Clock::now();
+    double busyBefore = s_.pipeline->busySeconds();
     Expected<double> sum = s_.pipeline->step(stageBatch);
     if (!sum)
       return sum.error();
     lossSum = *sum;
+    stepBubble_ = std::max(0.0, secondsSince(pipeBegin) - stepInput_ -
+                                    (s_.pipeline->busySeconds() - busyBefore));
   } else {
     for (int64_t a = 0; a < t.accumulation; ++a) {
       stageBatch(a);
       if (microBuf_)
         arena_.writeI64(*microBuf_, a);
-      s_.program->gradStep(arena_.base());
+      {
+        TraceScope scope(RuntimeSpan::GradStep);
+        s_.program->gradStep(arena_.base());
+      }
       if (Status st = checkCollectivesDone("dt_grad_step"); !st)
         return st;
       lossSum += arena_.readScalar(*lossBuf_);
@@ -208,10 +282,13 @@ Status Trainer::trainStep() {
     arena_.writeI64(*totalBuf_, s_.totalSteps);
   if (step_ + 1 == s_.config->injectOverflowStep)
     injectOverflow();
-  if (s_.pipeline)
-    s_.pipeline->apply()(arena_.base());
-  else
-    s_.program->applyStep(arena_.base());
+  {
+    TraceScope scope(RuntimeSpan::ApplyStep);
+    if (s_.pipeline)
+      s_.pipeline->apply()(arena_.base());
+    else
+      s_.program->applyStep(arena_.base());
+  }
   if (Status st = checkCollectivesDone("dt_apply_step"); !st)
     return st;
   arena_.device().synchronize();
@@ -232,10 +309,20 @@ Status Trainer::trainStep() {
   }
   double seconds = secondsSince(begin);
   double comm = programCollectiveSeconds() - commBefore;
-  if (Status st = syncRanks(seconds); !st)
-    return st;
+  {
+    TraceScope scope(RuntimeSpan::Exchange);
+    if (Status st = syncRanks(seconds, comm); !st)
+      return st;
+  }
   intervalSeconds_ += seconds;
   intervalComm_ += comm;
+  if (int64_t every = s_.config->verdictEvery;
+      every > 0 && step_ % every == 0 && step_ < s_.totalSteps) {
+    printVerdict(verdictWindow_, verdictSteps_, verdictFirst_);
+    verdictWindow_.assign(verdictWindow_.size(), RankTimes{});
+    verdictSteps_ = 0;
+    verdictFirst_ = step_;
+  }
   trainSeconds_ += seconds;
   trainComm_ += comm;
   ++intervalSteps_;
@@ -264,16 +351,25 @@ Status Trainer::logStep() {
   if (lossScaleBuf_ && skippedBuf_)
     line += fmt::format("  loss scale {:g} ({:g} skipped)", lossScale_,
                         skipped_);
-  // Model FLOPs utilisation: the cost model's FLOPs per step over the time
-  // a step took, against the device's peak (on a GPU whose peak is known).
-  std::optional<double> mfu;
-  if (peakFlops_ && m_.flopsPerStep > 0)
-    mfu = m_.flopsPerStep * double(intervalSteps_) /
-          std::max(intervalSeconds_, 1e-9) / *peakFlops_;
+  // Model and hardware FLOPs utilisation: the cost model's FLOPs per step
+  // (without, and with, what recomputation repeats) over the time a step
+  // took, against the device's peak (measured on the host, a GPU's table).
+  std::optional<double> mfu, hfu;
+  if (peakFlops_ && m_.flopsPerStep > 0) {
+    double perSecond =
+        double(intervalSteps_) / std::max(intervalSeconds_, 1e-9) / *peakFlops_;
+    mfu = m_.modelFlopsPerStep * perSecond;
+    hfu = m_.flopsPerStep * perSecond;
+  }
+  std::string utilisation;
+  if (mfu)
+    utilisation =
+        m_.flopsPerStep != m_.modelFlopsPerStep
+            ? fmt::format("  MFU {:.1f}% (HFU {:.1f}%)", 100 * *mfu, 100 * *hfu)
+            : fmt::format("  MFU {:.1f}%", 100 * *mfu);
   fmt::print("{}  {} {}/s{}  elapsed {}  eta {}\n", line,
              formatCount(tokensPerSample() ? tokensPerS : samplesPerS),
-             tokensPerSample() ? "tokens" : "samples",
-             mfu ? fmt::format("  MFU {:.1f}%", 100 * *mfu) : "",
+             tokensPerSample() ? "tokens" : "samples", utilisation,
              formatDuration(elapsed()), formatDuration(eta));
   std::fflush(stdout);
   if (s_.tensorboard) {
@@ -286,8 +382,10 @@ Status Trainer::logStep() {
       scalars.push_back({"loss_scale", lossScale_});
     scalars.push_back({tokensPerSample() ? "tokens_per_s" : "samples_per_s",
                        tokensPerSample() ? tokensPerS : samplesPerS});
-    if (mfu)
+    if (mfu) {
       scalars.push_back({"mfu", *mfu});
+      scalars.push_back({"hfu", *hfu});
+    }
     s_.tensorboard->scalars(step_, scalars);
   }
   if (s_.tensorboardRank) {
@@ -316,8 +414,10 @@ Status Trainer::logStep() {
       r["tokens_per_s"] = tokensPerS;
     else
       r["samples_per_s"] = samplesPerS;
-    if (mfu)
+    if (mfu) {
       r["mfu"] = *mfu;
+      r["hfu"] = *hfu;
+    }
     r["elapsed_s"] = elapsed();
     r["step_time_s"] = intervalSlowest_ / double(intervalSteps_);
     if (s_.comm) {
@@ -461,6 +561,16 @@ void Trainer::printMemory() {
                formatBytes(double(m_.arenaBytes)), each);
 }
 
+void Trainer::printVerdict(const std::vector<RankTimes> &times, int64_t steps,
+                           int64_t first) {
+  if (s_.comm && s_.comm->rank() != 0)
+    return;
+  std::string line = describe(judge(times, steps, 0, s_.predicted), first);
+  if (!line.empty())
+    fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
 void Trainer::printCollectives() {
   int64_t steps = step_ - firstStep_;
   if (!s_.comm || steps <= 0)
@@ -562,7 +672,7 @@ void Trainer::printSummary() {
 
 Expected<int> Trainer::run() {
   const RunConfig &c = *s_.config;
-  step_ = firstStep_ = arena_.readI64(*stepBuf_);
+  step_ = firstStep_ = verdictFirst_ = arena_.readI64(*stepBuf_);
   bool evaluates = s_.evalSource != nullptr;
   bool checkpoints = !c.checkpointDir.empty();
   // Before the first step the ranks have not compared notes yet; a signal
@@ -598,6 +708,7 @@ Expected<int> Trainer::run() {
   printCollectives();
   printPipeline();
   printSummary();
+  printVerdict(verdictTotal_, step_ - firstStep_, firstStep_);
   return int(kExitOk);
 }
 

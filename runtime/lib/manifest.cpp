@@ -700,6 +700,10 @@ Manifest parse(std::string_view text) {
   if (const json *cost = optional(j, "cost")) {
     if (const json *f = optional(*cost, "flops_per_step"); f && f->is_number())
       m.flopsPerStep = f->get<double>();
+    m.modelFlopsPerStep = m.flopsPerStep;
+    if (const json *f = optional(*cost, "model_flops_per_step");
+        f && f->is_number())
+      m.modelFlopsPerStep = f->get<double>();
     if (const json *p = optional(*cost, "precision"))
       m.precision = getString(*p, "cost.precision");
   }
@@ -728,12 +732,40 @@ Manifest parse(std::string_view text) {
                           "collectives[].entry");
       d.bytes = getInt(member(c, "bytes", "collectives[]"),
                        "collectives[].bytes");
+      if (const json *e = optional(c, "elements"))
+        d.elements = getInt(*e, "collectives[].elements");
+      if (const json *t = optional(c, "dtype"))
+        d.dtype = getString(*t, "collectives[].dtype");
       for (const json &a : member(c, "axes", "collectives[]"))
         d.axes.push_back(getString(a, "collectives[].axes"));
       m.collectives.push_back(std::move(d));
     }
   }
 
+  if (const json *spans = optional(j, "spans")) {
+    if (!spans->is_array())
+      bad("spans must be an array");
+    for (const json &s : *spans) {
+      SpanDesc d;
+      d.id = getInt(member(s, "id", "spans[]"), "spans[].id");
+      if (d.id != int64_t(m.spans.size()))
+        bad("spans must be listed by id, from 0");
+      d.entry = getString(member(s, "entry", "spans[]"), "spans[].entry");
+      d.op = getString(member(s, "op", "spans[]"), "spans[].op");
+      if (const json *layer = optional(s, "layer"))
+        d.layer = getString(*layer, "spans[].layer");
+      d.flops = getNumber(member(s, "flops", "spans[]"), "spans[].flops");
+      d.bytes = getNumber(member(s, "bytes", "spans[]"), "spans[].bytes");
+      if (const json *c = optional(s, "collective")) {
+        d.collective = getInt(*c, "spans[].collective");
+        if (d.collective < 0 || size_t(d.collective) >= m.collectives.size())
+          bad(fmt::format("span {} names collective {}, which the manifest "
+                          "does not list",
+                          d.id, d.collective));
+      }
+      m.spans.push_back(std::move(d));
+    }
+  }
   if (const json *p = optional(j, "pipeline"))
     m.pipeline = parsePipeline(*p, m);
   m.train = parseTrain(member(j, "train", "the manifest"));

@@ -36,6 +36,9 @@ enum class Opt {
   EvalEvery,
   LogDir,
   TensorBoard,
+  Trace,
+  TraceSteps,
+  VerdictEvery,
   LogEvery,
   CheckpointDir,
   CheckpointEvery,
@@ -68,6 +71,9 @@ const OptionRow kOptions[] = {
     {Opt::EvalEvery, "eval-every", "N"},
     {Opt::LogDir, "log-dir", "DIR"},
     {Opt::TensorBoard, "tensorboard", "DIR"},
+    {Opt::Trace, "trace", "DIR"},
+    {Opt::TraceSteps, "trace-steps", "A:B"},
+    {Opt::VerdictEvery, "verdict-every", "N"},
     {Opt::LogEvery, "log-every", "N"},
     {Opt::CheckpointDir, "checkpoint-dir", "DIR"},
     {Opt::CheckpointEvery, "checkpoint-every", "N"},
@@ -223,6 +229,34 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     case Opt::TensorBoard:
       o.tensorboardDir = std::string(value);
       break;
+    case Opt::Trace:
+      o.traceDir = std::string(value);
+      break;
+    case Opt::VerdictEvery:
+      s = count(0, o.verdictEvery);
+      break;
+    case Opt::TraceSteps: {
+      // A:B, steps numbered as the progress line numbers them (from 1).
+      auto number = [](std::string_view text, int64_t &into) {
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), into);
+        return ec == std::errc() && end == text.data() + text.size();
+      };
+      size_t colon = value.find(':');
+      int64_t a = 0, b = 0;
+      bool parsed = colon != std::string_view::npos &&
+                    number(value.substr(0, colon), a) &&
+                    number(value.substr(colon + 1), b) && a >= 1 && b >= a;
+      if (!parsed)
+        s = Error(fmt::format("--trace-steps expects A:B with 1 <= A <= B "
+                              "(steps as the progress line numbers them), "
+                              "got '{}'",
+                              value),
+                  kExitUsage);
+      else
+        o.traceSteps = {a, b};
+      break;
+    }
     case Opt::LogEvery:
       s = count(1, o.logEvery);
       break;
@@ -369,6 +403,13 @@ std::string usageText(const std::string &prog, const Manifest &m) {
   line("--tensorboard DIR",
        "TensorBoard events: the job's scalars in DIR, each rank's timings in");
   line("", "DIR/rank_<r>/ (default: $AIP_TENSORBOARD_LOG_DIR, else none)");
+  line("--trace DIR", "a Chrome/Perfetto trace per rank of the traced steps: "
+                      "DIR/rank_<r>.pt.trace.json");
+  line("--verdict-every N", "where the step's time goes, and why, every N "
+                            "steps (default: 0, at the end only)");
+  line("--trace-steps A:B",
+       fmt::format("the steps --trace records (default: {}:{})",
+                   kDefaultTraceSteps.first, kDefaultTraceSteps.second));
   line("--log-every N", fmt::format("progress line and training record every "
                                     "N steps (default: {})",
                                     logEvery));

@@ -25,15 +25,17 @@
 #include "dtrt/init.h"
 #include "dtrt/launch.h"
 #include "dtrt/loop.h"
-#include "dtrt/pipeline.h"
-#include "dtrt/pretrained.h"
 #include "dtrt/manifest.h"
 #include "dtrt/memory.h"
 #include "dtrt/metrics.h"
-#include "dtrt/tensorboard.h"
 #include "dtrt/options.h"
+#include "dtrt/peaks.h"
+#include "dtrt/pipeline.h"
+#include "dtrt/pretrained.h"
 #include "dtrt/report.h"
 #include "dtrt/signals.h"
+#include "dtrt/tensorboard.h"
+#include "dtrt/trace.h"
 
 #include "dtk/kernels.h"
 
@@ -77,6 +79,7 @@ private:
   Status openCommunicator();
   Status loadInitialWeights();
   void openTensorBoard();
+  Status openTrace();
   Expected<int> exportModel();
   void printBanner();
 
@@ -95,6 +98,16 @@ private:
   std::optional<Arena> arena_;
   std::optional<MetricsLog> metrics_;
   std::optional<EventWriter> tensorboard_, tensorboardRank_;
+  /// --trace DIR: this rank's trace (dtrt/trace.h), and the mesh of a
+  /// program of one rank, which has no communicator to hold one.
+  std::unique_ptr<Tracer> tracer_;
+  /// MFU's denominator: the host's measured sgemm peak, or the GPU's
+  /// datasheet peak; and on the host how it was had, for the banner.
+  std::optional<double> peakFlops_;
+  std::optional<HostPeaks> hostPeaks_;
+  std::optional<double> linkBytesPerS_;
+  std::optional<PredictedStep> predicted_;
+  Mesh oneRank_;
   int64_t stepsPerEpoch_ = 0, totalSteps_ = 0;
   std::optional<TrainPosition> resumed_;
   std::string resumedFrom_;
@@ -217,6 +230,23 @@ Expected<int> Run::execute(int argc, char **argv) {
     metrics_.emplace(std::move(*metrics));
   }
   openTensorBoard();
+  if (Status s = openTrace(); !s)
+    return s.error();
+  // MFU and the prediction need the compiler's counts (programs of the
+  // runtime's own tests have none): only then is the machine measured.
+  if (manifest_.flopsPerStep > 0 && device_->backend() == Backend::Cpu) {
+    hostPeaks_ = hostPeaks(config_.threads, launch_.localWorldSize);
+    peakFlops_ = hostPeaks_->gemmFlops;
+    // What a step should take on this machine: the ops at the measured
+    // roofline, the collectives at the measured link (every rank probes it).
+    if (comm_)
+      linkBytesPerS_ = allReduceBandwidth(*comm_);
+    predicted_ = predictStep(manifest_, comm_ ? comm_->mesh() : oneRank_,
+                             hostPeaks_->gemmFlops, hostPeaks_->copyBytesPerS,
+                             linkBytesPerS_);
+  } else if (manifest_.flopsPerStep > 0) {
+    peakFlops_ = device_->peakFlops(manifest_.precision);
+  }
   printBanner();
 
   if (resumed_ && resumed_->step >= totalSteps_) {
@@ -257,7 +287,12 @@ Expected<int> Run::execute(int argc, char **argv) {
     setup.elapsedBefore = resumed_->elapsedSeconds;
     setup.resumedStep = resumed_->step;
   }
+  setup.tracer = tracer_.get();
+  setup.peakFlops = peakFlops_;
+  setup.predicted = predicted_;
   Expected<int> trained = runTraining(setup);
+  if (tracer_)
+    tracer_->finish();
   if (!trained || *trained != int(kExitOk))
     return trained;
   return exportModel();
@@ -556,6 +591,27 @@ void Run::openTensorBoard() {
        tensorboardRank_);
 }
 
+/// --trace DIR: the tracer, its buffers sized for the chosen steps, and the
+/// ranks' clocks aligned (every rank takes part, as every rank traces).
+Status Run::openTrace() {
+  if (config_.traceDir.empty())
+    return Status::ok();
+  Tracer::Setup s;
+  s.dir = config_.traceDir;
+  s.first = config_.traceSteps.first;
+  s.last =
+      std::min(config_.traceSteps.second, std::max<int64_t>(totalSteps_, 1));
+  s.rank = launch_.rank;
+  s.worldSize = comm_ ? comm_->worldSize() : 1;
+  s.backend = comm_ ? comm_->engine() : "";
+  tracer_ =
+      std::make_unique<Tracer>(manifest_, s, comm_ ? comm_->mesh() : oneRank_);
+  if (Status st = tracer_->alignClocks(comm_.get()); !st)
+    return st;
+  setProgramTracer(tracer_.get());
+  return Status::ok();
+}
+
 void Run::printBanner() {
   // The whole model's parameters; on a mesh also what this rank holds.
   int64_t params = 0, frozen = 0;
@@ -633,6 +689,29 @@ void Run::printBanner() {
                tensorboardRank_ ? "each rank's timings in " +
                                       config_.tensorboardDir + "/rank_<r>/"
                                 : "");
+  if (hostPeaks_) {
+    const HostPeaks &p = *hostPeaks_;
+    fmt::print(
+        "  peak: {:.2f} GFLOP/s f32 measured (sgemm {}^3 on {} thread{}; "
+        "{}){}; copy {:.1f} GB/s\n",
+        p.gemmFlops / 1e9, p.gemmSize, p.threads, p.threads == 1 ? "" : "s",
+        p.cached ? "cached in " + p.cachePath : "measured now",
+        p.nominalFlops ? fmt::format("; nominal {:.1f} ({})",
+                                     *p.nominalFlops / 1e9, p.nominalHow)
+                       : "",
+        p.copyBytesPerS / 1e9);
+  }
+  if (linkBytesPerS_)
+    fmt::print("  link: all-reduce bus bandwidth {:.2f} GB/s over {} ranks "
+               "(measured now)\n",
+               *linkBytesPerS_ / 1e9, comm_->worldSize());
+  if (tracer_) {
+    SpanBudget b = spanBudget(manifest_);
+    fmt::print("  trace: steps {}:{} into {}/rank_<r>.pt.trace.json (at most "
+               "{} spans a step)\n",
+               config_.traceSteps.first, config_.traceSteps.second,
+               config_.traceDir, b.computeThread + b.commThread);
+  }
   if (config_.checkpointDir.empty())
     fmt::print("  checkpoints: none (no --checkpoint-dir)\n");
   else

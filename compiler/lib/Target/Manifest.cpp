@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -101,6 +102,88 @@ void dt::numberCollectives(ModuleOp module) {
                   IntegerAttr::get(IntegerType::get(op->getContext(), 64),
                                    next++));
   });
+}
+
+/// Whether `op` repeats a forward op for backward (`recompute`): marked by
+/// dt-autodiff, or a fused region made of such ops only.
+static bool isRecomputed(Operation *op) {
+  if (op->hasAttr(names::kRecomputedAttr))
+    return true;
+  auto fused = llvm::dyn_cast<FusedOp>(op);
+  if (!fused)
+    return false;
+  bool any = false;
+  for (Operation &inner : fused.getBody().front()) {
+    if (inner.hasTrait<OpTrait::IsTerminator>() || isa<ConstantOp>(inner))
+      continue;
+    if (!inner.hasAttr(names::kRecomputedAttr))
+      return false;
+    any = true;
+  }
+  return any;
+}
+
+/// The FLOPs of `fn`'s ops that the model needs: all but recomputation's.
+static double modelFlops(func::FuncOp fn) {
+  double flops = 0;
+  for (Operation &op : fn.getBody().front())
+    if (!isRecomputed(&op))
+      flops += costOf(&op).flops;
+  return flops;
+}
+
+/// What a span's op is, for people: its name without the dialect, and for a
+/// fused region the ops of its body (the first few).
+static std::string spanOpName(Operation *op) {
+  std::string name = op->getName().stripDialect().str();
+  auto fused = llvm::dyn_cast<FusedOp>(op);
+  if (!fused)
+    return name;
+  constexpr int kShown = 4;
+  int shown = 0, rest = 0;
+  name += "(";
+  for (Operation &inner : fused.getBody().front()) {
+    if (inner.hasTrait<OpTrait::IsTerminator>() || isa<ConstantOp>(inner))
+      continue;
+    if (shown == kShown) {
+      ++rest;
+      continue;
+    }
+    name += (shown++ ? "," : "") + inner.getName().stripDialect().str();
+  }
+  if (rest)
+    name += llvm::formatv(",+{0}", rest).str();
+  return name + ")";
+}
+
+/// The manifest's `spans`: per op that dt-number-spans numbered, in number
+/// order, its entry point, op, layer and cost, and the collective it issues
+/// or waits for.
+static llvm::json::Array spansJSON(ModuleOp module) {
+  llvm::json::Array spans;
+  module.walk([&](func::FuncOp fn) {
+    for (Operation &op : fn.getBody().front()) {
+      auto span = op.getAttrOfType<IntegerAttr>(names::kSpanAttr);
+      if (!span)
+        continue;
+      Cost cost = costOf(&op);
+      llvm::json::Object s{{"id", span.getInt()},
+                           {"entry", fn.getSymName().str()},
+                           {"op", spanOpName(&op)},
+                           {"flops", cost.flops},
+                           {"bytes", cost.bytes}};
+      if (StringRef layer = layerOf(op.getLoc()); !layer.empty())
+        s["layer"] = layer.str();
+      Operation *collective = &op;
+      if (auto w = llvm::dyn_cast<WaitOp>(op))
+        collective = w.getPending().getDefiningOp();
+      if (collective && collectiveKind(collective))
+        if (auto id = collective->getAttrOfType<IntegerAttr>("dt.id"))
+          s["collective"] = id.getInt();
+      spans.push_back(std::move(s));
+    }
+  });
+  return spans;
 }
 
 /// The manifest's `pipeline`: per virtual stage its entry points and pipe
@@ -226,12 +309,18 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
     if (auto a = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
       micro = a.getInt();
     double flops = costOf(grad).flops * double(micro);
-    if (auto apply = module.lookupSymbol<func::FuncOp>("apply_step"))
+    double model = modelFlops(grad) * double(micro);
+    if (auto apply = module.lookupSymbol<func::FuncOp>("apply_step")) {
       flops += costOf(apply).flops;
+      model += modelFlops(apply);
+    }
     std::string precision = "f32";
     if (auto p = module->getAttrOfType<StringAttr>("dt.precision"))
       precision = p.getValue().str();
+    // Hardware FLOPs (what runs, recomputation included: HFU) and model
+    // FLOPs (what the model needs: MFU).
     manifest["cost"] = llvm::json::Object{{"flops_per_step", flops},
+                                          {"model_flops_per_step", model},
                                           {"precision", precision}};
   }
 
@@ -288,6 +377,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
           {"axes", std::move(axes)},
           {"entry", fn.getSymName().str()},
           {"bytes", bytes},
+          {"elements", in.getNumElements()},
+          {"dtype", dtypeName(in.getElementType())},
           {"async", op->hasAttr(dt::kAsyncAttr)}});
     });
   llvm::sort(collectives, [](const llvm::json::Value &a,
@@ -297,6 +388,8 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   });
   if (!collectives.empty())
     manifest["collectives"] = std::move(collectives);
+  if (llvm::json::Array spans = spansJSON(module); !spans.empty())
+    manifest["spans"] = std::move(spans);
   FailureOr<std::optional<llvm::json::Object>> pipe = pipelineJSON(module);
   if (failed(pipe))
     return failure();

@@ -28,6 +28,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <cstring>
 #include <map>
 
 using namespace mlir;
@@ -208,6 +209,49 @@ static void printAdapters(ModuleOp module, llvm::raw_ostream &os) {
      << (layers.size() == 1 ? "" : "s") << "; only they train\n";
 }
 
+/// What --trace records of one optimizer step on a rank: the numbered ops
+/// (dt-number-spans) times their entry point's calls, the collectives they
+/// run, and the runtime's own spans (as dtrt's spanBudget counts them), with
+/// the JSON that takes (each event's fixed part and its names).
+struct TraceSize {
+  int64_t spans = 0, ops = 0, collectives = 0, runtime = 0, bytes = 0;
+};
+
+static TraceSize traceSize(ModuleOp module, int64_t micro) {
+  // Measured on traces dtrt wrote: an op's event is ~180 bytes and its
+  // names, a collective's ~300 and its name twice.
+  constexpr int64_t kOpEvent = 180, kCollectiveEvent = 300, kRuntimeEvent = 130;
+  TraceSize t;
+  t.runtime = 3 + 2 * micro;
+  t.bytes = t.runtime * kRuntimeEvent;
+  module.walk([&](func::FuncOp fn) {
+    StringRef entry = fn.getSymName();
+    int64_t calls = entry == "grad_step" || entry.starts_with("pipe_fwd") ||
+                            entry.starts_with("pipe_bwd")
+                        ? micro
+                    : entry.starts_with("apply_step") ? 1
+                                                      : 0;
+    if (fn.isExternal() || !calls)
+      return;
+    for (Operation &op : fn.getBody().front()) {
+      if (!op.hasAttr(names::kSpanAttr))
+        continue;
+      int64_t names = int64_t(op.getName().getStringRef().size() +
+                              layerOf(op.getLoc()).size() + entry.size());
+      t.ops += calls;
+      t.bytes += calls * (kOpEvent + names);
+      if (const char *kind = collectiveKind(&op)) {
+        auto what = op.getAttrOfType<StringAttr>("dt.what");
+        t.collectives += calls;
+        t.bytes += calls * (kCollectiveEvent + 2 * int64_t(strlen(kind)) +
+                            2 * int64_t(what ? what.size() : 0));
+      }
+    }
+  });
+  t.spans = t.ops + t.collectives + t.runtime;
+  return t;
+}
+
 LogicalResult dt::printReport(ModuleOp module, bool json,
                               llvm::raw_ostream &os) {
   auto arenaAttr = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
@@ -320,6 +364,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
   FailureOr<std::optional<PipelineStages>> stages = pipelineStages(module);
   if (failed(stages))
     return failure();
+  TraceSize trace = traceSize(module, accumulation);
   int64_t world = mesh->worldSize();
   // ZeRO-Offload: the optimizer state is host memory, the rest device memory
   // (on the CPU backend both are the host's).
@@ -391,6 +436,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                               {"tensors", std::move(tensors)}};
     if (offload)
       report["offload"] = "optimizer";
+    report["trace"] = llvm::json::Object{{"spans_per_step", trace.spans},
+                                         {"bytes_per_step", trace.bytes}};
     if (*stages) {
       llvm::json::Array perRank;
       for (const StageMemory &m : (*stages)->ranks) {
@@ -491,6 +538,11 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                           c.entry, c.kind, c.calls, axes, mib(c.moved), c.what);
     }
   }
+  os << llvm::formatv("trace (--trace): at most {0} spans a step per rank "
+                      "({1} ops, {2} collectives, {3} of the runtime's), "
+                      "about {4} KiB of trace a step\n",
+                      trace.spans, trace.ops, trace.collectives, trace.runtime,
+                      (trace.bytes + 1023) / 1024);
   os << "parameters";
   if (frozenCount)
     os << ": " << paramCount - frozenCount << " values train, " << frozenCount

@@ -187,6 +187,12 @@ cl::opt<double> bucketMiB(
              "most this size (default 4; 0: no buckets)"),
     cl::value_desc("MiB"), cl::init(double(kDefaultBucketBytes) / 1048576.0),
     cl::cat(dtcCategory));
+cl::opt<bool> noSpans(
+    "no-spans",
+    cl::desc("Compile the ops' trace spans out: the program's --trace then "
+             "records the runtime's phases and the collectives only (for "
+             "measuring what the spans cost)"),
+    cl::cat(dtcCategory));
 cl::opt<bool> overlap(
     "overlap",
     cl::desc("Run collectives on a communication thread beside the compute "
@@ -406,6 +412,12 @@ int compile(const char *argv0) {
     return 1;
   if (emitAction == EmitAction::Planned)
     return emitStage(*module);
+  // The ops that are spans of a trace, numbered once for the manifest, the
+  // report and code generation.
+  if (!noSpans && failed(runPipeline(*module, [](mlir::OpPassManager &pm) {
+        pm.addPass(createNumberSpans());
+      })))
+    return 1;
   if (emitAction == EmitAction::PTX) {
     FailureOr<std::string> ptx = emitKernelsPTX(*module);
     if (failed(ptx))

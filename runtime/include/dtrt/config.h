@@ -20,6 +20,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dtrt {
@@ -27,6 +28,9 @@ namespace dtrt {
 /// The progress/record interval when neither the program nor --log-every
 /// gives one.
 inline constexpr int64_t kDefaultLogEvery = 10;
+/// The steps --trace records without --trace-steps: five, after the first
+/// (whose page faults and cold caches no later step repeats).
+inline constexpr std::pair<int64_t, int64_t> kDefaultTraceSteps{2, 6};
 
 /// Everything that decides how this run behaves.
 struct RunConfig {
@@ -43,6 +47,11 @@ struct RunConfig {
   std::string logDir;
   /// Empty: no TensorBoard events (dtrt/tensorboard.h).
   std::string tensorboardDir;
+  /// Empty: no trace (dtrt/trace.h). The steps it records, inclusive.
+  std::string traceDir;
+  std::pair<int64_t, int64_t> traceSteps = kDefaultTraceSteps;
+  /// A verdict line every N steps (0: only at the end).
+  int64_t verdictEvery = 0;
   int64_t logEvery = kDefaultLogEvery;
   /// Empty: no checkpoints.
   std::string checkpointDir;

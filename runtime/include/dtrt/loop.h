@@ -33,8 +33,10 @@
 #include "dtrt/config.h"
 #include "dtrt/data/batch.h"
 #include "dtrt/metrics.h"
-#include "dtrt/tensorboard.h"
 #include "dtrt/pipeline.h"
+#include "dtrt/tensorboard.h"
+#include "dtrt/trace.h"
+#include "dtrt/verdict.h"
 
 #include <optional>
 
@@ -55,6 +57,13 @@ struct TrainSetup {
   /// TensorBoard: the job's scalars (the first rank's) and this rank's
   /// timings; null without --tensorboard.
   EventWriter *tensorboard = nullptr, *tensorboardRank = nullptr;
+  /// The device's peak FLOP/s in the program's precision (measured on the
+  /// host, a table's on a GPU), when known: what MFU divides by.
+  std::optional<double> peakFlops;
+  /// What a step should take (dtrt/verdict.h), when the peaks are known.
+  std::optional<PredictedStep> predicted;
+  /// --trace: this rank's tracer; null without.
+  Tracer *tracer = nullptr;
   /// The collectives between the ranks; null for a program of one rank.
   Communicator *comm = nullptr;
   /// This rank's mesh coordinates (empty for one rank).

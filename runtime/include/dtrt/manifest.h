@@ -93,6 +93,25 @@ struct CollectiveDesc {
   /// The entry point that issues it, and the bytes it hands over per call.
   std::string entry;
   int64_t bytes = 0;
+  /// The elements it hands over and their type ("f32"; "" when the
+  /// manifest does not say).
+  int64_t elements = 0;
+  std::string dtype;
+};
+
+/// One op of the program that is a span of a trace (dt-number-spans): what
+/// generated code's dtrt_span_begin/end(id) bracket.
+struct SpanDesc {
+  int64_t id = 0;
+  /// The entry point it belongs to ("grad_step").
+  std::string entry;
+  /// The op ("matmul", "fused(mul,add)", "all_reduce") and the layer it
+  /// computes for ("" for the loss and the optimizer).
+  std::string op, layer;
+  /// The cost model's count of one call.
+  double flops = 0, bytes = 0;
+  /// The collective it issues or waits for, or -1.
+  int64_t collective = -1;
 };
 
 /// One named region of the arena.
@@ -261,10 +280,15 @@ struct Manifest {
   /// model) and the precision they run in; 0 when the program has no
   /// grad_step (a pipelined one).
   double flopsPerStep = 0;
+  /// The same without the forward ops recomputation repeats (MFU's; equal
+  /// to flopsPerStep without `recompute`).
+  double modelFlopsPerStep = 0;
   std::string precision = "f32";
   MeshSpec mesh;
   /// Indexed by id.
   std::vector<CollectiveDesc> collectives;
+  /// Indexed by id.
+  std::vector<SpanDesc> spans;
   /// In manifest order (checkpoints store tensors in this order).
   std::vector<BufferDesc> buffers;
   TrainSpec train;

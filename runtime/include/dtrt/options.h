@@ -42,6 +42,10 @@ struct Options {
   std::vector<DataOverride> data;
   std::optional<std::string> logDir;
   std::optional<std::string> tensorboardDir;
+  /// --trace DIR and --trace-steps A:B (dtrt/trace.h).
+  std::optional<std::string> traceDir;
+  std::optional<std::pair<int64_t, int64_t>> traceSteps;
+  std::optional<int64_t> verdictEvery;
   std::optional<int64_t> logEvery;
   std::optional<std::string> checkpointDir;
   std::optional<int64_t> checkpointEvery, checkpointKeep;

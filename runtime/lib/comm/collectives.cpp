@@ -6,6 +6,7 @@
 
 #include "dtrt/collectives.h"
 #include "dtrt/comm.h"
+#include "dtrt/trace.h"
 
 #include "queue.h"
 
@@ -139,6 +140,15 @@ namespace {
 /// The call is checked on the rank's thread either way.
 void issue(bool async, Communicator &c, int32_t id,
            std::function<Status()> run) {
+  // A traced step records when the collective itself ran, on whichever
+  // thread ran it.
+  if (Tracer *t = programTracer(); t && t->recording())
+    run = [t, id, run = std::move(run)] {
+      int64_t begin = steadyNanos();
+      Status s = run();
+      t->collective(id, begin, steadyNanos());
+      return s;
+    };
   if (async)
     startAsync(c, id, std::move(run));
   else

@@ -103,6 +103,9 @@ inline constexpr llvm::StringLiteral kCleanSteps = "amp/clean_steps";
 inline constexpr llvm::StringLiteral kSkippedSteps = "amp/skipped_steps";
 inline constexpr llvm::StringLiteral kLossScaleOut = "out/loss_scale";
 inline constexpr llvm::StringLiteral kSkippedOut = "out/skipped_steps";
+/// On an op of an entry point: its number among the ops that become work
+/// (dt-number-spans), what traces and per-op timings call it.
+inline constexpr llvm::StringLiteral kSpanAttr = "dt.span";
 /// The gradient global of parameter `param`.
 inline std::string gradOf(llvm::StringRef param) {
   return ("grad/" + param).str();

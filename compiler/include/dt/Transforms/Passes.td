@@ -276,6 +276,19 @@ def PlanMemory : Pass<"dt-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["::dt::DTDialect"];
 }
 
+def NumberSpans : Pass<"dt-number-spans", "mlir::ModuleOp"> {
+  let summary = "Numbers the ops that become a span of the run's traces";
+  let description = [{
+    Runs on a planned module. Every op of an entry point that code generation turns
+    into work (a kernel call, a loop nest, a copy, a collective or the wait for one)
+    gets `dt.span = N`, numbered from 0 in module order. Views (`dt.reshape`) and the
+    loads and stores that the plan made aliases emit no code and get none. The number
+    is the op's identity in the program: the manifest's `spans` table (what the op is,
+    its layer, FLOPs and bytes), the runtime's trace events and its per-op timings all
+    name it, and since every rank runs the same program it is the same on every rank.
+  }];
+}
+
 def TestCost : Pass<"dt-test-cost", "mlir::func::FuncOp"> {
   let summary = "Remarks each op's and the function's FLOPs and bytes (tests of the cost model)";
   let description = [{

@@ -101,8 +101,15 @@ public:
 
     for (Operation &op : source.getBody().front()) {
       loc = op.getLoc();
+      // dt-number-spans numbered the ops that do work: each is a span of the
+      // run's traces, which the runtime records only while it traces.
+      auto span = op.getAttrOfType<IntegerAttr>(names::kSpanAttr);
+      if (span)
+        call("dtrt_span_begin", {i32(span.getInt())});
       if (failed(lower(&op)))
         return failure();
+      if (span)
+        call("dtrt_span_end", {i32(span.getInt())});
     }
     return success();
   }

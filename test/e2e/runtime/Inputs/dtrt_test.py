@@ -54,7 +54,7 @@ import time
 import zlib
 
 TIMING = {"samples_per_s", "tokens_per_s", "elapsed_s", "step_time_s",
-          "step_time_spread_s", "slowest_rank"}
+          "step_time_spread_s", "slowest_rank", "comm_time_s", "mfu", "hfu"}
 
 
 def make_idx(args):

@@ -1,0 +1,172 @@
+//===- verdict.cpp - Where a step's time goes, and why --------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/verdict.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <utility>
+
+namespace dtrt {
+
+namespace {
+
+/// A straggler is named when the others wait for it at least this share of
+/// the step, and at least this long (below it, timer noise).
+constexpr double kStragglerShare = 0.05, kStragglerSeconds = 1e-4;
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// "1.6x the others'" or, when the others spend nothing there, how much more.
+std::string comparedWith(double mine, double others) {
+  if (others > 1e-9)
+    return fmt::format("{:.1f}x the others'", mine / others);
+  return fmt::format("{:.2f} ms more than the others'", (mine - others) * 1e3);
+}
+
+} // namespace
+
+PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
+                          double memoryBytesPerS,
+                          std::optional<double> linkBytesPerS) {
+  int64_t micro = m.pipeline ? m.pipeline->microbatches : m.train.accumulation;
+  auto calls = [&](const std::string &entry) -> int64_t {
+    if (entry.rfind("apply_step", 0) == 0)
+      return 1;
+    if (entry == "grad_step" || entry.rfind("pipe_fwd", 0) == 0 ||
+        entry.rfind("pipe_bwd", 0) == 0)
+      return micro;
+    return 0;
+  };
+  PredictedStep p;
+  for (const SpanDesc &s : m.spans)
+    if (s.collective < 0)
+      p.compute += double(calls(s.entry)) *
+                   std::max(s.flops / peakFlops, s.bytes / memoryBytesPerS);
+  if (!linkBytesPerS)
+    return p;
+  for (const CollectiveDesc &c : m.collectives) {
+    AxisMask axes = 0;
+    for (const std::string &name : c.axes)
+      for (size_t a = 0; a < mesh.axisCount(); ++a)
+        if (mesh.axisName(a) == name)
+          axes |= AxisMask(1) << a;
+    double g = double(mesh.groupSize(axes)), bytes = double(c.bytes);
+    double moved = c.kind == "all-reduce"       ? 2 * (g - 1) / g * bytes
+                   : c.kind == "reduce-scatter" ? (g - 1) / g * bytes
+                   : c.kind == "all-gather"     ? (g - 1) * bytes
+                   : c.kind == "all-to-all"     ? (g - 1) / g * bytes
+                                                : 0.0;
+    p.comm += double(calls(c.entry)) * moved / *linkBytesPerS;
+  }
+  return p;
+}
+
+Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
+              std::optional<PredictedStep> predicted) {
+  Verdict v;
+  v.steps = steps;
+  v.rank = rank;
+  v.predicted = predicted;
+  if (steps <= 0 || times.empty() || rank < 0 || size_t(rank) >= times.size())
+    return v;
+  double n = double(steps);
+  std::vector<RankTimes> mean;
+  for (const RankTimes &t : times)
+    mean.push_back({t.step / n, t.input / n, t.comm / n, t.bubble / n});
+  auto computeOf = [](const RankTimes &t) {
+    return std::max(0.0, t.step - t.input - t.comm - t.bubble);
+  };
+
+  // The collective time no rank avoided: the last to arrive waits least.
+  int last = 0;
+  for (size_t r = 1; r < mean.size(); ++r)
+    if (mean[r].comm < mean[size_t(last)].comm)
+      last = int(r);
+  double transfer = mean[size_t(last)].comm;
+  const RankTimes &me = mean[size_t(rank)];
+  v.step = me.step;
+  v.input = me.input;
+  v.bubble = me.bubble;
+  v.comm = transfer;
+  v.stragglerWait = me.comm - transfer;
+  v.compute = computeOf(me);
+
+  const std::pair<const char *, double> parts[] = {
+      {"compute-bound", v.compute},
+      {"communication-bound", v.comm},
+      {"input-bound", v.input},
+      {"straggler-bound", v.stragglerWait},
+      {"bubble-bound", v.bubble}};
+  v.bound = std::max_element(std::begin(parts), std::end(parts),
+                             [](const auto &a, const auto &b) {
+                               return a.second < b.second;
+                             })
+                ->first;
+
+  if (mean.size() < 2)
+    return v;
+  // How long the others wait for the last rank at the collectives, per step.
+  std::vector<double> inputs, computes;
+  double waited = 0;
+  for (size_t r = 0; r < mean.size(); ++r) {
+    if (int(r) == last)
+      continue;
+    waited += mean[r].comm - transfer;
+    inputs.push_back(mean[r].input);
+    computes.push_back(computeOf(mean[r]));
+  }
+  waited /= double(mean.size() - 1);
+  if (waited < kStragglerSeconds || waited < kStragglerShare * me.step)
+    return v;
+  v.straggler = last;
+  v.lateness = waited;
+  const RankTimes &s = mean[size_t(last)];
+  double extraInput = s.input - median(inputs),
+         extraCompute = computeOf(s) - median(computes);
+  v.why =
+      extraInput > extraCompute
+          ? "its input staging takes " + comparedWith(s.input, median(inputs))
+          : "its compute takes " + comparedWith(computeOf(s), median(computes));
+  return v;
+}
+
+std::string describe(const Verdict &v, int64_t firstStep) {
+  if (v.steps <= 0 || v.step <= 0)
+    return "";
+  auto share = [&](double part) { return 100.0 * part / v.step; };
+  std::string predicted;
+  if (v.predicted) {
+    double total = v.predicted->compute + v.predicted->comm;
+    if (total > 0)
+      predicted = fmt::format(
+          "; predicted {:.3g} ms a step (compute {:.0f} %, communication "
+          "{:.0f} %), measured {:.3g}x that",
+          total * 1e3, 100.0 * v.predicted->compute / total,
+          100.0 * v.predicted->comm / total, v.step / total);
+  }
+  std::string text = fmt::format(
+      "verdict (steps {}-{}): {}: rank {}'s {:.3g} ms step is compute {:.0f} "
+      "%, communication {:.0f} %, straggler wait {:.0f} %, input {:.0f} %",
+      firstStep + 1, firstStep + v.steps, v.bound, v.rank, v.step * 1e3,
+      share(v.compute), share(v.comm), share(v.stragglerWait), share(v.input));
+  if (v.bubble > 0)
+    text += fmt::format(", pipeline bubble {:.0f} %", share(v.bubble));
+  text += predicted;
+  if (v.straggler >= 0)
+    text += fmt::format("; rank {} arrives {:.2f} ms late at the collectives "
+                        "of every step ({})",
+                        v.straggler, v.lateness * 1e3, v.why);
+  return text;
+}
+
+} // namespace dtrt
