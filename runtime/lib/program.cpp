@@ -604,6 +604,26 @@ Status Run::openTrace() {
   s.rank = launch_.rank;
   s.worldSize = comm_ ? comm_->worldSize() : 1;
   s.backend = comm_ ? comm_->engine() : "";
+  if (s.last < s.first) {
+    if (launch_.isLeader())
+      fmt::print(stderr,
+                 "{}: warning: --trace-steps {}:{} lies after the run's last "
+                 "step ({}): nothing will be traced\n",
+                 name_, config_.traceSteps.first, config_.traceSteps.second,
+                 totalSteps_);
+    return Status::ok();
+  }
+  // The spans live in buffers sized now; a window so long that they would
+  // not fit in memory is refused before anything runs.
+  constexpr double kMaxBufferBytes = double(1 << 30);
+  double bytes = Tracer::bufferBytes(manifest_, s.last - s.first + 1);
+  if (bytes > kMaxBufferBytes)
+    return Error(fmt::format("--trace-steps {}:{} would hold {} of spans in "
+                             "memory (the limit is {}); trace fewer steps "
+                             "at a time",
+                             s.first, s.last, formatBytes(bytes),
+                             formatBytes(kMaxBufferBytes)),
+                 kExitUsage);
   tracer_ =
       std::make_unique<Tracer>(manifest_, s, comm_ ? comm_->mesh() : oneRank_);
   if (Status st = tracer_->alignClocks(comm_.get()); !st)

@@ -83,6 +83,12 @@ SpanBudget spanBudget(const Manifest &m) {
   return b;
 }
 
+double Tracer::bufferBytes(const Manifest &m, int64_t steps) {
+  SpanBudget b = spanBudget(m);
+  return double(b.computeThread + b.commThread) * double(steps) *
+         double(sizeof(Record));
+}
+
 Tracer::Tracer(const Manifest &m, Setup setup, const Mesh &mesh)
     : m_(m), setup_(std::move(setup)), mesh_(mesh) {
   path_ = fmt::format("{}/rank_{}.pt.trace.json", setup_.dir, setup_.rank);

@@ -71,6 +71,8 @@ public:
   };
 
   Tracer(const Manifest &m, Setup setup, const Mesh &mesh);
+  /// The bytes of the buffers that tracing `steps` steps of `m` takes.
+  static double bufferBytes(const Manifest &m, int64_t steps);
   Tracer(const Tracer &) = delete;
   Tracer &operator=(const Tracer &) = delete;
 
