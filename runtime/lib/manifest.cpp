@@ -85,6 +85,15 @@ int MeshSpec::worldSize() const {
   return n;
 }
 
+int64_t Manifest::callsPerStep(const std::string &entry) const {
+  auto startsWith = [&](const char *prefix) {
+    return entry.rfind(prefix, 0) == 0;
+  };
+  if (entry == "grad_step" || startsWith("pipe_fwd") || startsWith("pipe_bwd"))
+    return pipeline ? pipeline->microbatches : train.accumulation;
+  return startsWith("apply_step") ? 1 : 0;
+}
+
 const BufferDesc *Manifest::find(std::string_view name) const {
   for (const BufferDesc &b : buffers)
     if (b.name == name)

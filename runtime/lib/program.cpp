@@ -234,7 +234,9 @@ Expected<int> Run::execute(int argc, char **argv) {
     return s.error();
   // MFU and the prediction need the compiler's counts (programs of the
   // runtime's own tests have none): only then is the machine measured.
-  if (manifest_.flopsPerStep > 0 && device_->backend() == Backend::Cpu) {
+  bool trains = totalSteps_ > 0 && !(resumed_ && resumed_->step >= totalSteps_);
+  if (trains && manifest_.flopsPerStep > 0 &&
+      device_->backend() == Backend::Cpu) {
     hostPeaks_ = hostPeaks(config_.threads, launch_.localWorldSize);
     peakFlops_ = hostPeaks_->gemmFlops;
     // What a step should take on this machine: the ops at the measured
@@ -244,7 +246,7 @@ Expected<int> Run::execute(int argc, char **argv) {
     predicted_ = predictStep(manifest_, comm_ ? comm_->mesh() : oneRank_,
                              hostPeaks_->gemmFlops, hostPeaks_->copyBytesPerS,
                              linkBytesPerS_);
-  } else if (manifest_.flopsPerStep > 0) {
+  } else if (trains && manifest_.flopsPerStep > 0) {
     peakFlops_ = device_->peakFlops(manifest_.precision);
   }
   printBanner();

@@ -43,17 +43,6 @@ const char *runtimeSpanName(int32_t id) {
   return "runtime";
 }
 
-/// How often an optimizer step calls `entry`.
-int64_t callsPerStep(const Manifest &m, const std::string &entry) {
-  if (entry == "eval_step" || entry.rfind("pipe_eval", 0) == 0)
-    return 0; // evaluation is not traced
-  if (entry.rfind("apply_step", 0) == 0)
-    return 1;
-  if (m.pipeline)
-    return m.pipeline->microbatches;
-  return m.train.accumulation;
-}
-
 std::string jsonString(const std::string &s) {
   return nlohmann::json(s).dump();
 }
@@ -75,7 +64,7 @@ SpanBudget spanBudget(const Manifest &m) {
   // step, apply, exchange; per micro-batch: input, grad step.
   b.computeThread = 3 + 2 * micro;
   for (const SpanDesc &s : m.spans) {
-    int64_t calls = callsPerStep(m, s.entry);
+    int64_t calls = m.callsPerStep(s.entry);
     b.computeThread += calls;
     if (s.collective >= 0)
       b.commThread += calls;

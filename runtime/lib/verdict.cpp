@@ -38,19 +38,10 @@ std::string comparedWith(double mine, double others) {
 PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
                           double memoryBytesPerS,
                           std::optional<double> linkBytesPerS) {
-  int64_t micro = m.pipeline ? m.pipeline->microbatches : m.train.accumulation;
-  auto calls = [&](const std::string &entry) -> int64_t {
-    if (entry.rfind("apply_step", 0) == 0)
-      return 1;
-    if (entry == "grad_step" || entry.rfind("pipe_fwd", 0) == 0 ||
-        entry.rfind("pipe_bwd", 0) == 0)
-      return micro;
-    return 0;
-  };
   PredictedStep p;
   for (const SpanDesc &s : m.spans)
     if (s.collective < 0)
-      p.compute += double(calls(s.entry)) *
+      p.compute += double(m.callsPerStep(s.entry)) *
                    std::max(s.flops / peakFlops, s.bytes / memoryBytesPerS);
   if (!linkBytesPerS)
     return p;
@@ -66,7 +57,7 @@ PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
                    : c.kind == "all-gather"     ? (g - 1) * bytes
                    : c.kind == "all-to-all"     ? (g - 1) / g * bytes
                                                 : 0.0;
-    p.comm += double(calls(c.entry)) * moved / *linkBytesPerS;
+    p.comm += double(m.callsPerStep(c.entry)) * moved / *linkBytesPerS;
   }
   return p;
 }

@@ -217,6 +217,15 @@ struct TraceSize {
   int64_t spans = 0, ops = 0, collectives = 0, runtime = 0, bytes = 0;
 };
 
+/// How often one optimizer step calls entry point `entry` (evaluation's
+/// entry points: never).
+static int64_t callsPerStep(StringRef entry, int64_t micro) {
+  if (entry == "grad_step" || entry.starts_with("pipe_fwd") ||
+      entry.starts_with("pipe_bwd"))
+    return micro;
+  return entry.starts_with("apply_step") ? 1 : 0;
+}
+
 static TraceSize traceSize(ModuleOp module, int64_t micro) {
   // Measured on traces dtrt wrote: an op's event is ~180 bytes and its
   // names, a collective's ~300 and its name twice.
@@ -226,11 +235,7 @@ static TraceSize traceSize(ModuleOp module, int64_t micro) {
   t.bytes = t.runtime * kRuntimeEvent;
   module.walk([&](func::FuncOp fn) {
     StringRef entry = fn.getSymName();
-    int64_t calls = entry == "grad_step" || entry.starts_with("pipe_fwd") ||
-                            entry.starts_with("pipe_bwd")
-                        ? micro
-                    : entry.starts_with("apply_step") ? 1
-                                                      : 0;
+    int64_t calls = callsPerStep(entry, micro);
     if (fn.isExternal() || !calls)
       return;
     for (Operation &op : fn.getBody().front()) {
@@ -346,10 +351,7 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                                              : 0.0;
       c.ppRank = pipelineRankOf(fn);
       StringRef entry = c.entry;
-      c.calls = entry == "grad_step" || entry.starts_with("pipe_")
-                    ? accumulation
-                : entry.starts_with("apply_step") ? 1
-                                                  : 0;
+      c.calls = callsPerStep(entry, accumulation);
       collectives.push_back(std::move(c));
     });
   double movedPerStep = 0;

@@ -313,6 +313,9 @@ struct Manifest {
   /// The index of the pipeline's axis in the mesh, or -1.
   int pipelineAxis() const;
 
+  /// How often one optimizer step calls entry point `entry` on a rank that
+  /// runs it: the micro-batches' passes, the update once, evaluation never.
+  int64_t callsPerStep(const std::string &entry) const;
   /// The buffer called `name`, or null.
   const BufferDesc *find(std::string_view name) const;
 };
