@@ -33,6 +33,8 @@ packages=(
   # entry points; PyTorch (NumPy, torchvision) is the oracle of the Hugging Face weight tests;
   # crc32c checks TensorBoard's event files independently of the runtime
   awscli jq python3-torch python3-torchvision python3-numpy python3-crc32c
+  # headless Chromium renders the run report (docs/operations.md) in its test
+  chromium
   # dt-tokenize's references: python3-sentencepiece here, Hugging Face's JavaScript
   # tokenizers from npm below
   python3-sentencepiece

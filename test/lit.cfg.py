@@ -62,6 +62,12 @@ if _has_gpu():
 # model) before it tries to connect.
 if shutil.which("aws"):
     config.available_features.add("awscli")
+# Headless Chromium (Debian's chromium, which scripts/setup.sh installs) renders the
+# run report in a real browser.
+_chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+if _chromium:
+    config.available_features.add("chromium")
+    config.substitutions.append(("%chromium", _chromium))
 _ptxas = shutil.which("ptxas") or (
     "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
 if _ptxas:

@@ -116,6 +116,11 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
       vertexTensorboard ? vertexTensorboard : "");
   c.traceDir = o.traceDir.value_or("");
   c.verdictEvery = o.verdictEvery.value_or(0);
+  c.reportHtml = o.reportHtml.value_or("");
+  if (o.reportHtml && c.logDir.empty())
+    return Error("--report-html renders a log directory's records, and this "
+                 "program names none: add --log-dir DIR",
+                 kExitUsage);
   c.traceSteps = o.traceSteps.value_or(kDefaultTraceSteps);
   if (o.traceSteps && !o.traceDir)
     return Error("--trace-steps chooses the steps of a trace: add --trace DIR",

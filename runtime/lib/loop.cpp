@@ -55,11 +55,12 @@ public:
         microBuf_(m_.find("in/micro_index")),
         lossScaleBuf_(m_.find("out/loss_scale")),
         skippedBuf_(m_.find("out/skipped_steps")),
-        lastCheckpoint_(s.resumedStep) {
+        lastCheckpoint_(s.resumedStep), timing_(s.timing) {
     peakFlops_ = s.peakFlops;
     size_t ranks = s.comm ? size_t(s.comm->worldSize()) : 1;
     verdictWindow_.assign(ranks, RankTimes{});
     verdictTotal_.assign(ranks, RankTimes{});
+    intervalRanks_.assign(ranks, RankTimes{});
     // R:MS; a hook for the tests of the verdict, never set by a user.
     if (const char *slow = std::getenv("DT_TEST_SLOW_RANK")) {
       int rank = -1;
@@ -134,6 +135,12 @@ private:
   /// run, and the steps they cover.
   std::vector<RankTimes> verdictWindow_, verdictTotal_;
   int64_t verdictSteps_ = 0, verdictFirst_ = 0;
+  /// Every rank's times since the last training record (timing.jsonl).
+  std::vector<RankTimes> intervalRanks_;
+  /// timing.jsonl, until a write fails: it is a sink that never stops the
+  /// run (a warning, once).
+  MetricsLog *timing_ = nullptr;
+  void recordTiming(const nlohmann::ordered_json &record);
   /// DT_TEST_SLOW_RANK=R:MS (tests of the verdict): rank R sleeps MS ms in
   /// each step's compute.
   double testSleep_ = 0;
@@ -141,10 +148,22 @@ private:
                     int64_t first);
 };
 
+void Trainer::recordTiming(const nlohmann::ordered_json &record) {
+  if (!timing_)
+    return;
+  if (Status st = timing_->write(record); !st) {
+    fmt::print(stderr,
+               "warning: {}; training continues without timing records\n",
+               st.error().message());
+    timing_ = nullptr;
+  }
+}
+
 Status Trainer::syncRanks(double seconds, double comm) {
   auto account = [&](int rank, double step, double input, double inComm,
                      double bubble) {
-    for (std::vector<RankTimes> *sums : {&verdictWindow_, &verdictTotal_}) {
+    for (std::vector<RankTimes> *sums :
+         {&verdictWindow_, &verdictTotal_, &intervalRanks_}) {
       RankTimes &t = (*sums)[size_t(rank)];
       t.step += step;
       t.input += input;
@@ -430,6 +449,25 @@ Status Trainer::logStep() {
     if (Status st = s_.metrics->write(r); !st)
       return st;
   }
+  if (timing_) {
+    // Every rank's mean times over the interval: the run report's per-rank
+    // chart, which names the straggler.
+    nlohmann::ordered_json step = nlohmann::ordered_json::array(), comm = step,
+                           input = step, bubble = step;
+    double n = double(std::max<int64_t>(intervalSteps_, 1));
+    for (const RankTimes &t : intervalRanks_) {
+      step.push_back(t.step / n);
+      comm.push_back(t.comm / n);
+      input.push_back(t.input / n);
+      bubble.push_back(t.bubble / n);
+    }
+    recordTiming({{"step", step_},
+                  {"rank_step_s", step},
+                  {"rank_comm_s", comm},
+                  {"rank_input_s", input},
+                  {"rank_bubble_s", bubble}});
+  }
+  intervalRanks_.assign(intervalRanks_.size(), RankTimes{});
   intervalSteps_ = 0;
   intervalSeconds_ = 0;
   intervalComm_ = 0;
@@ -536,21 +574,39 @@ Expected<int> Trainer::stop(int signal) {
 void Trainer::printMemory() {
   // What each rank's arena holds in memory at the end, against the plan
   // (dtc --report): the figure the compiler promised, measured.
+  // Per rank: the arena's resident bytes (-1: unknown) and the process's
+  // peak resident set.
   std::optional<size_t> mine = arena_.residentBytes();
-  int64_t bytes = mine ? int64_t(*mine) : -1;
-  std::vector<int64_t> all{bytes};
+  int64_t figures[2] = {mine ? int64_t(*mine) : -1, int64_t(peakRssBytes())};
+  std::vector<int64_t> all(figures, figures + 2);
   if (s_.comm) {
-    all.resize(size_t(s_.comm->worldSize()));
-    if (!s_.comm->allGather(&bytes, all.data(), 1, DType::I64,
+    all.resize(2 * size_t(s_.comm->worldSize()));
+    if (!s_.comm->allGather(figures, all.data(), 2, DType::I64,
                             s_.comm->mesh().allAxes(), "the memory figures"))
       return;
+  }
+  if (timing_) {
+    nlohmann::ordered_json resident = nlohmann::ordered_json::array(),
+                           peak = resident;
+    for (size_t r = 0; r < all.size() / 2; ++r) {
+      if (all[2 * r] >= 0)
+        resident.push_back(all[2 * r]);
+      else
+        resident.push_back(nullptr);
+      peak.push_back(all[2 * r + 1]);
+    }
+    recordTiming({{"step", step_},
+                  {"memory",
+                   {{"planned_bytes", m_.arenaBytes},
+                    {"resident_bytes", resident},
+                    {"peak_rss_bytes", peak}}}});
   }
   if (all[0] < 0)
     return;
   std::string each;
-  for (int64_t b : all)
+  for (size_t r = 0; r < all.size(); r += 2)
     each += fmt::format("{}{}", each.empty() ? "" : ", ",
-                        formatBytes(double(b)));
+                        formatBytes(double(all[r])));
   if (s_.comm)
     fmt::print("memory: arena {} planned per rank; resident on ranks 0..{}: "
                "{}\n",
@@ -565,10 +621,28 @@ void Trainer::printVerdict(const std::vector<RankTimes> &times, int64_t steps,
                            int64_t first) {
   if (s_.comm && s_.comm->rank() != 0)
     return;
-  std::string line = describe(judge(times, steps, 0, s_.predicted), first);
-  if (!line.empty())
-    fmt::print("{}\n", line);
+  Verdict v = judge(times, steps, 0, s_.predicted);
+  std::string line = describe(v, first);
+  if (line.empty())
+    return;
+  fmt::print("{}\n", line);
   std::fflush(stdout);
+  // The same verdict in the sinks, in seconds per step; a sink that fails
+  // has warned already, and the run goes on.
+  if (timing_)
+    recordTiming({{"step", step_}, {"verdict", toJson(v, first)}});
+  if (s_.tensorboard) {
+    std::vector<std::pair<std::string, double>> parts{
+        {"verdict/compute_s", v.compute},
+        {"verdict/comm_s", v.comm},
+        {"verdict/straggler_wait_s", v.stragglerWait},
+        {"verdict/input_s", v.input},
+        {"verdict/bubble_s", v.bubble}};
+    if (v.predicted)
+      parts.push_back({"verdict/predicted_step_s",
+                       v.predicted->compute + v.predicted->comm});
+    s_.tensorboard->scalars(step_, parts);
+  }
 }
 
 void Trainer::printCollectives() {

@@ -35,13 +35,14 @@ static std::string keepRecordsUpTo(const std::string &text, int64_t lastStep) {
 }
 
 Expected<MetricsLog> MetricsLog::open(const std::string &dir,
-                                      std::optional<int64_t> resumeStep) {
+                                      std::optional<int64_t> resumeStep,
+                                      const std::string &fileName) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
     return Error(fmt::format("cannot create the log directory '{}': {}", dir,
                              ec.message()));
-  std::string path = (fs::path(dir) / "metrics.jsonl").string();
+  std::string path = (fs::path(dir) / fileName).string();
   if (resumeStep && fs::exists(path, ec)) {
     Expected<std::string> text = readFile(path);
     if (!text)

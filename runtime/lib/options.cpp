@@ -39,6 +39,7 @@ enum class Opt {
   Trace,
   TraceSteps,
   VerdictEvery,
+  ReportHtml,
   LogEvery,
   CheckpointDir,
   CheckpointEvery,
@@ -74,6 +75,7 @@ const OptionRow kOptions[] = {
     {Opt::Trace, "trace", "DIR"},
     {Opt::TraceSteps, "trace-steps", "A:B"},
     {Opt::VerdictEvery, "verdict-every", "N"},
+    {Opt::ReportHtml, "report-html", "FILE"},
     {Opt::LogEvery, "log-every", "N"},
     {Opt::CheckpointDir, "checkpoint-dir", "DIR"},
     {Opt::CheckpointEvery, "checkpoint-every", "N"},
@@ -234,6 +236,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
       break;
     case Opt::VerdictEvery:
       s = count(0, o.verdictEvery);
+      break;
+    case Opt::ReportHtml:
+      o.reportHtml = std::string(value);
       break;
     case Opt::TraceSteps: {
       // A:B, steps numbered as the progress line numbers them (from 1).
@@ -407,6 +412,8 @@ std::string usageText(const std::string &prog, const Manifest &m) {
                       "DIR/rank_<r>.pt.trace.json");
   line("--verdict-every N", "where the step's time goes, and why, every N "
                             "steps (default: 0, at the end only)");
+  line("--report-html FILE", "write the run report of the log directory "
+                             "(--log-dir) to FILE, and exit");
   line("--trace-steps A:B",
        fmt::format("the steps --trace records (default: {}:{})",
                    kDefaultTraceSteps.first, kDefaultTraceSteps.second));

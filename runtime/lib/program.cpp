@@ -33,6 +33,7 @@
 #include "dtrt/pipeline.h"
 #include "dtrt/pretrained.h"
 #include "dtrt/report.h"
+#include "dtrt/run_report.h"
 #include "dtrt/signals.h"
 #include "dtrt/tensorboard.h"
 #include "dtrt/trace.h"
@@ -42,12 +43,13 @@
 #include <cblas.h>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fcntl.h>
-#include <unistd.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace dtrt {
 
@@ -82,6 +84,11 @@ private:
   Status openTrace();
   Expected<int> exportModel();
   void printBanner();
+  /// timing.jsonl's first record of this run: what the run report shows
+  /// beside the records (dtrt/run_report.h).
+  void recordRun();
+  /// The log directory's report.html at the end of a run (first rank).
+  void writeReport();
 
   /// The program as the device runs it (openDevice may swap its entries).
   Program program_;
@@ -96,7 +103,7 @@ private:
   std::unique_ptr<DataSource> train_, eval_;
   std::optional<BatchStager> trainStager_, evalStager_;
   std::optional<Arena> arena_;
-  std::optional<MetricsLog> metrics_;
+  std::optional<MetricsLog> metrics_, timing_;
   std::optional<EventWriter> tensorboard_, tensorboardRank_;
   /// --trace DIR: this rank's trace (dtrt/trace.h), and the mesh of a
   /// program of one rank, which has no communicator to hold one.
@@ -169,6 +176,12 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!config)
     return config.error();
   config_ = *config;
+  if (!config_.reportHtml.empty()) {
+    if (Status s = writeRunReport(config_.logDir, config_.reportHtml); !s)
+      return s.error();
+    fmt::print("report: {} (from {})\n", config_.reportHtml, config_.logDir);
+    return int(kExitOk);
+  }
 
   Expected<Launch> launch = detectLaunch();
   if (!launch)
@@ -228,6 +241,11 @@ Expected<int> Run::execute(int argc, char **argv) {
     if (!metrics)
       return metrics.error();
     metrics_.emplace(std::move(*metrics));
+    Expected<MetricsLog> timing =
+        MetricsLog::open(config_.logDir, resumeStep, "timing.jsonl");
+    if (!timing)
+      return timing.error();
+    timing_.emplace(std::move(*timing));
   }
   openTensorBoard();
   if (Status s = openTrace(); !s)
@@ -261,6 +279,7 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (totalSteps_ == 0) // --steps 0 --export DIR
     return exportModel();
 
+  recordRun();
   TrainSetup setup;
   setup.program = &program_;
   setup.config = &config_;
@@ -270,6 +289,7 @@ Expected<int> Run::execute(int argc, char **argv) {
   setup.evalSource = eval_.get();
   setup.evalStager = evalStager_ ? &*evalStager_ : nullptr;
   setup.metrics = metrics_ ? &*metrics_ : nullptr;
+  setup.timing = timing_ ? &*timing_ : nullptr;
   setup.tensorboard = tensorboard_ ? &*tensorboard_ : nullptr;
   setup.tensorboardRank = tensorboardRank_ ? &*tensorboardRank_ : nullptr;
   setup.comm = comm_.get();
@@ -295,6 +315,8 @@ Expected<int> Run::execute(int argc, char **argv) {
   Expected<int> trained = runTraining(setup);
   if (tracer_)
     tracer_->finish();
+  if (trained)
+    writeReport();
   if (!trained || *trained != int(kExitOk))
     return trained;
   return exportModel();
@@ -634,23 +656,119 @@ Status Run::openTrace() {
   return Status::ok();
 }
 
-void Run::printBanner() {
-  // The whole model's parameters; on a mesh also what this rank holds.
+/// The whole model's parameters; on a mesh also what this rank holds.
+struct ParameterCount {
   int64_t params = 0, frozen = 0;
-  size_t paramBytes = 0, localBytes = 0;
-  for (const BufferDesc &b : manifest_.buffers)
+  size_t bytes = 0, localBytes = 0;
+};
+
+ParameterCount countParameters(const Manifest &m,
+                               const std::vector<int> &coords) {
+  ParameterCount c;
+  for (const BufferDesc &b : m.buffers)
     if (b.role == Role::Param && !b.buffer) {
       int64_t n = 1;
       for (int64_t d : b.globalShape)
         n *= d;
-      params += n;
+      c.params += n;
       // A frozen parameter (`freeze`) has no gradient.
-      if (!manifest_.find("grad/" + b.name))
-        frozen += n;
-      paramBytes += size_t(n) * dtypeSize(b.dtype);
-      if (manifest_.holds(b, coords_))
-        localBytes += b.bytes;
+      if (!m.find("grad/" + b.name))
+        c.frozen += n;
+      c.bytes += size_t(n) * dtypeSize(b.dtype);
+      if (m.holds(b, coords))
+        c.localBytes += b.bytes;
     }
+  return c;
+}
+
+void Run::recordRun() {
+  if (!timing_)
+    return;
+  ParameterCount pc = countParameters(manifest_, coords_);
+  const TrainSpec &t = manifest_.train;
+  char started[32] = "";
+  std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc))
+    std::strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  nlohmann::ordered_json run = {
+      {"program", manifest_.name},
+      {"source", manifest_.source},
+      {"started", started},
+      {"device", device_->describe()},
+      {"threads", config_.threads},
+      {"ranks", launch_.worldSize},
+      {"launch", launch_.describe()},
+      {"mesh",
+       {{"names", manifest_.mesh.names}, {"sizes", manifest_.mesh.sizes}}},
+      {"data_parallel", t.dataParallel},
+      {"batch", t.batch},
+      {"micro_batch", t.microBatch},
+      {"accumulation", t.accumulation},
+      {"tokens_per_sample", train_->tokensPerSample()},
+      {"total_steps", totalSteps_},
+      {"steps_per_epoch", stepsPerEpoch_},
+      {"precision", manifest_.precision},
+      {"parameters", pc.params},
+      {"frozen_parameters", pc.frozen},
+      {"parameter_bytes", pc.bytes},
+      {"arena_bytes", manifest_.arenaBytes},
+  };
+  if (manifest_.flopsPerStep > 0) {
+    run["model_flops_per_step"] = manifest_.modelFlopsPerStep;
+    run["flops_per_step"] = manifest_.flopsPerStep;
+  }
+  if (peakFlops_) {
+    run["peak_flops"] = *peakFlops_;
+    run["peak_how"] =
+        hostPeaks_ ? fmt::format("sgemm {}^3 on {} thread{}, measured",
+                                 hostPeaks_->gemmSize, hostPeaks_->threads,
+                                 hostPeaks_->threads == 1 ? "" : "s")
+                   : std::string("the GPU's datasheet, dense");
+  }
+  if (hostPeaks_)
+    run["copy_bytes_per_s"] = hostPeaks_->copyBytesPerS;
+  if (linkBytesPerS_)
+    run["link_bytes_per_s"] = *linkBytesPerS_;
+  if (predicted_) {
+    run["predicted_compute_s"] = predicted_->compute;
+    run["predicted_comm_s"] = predicted_->comm;
+  }
+  if (const std::optional<PipelineSpec> &p = manifest_.pipeline)
+    run["pipeline"] = {{"schedule", p->schedule},
+                       {"axis", p->axis},
+                       {"stages", p->stages.size()},
+                       {"microbatches", p->microbatches},
+                       {"bubble", scheduleBubble(*p)}};
+  if (resumed_)
+    run["resumed_from_step"] = resumed_->step;
+  if (Status st = timing_->write(
+          {{"step", resumed_ ? resumed_->step : 0}, {"run", run}});
+      !st) {
+    fmt::print(stderr,
+               "warning: {}; training continues without timing records\n",
+               st.error().message());
+    timing_.reset();
+  }
+}
+
+void Run::writeReport() {
+  if (!metrics_)
+    return;
+  std::string path =
+      (std::filesystem::path(config_.logDir) / "report.html").string();
+  if (Status s = writeRunReport(config_.logDir, path); !s) {
+    fmt::print(stderr, "warning: no run report: {}\n", s.error().message());
+    return;
+  }
+  fmt::print("report: {}\n", path);
+  std::fflush(stdout);
+}
+
+void Run::printBanner() {
+  ParameterCount pc = countParameters(manifest_, coords_);
+  int64_t params = pc.params, frozen = pc.frozen;
+  size_t paramBytes = pc.bytes, localBytes = pc.localBytes;
   const TrainSpec &t = manifest_.train;
   auto every = [](int64_t n) {
     return n == 1 ? std::string("every step")

@@ -160,4 +160,30 @@ std::string describe(const Verdict &v, int64_t firstStep) {
   return text;
 }
 
+nlohmann::ordered_json toJson(const Verdict &v, int64_t firstStep) {
+  nlohmann::ordered_json j = {
+      {"first_step", firstStep + 1},
+      {"steps", v.steps},
+      {"rank", v.rank},
+      {"bound", v.bound},
+      {"step_s", v.step},
+      {"compute_s", v.compute},
+      {"comm_s", v.comm},
+      {"straggler_wait_s", v.stragglerWait},
+      {"input_s", v.input},
+      {"bubble_s", v.bubble},
+  };
+  if (v.straggler >= 0) {
+    j["straggler"] = v.straggler;
+    j["lateness_s"] = v.lateness;
+    j["why"] = v.why;
+  }
+  if (v.predicted) {
+    j["predicted_compute_s"] = v.predicted->compute;
+    j["predicted_comm_s"] = v.predicted->comm;
+  }
+  j["text"] = describe(v, firstStep);
+  return j;
+}
+
 } // namespace dtrt

@@ -52,6 +52,8 @@ struct RunConfig {
   std::pair<int64_t, int64_t> traceSteps = kDefaultTraceSteps;
   /// A verdict line every N steps (0: only at the end).
   int64_t verdictEvery = 0;
+  /// --report-html FILE: no training, the log directory's report into FILE.
+  std::string reportHtml;
   int64_t logEvery = kDefaultLogEvery;
   /// Empty: no checkpoints.
   std::string checkpointDir;

@@ -54,6 +54,9 @@ struct TrainSetup {
   BatchStager *evalStager = nullptr;
   /// Null when no log directory is set (and on every rank but the first).
   MetricsLog *metrics = nullptr;
+  /// The first rank's timing.jsonl in the log directory (every rank's
+  /// times, the verdicts, memory); null when `metrics` is.
+  MetricsLog *timing = nullptr;
   /// TensorBoard: the job's scalars (the first rank's) and this rank's
   /// timings; null without --tensorboard.
   EventWriter *tensorboard = nullptr, *tensorboardRank = nullptr;

@@ -33,11 +33,12 @@ namespace dtrt {
 /// The metrics.jsonl of one run.
 class MetricsLog {
 public:
-  /// Opens DIR/metrics.jsonl (creating DIR). With `resumeStep`, keeps the
-  /// records of steps <= *resumeStep and appends after them; without, starts
-  /// an empty file.
-  static Expected<MetricsLog> open(const std::string &dir,
-                                   std::optional<int64_t> resumeStep);
+  /// Opens DIR/FILE (creating DIR). With `resumeStep`, keeps the records of
+  /// steps <= *resumeStep and appends after them; without, starts an empty
+  /// file. The run's other record files (timing.jsonl) follow the same rule.
+  static Expected<MetricsLog>
+  open(const std::string &dir, std::optional<int64_t> resumeStep,
+       const std::string &fileName = "metrics.jsonl");
 
   /// Appends one record (an object with at least "step") and flushes it.
   Status write(const nlohmann::ordered_json &record);

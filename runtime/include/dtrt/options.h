@@ -46,6 +46,8 @@ struct Options {
   std::optional<std::string> traceDir;
   std::optional<std::pair<int64_t, int64_t>> traceSteps;
   std::optional<int64_t> verdictEvery;
+  /// --report-html FILE: render the log directory's run report and exit.
+  std::optional<std::string> reportHtml;
   std::optional<int64_t> logEvery;
   std::optional<std::string> checkpointDir;
   std::optional<int64_t> checkpointEvery, checkpointKeep;

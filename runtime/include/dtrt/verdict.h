@@ -30,6 +30,7 @@
 #include "dtrt/comm.h"
 #include "dtrt/manifest.h"
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,6 +83,10 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
 /// One line: "verdict (steps 1-100): communication-bound: 41 % of rank 0's
 /// 12.3 ms step is communication (predicted 12 %); compute 45 %, ...".
 std::string describe(const Verdict &v, int64_t firstStep);
+
+/// The verdict as a record of timing.jsonl (docs/operations.md): its parts
+/// in seconds, the bound, the straggler, the prediction and `describe`'s line.
+nlohmann::ordered_json toJson(const Verdict &v, int64_t firstStep);
 
 } // namespace dtrt
 

@@ -3,7 +3,8 @@
 wrote, independently of dt: TFRecord framing with both masked CRC-32Cs (checked
 with the crc32c module), the Event and Summary protos decoded by hand, the first
 event's file_version. Then holds the job's scalars (TBDIR) to metrics.jsonl's values
-(as float32) and says what the per-rank directories (TBDIR/rank_<r>/) hold."""
+(as float32), the verdicts' parts (verdict/*) to timing.jsonl's beside it, and says
+what the per-rank directories (TBDIR/rank_<r>/) hold."""
 import glob
 import json
 import os
@@ -123,8 +124,25 @@ def main():
             if got is None or abs(got - f32(v)) > 1e-6 * max(1.0, abs(v)):
                 sys.exit(f"step {r['step']} {tag}: TensorBoard {got}, metrics {v}")
             compared += 1
+    # The verdicts' parts, against timing.jsonl beside metrics.jsonl.
+    timing = os.path.join(os.path.dirname(metrics), "timing.jsonl")
+    verdicts = 0
+    for line in open(timing) if os.path.exists(timing) else []:
+        r = json.loads(line)
+        if "verdict" not in r:
+            continue
+        v = dict(r["verdict"])
+        if "predicted_compute_s" in v:
+            v["predicted_step_s"] = v["predicted_compute_s"] + v["predicted_comm_s"]
+        for part in ("compute_s", "comm_s", "straggler_wait_s", "input_s", "bubble_s",
+                     "predicted_step_s"):
+            got = scalars.get((r["step"], "verdict/" + part))
+            if part in v and (got is None or abs(got - f32(v[part])) > 1e-6 * max(1.0, abs(v[part]))):
+                sys.exit(f"step {r['step']} verdict/{part}: TensorBoard {got}, timing {v.get(part)}")
+        verdicts += 1
     tags = sorted({t for _, t in scalars})
-    print(f"job: {len(job)} events, {compared} scalars equal to metrics.jsonl; tags {' '.join(tags)}")
+    print(f"job: {len(job)} events, {compared} scalars equal to metrics.jsonl, "
+          f"{verdicts} verdicts to timing.jsonl; tags {' '.join(tags)}")
     for d in sorted(glob.glob(os.path.join(tb, "rank_*"))):
         evs = one_file(d)
         tags = sorted({t for e in evs for t in e["values"]})
