@@ -22,6 +22,10 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # Programs are built without GPU code (its PTX doubles a compile), except where a
 # test asks for it with dtc --gpu=auto|on (test/dtc/gpu-plan.test, test/e2e/gpu).
 config.environment["DT_GPU"] = "off"
+# The peaks the programs measure (and dtc --report reads) are cached in the build tree,
+# not in the user's ~/.cache/dt: tests see the same cache whoever runs them; tests of
+# the cache itself name their own DT_CACHE_DIR.
+config.environment["DT_CACHE_DIR"] = os.path.join(config.test_exec_root, "dt-cache")
 
 config.substitutions.append(("%src_root", config.dt_src_root))
 config.substitutions.append(("%data", os.path.join(config.dt_src_root, "data")))

@@ -13,6 +13,7 @@
 
 #include "dtrt/manifest.h"
 #include "dtrt/layout.h"
+#include "dtrt/roofline.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -86,12 +87,8 @@ int MeshSpec::worldSize() const {
 }
 
 int64_t Manifest::callsPerStep(const std::string &entry) const {
-  auto startsWith = [&](const char *prefix) {
-    return entry.rfind(prefix, 0) == 0;
-  };
-  if (entry == "grad_step" || startsWith("pipe_fwd") || startsWith("pipe_bwd"))
-    return pipeline ? pipeline->microbatches : train.accumulation;
-  return startsWith("apply_step") ? 1 : 0;
+  return entryCallsPerStep(entry, pipeline ? pipeline->microbatches
+                                           : train.accumulation);
 }
 
 const BufferDesc *Manifest::find(std::string_view name) const {

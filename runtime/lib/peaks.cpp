@@ -8,6 +8,7 @@
 
 #include "dtrt/comm.h"
 #include "dtrt/file.h"
+#include "dtrt/peaks_cache.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -31,16 +32,6 @@ double seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0)
-      if (size_t colon = line.find(':'); colon != std::string::npos)
-        return line.substr(line.find_first_not_of(" \t", colon + 1));
-  return "unknown CPU";
-}
-
 bool cpuHasFlag(const std::string &flag) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -50,13 +41,21 @@ bool cpuHasFlag(const std::string &flag) {
   return false;
 }
 
-std::string cacheDir() {
-  if (const char *d = std::getenv("DT_CACHE_DIR"); d && *d)
-    return d;
-  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    return std::string(x) + "/dt";
-  if (const char *h = std::getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/dt";
+/// Adds `entries` to the cache in `dir` (creating it), re-read now so that
+/// what other ranks wrote meanwhile stays: written beside and renamed, so
+/// that ranks writing at once leave one whole file. Failing to is no error
+/// (the next run measures again); returns the path written, or "".
+std::string addToCache(const std::string &dir, const nlohmann::json &entries) {
+  std::string path = dir + "/peaks.json";
+  nlohmann::json cache = readPeaksCache(path);
+  for (const auto &[key, entry] : entries.items())
+    cache[key] = entry;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string tmp = fmt::format("{}.{}.tmp", path, getpid());
+  if (writeFileSynced(tmp, cache.dump(2) + "\n") && renameSynced(tmp, path))
+    return path;
+  std::filesystem::remove(tmp, ec);
   return "";
 }
 
@@ -116,46 +115,48 @@ HostPeaks hostPeaks(int threads, int ranksHere) {
   HostPeaks p;
   p.threads = std::max(1, threads);
   nominal(p);
-  std::string key =
-      fmt::format("{} | OpenBLAS {} | {} threads x {} ranks", cpuModel(),
-                  openblas_get_corename(), p.threads, std::max(1, ranksHere));
-  std::string dir = cacheDir();
-  nlohmann::json cache = nlohmann::json::object();
+  int ranks = std::max(1, ranksHere);
+  std::string cpu = cpuModel(), core = openblas_get_corename();
+  std::string dir = peaksCacheDir();
   if (!dir.empty()) {
     p.cachePath = dir + "/peaks.json";
-    if (Expected<std::string> text = readFile(p.cachePath); text) {
-      nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-      if (j.is_object())
-        cache = std::move(j);
-    }
-    auto it = cache.find(key);
-    if (it != cache.end() && it->is_object() &&
-        it->value("gemm_f32_flops", 0.0) > 0 &&
-        it->value("copy_bytes_per_s", 0.0) > 0) {
-      p.gemmFlops = (*it)["gemm_f32_flops"];
-      p.copyBytesPerS = (*it)["copy_bytes_per_s"];
-      p.gemmSize = it->value("gemm_size", 0);
-      p.cached = true;
-      return p;
+    nlohmann::json cache = readPeaksCache(p.cachePath);
+    auto it = cache.find(peaksKey(cpu, core, p.threads, ranks));
+    if (it != cache.end() && it->is_object()) {
+      // Exactly this entry (these OpenBLAS kernels), read as dtc reads it.
+      nlohmann::json one = {{"entry", *it}};
+      if (std::optional<CachedPeaks> c =
+              findCachedPeaks(one, cpu, p.threads, ranks)) {
+        p.gemmFlops = c->gemmFlops;
+        p.copyBytesPerS = c->copyBytesPerS;
+        p.gemmSize = c->gemmSize;
+        p.cached = true;
+        return p;
+      }
     }
   }
   measure(p);
   if (dir.empty())
     return p;
-  cache[key] = {{"gemm_f32_flops", p.gemmFlops},
-                {"copy_bytes_per_s", p.copyBytesPerS},
-                {"gemm_size", p.gemmSize}};
-  // Written beside and renamed, so that ranks measuring at once leave one
-  // whole file; failing to is no error (the next run measures again).
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string tmp = fmt::format("{}.{}.tmp", p.cachePath, getpid());
-  if (writeFileSynced(tmp, cache.dump(2) + "\n") &&
-      renameSynced(tmp, p.cachePath))
-    return p;
-  std::filesystem::remove(tmp, ec);
-  p.cachePath.clear();
+  p.cachePath = addToCache(dir, {{peaksKey(cpu, core, p.threads, ranks),
+                                  {{"cpu", cpu},
+                                   {"threads", p.threads},
+                                   {"ranks", ranks},
+                                   {"gemm_f32_flops", p.gemmFlops},
+                                   {"copy_bytes_per_s", p.copyBytesPerS},
+                                   {"gemm_size", p.gemmSize}}}});
   return p;
+}
+
+void cacheLinkBandwidth(int ranks, double bytesPerS) {
+  std::string dir = peaksCacheDir();
+  if (dir.empty())
+    return;
+  std::string cpu = cpuModel();
+  addToCache(
+      dir,
+      {{linkKey(cpu, ranks),
+        {{"cpu", cpu}, {"ranks", ranks}, {"link_bytes_per_s", bytesPerS}}}});
 }
 
 std::optional<double> allReduceBandwidth(Communicator &comm) {

@@ -261,9 +261,17 @@ Expected<int> Run::execute(int argc, char **argv) {
     // roofline, the collectives at the measured link (every rank probes it).
     if (comm_)
       linkBytesPerS_ = allReduceBandwidth(*comm_);
-    predicted_ = predictStep(manifest_, comm_ ? comm_->mesh() : oneRank_,
-                             hostPeaks_->gemmFlops, hostPeaks_->copyBytesPerS,
-                             linkBytesPerS_);
+    // With every rank on this machine, the link is this machine's: dtc
+    // --report predicts from it.
+    if (linkBytesPerS_ && launch_.isLeader() &&
+        launch_.localWorldSize == launch_.worldSize)
+      cacheLinkBandwidth(launch_.worldSize, *linkBytesPerS_);
+    // (Not for pipelines: the schedule's overlap of stages is not modelled;
+    // nor without spans, the op list the prediction prices.)
+    if (!manifest_.pipeline && !manifest_.spans.empty())
+      predicted_ = predictStep(manifest_, comm_ ? comm_->mesh() : oneRank_,
+                               hostPeaks_->gemmFlops, hostPeaks_->copyBytesPerS,
+                               linkBytesPerS_);
   } else if (trains && manifest_.flopsPerStep > 0) {
     peakFlops_ = device_->peakFlops(manifest_.precision);
   }

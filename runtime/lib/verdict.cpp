@@ -6,6 +6,8 @@
 
 #include "dtrt/verdict.h"
 
+#include "dtrt/roofline.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <utility>
@@ -41,8 +43,9 @@ PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
   PredictedStep p;
   for (const SpanDesc &s : m.spans)
     if (s.collective < 0)
-      p.compute += double(m.callsPerStep(s.entry)) *
-                   std::max(s.flops / peakFlops, s.bytes / memoryBytesPerS);
+      p.compute +=
+          double(m.callsPerStep(s.entry)) *
+          rooflineSeconds(s.flops, s.bytes, peakFlops, memoryBytesPerS);
   if (!linkBytesPerS)
     return p;
   for (const CollectiveDesc &c : m.collectives) {
@@ -51,12 +54,8 @@ PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
       for (size_t a = 0; a < mesh.axisCount(); ++a)
         if (mesh.axisName(a) == name)
           axes |= AxisMask(1) << a;
-    double g = double(mesh.groupSize(axes)), bytes = double(c.bytes);
-    double moved = c.kind == "all-reduce"       ? 2 * (g - 1) / g * bytes
-                   : c.kind == "reduce-scatter" ? (g - 1) / g * bytes
-                   : c.kind == "all-gather"     ? (g - 1) * bytes
-                   : c.kind == "all-to-all"     ? (g - 1) / g * bytes
-                                                : 0.0;
+    double moved =
+        ringTrafficBytes(c.kind, double(mesh.groupSize(axes)), double(c.bytes));
     p.comm += double(m.callsPerStep(c.entry)) * moved / *linkBytesPerS;
   }
   return p;

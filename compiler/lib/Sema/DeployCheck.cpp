@@ -17,7 +17,9 @@
 //              "D-HH:MM:SS"); extra: account, qos, cpus_per_task, environment
 //   kubernetes image*, namespace, replicas, gpus_per_replica, cpu, memory,
 //              node_selector {label: value}, service_account, environment
-// (* required). Durations are "24h", "90m", "3600s", "2d" or seconds.
+// (* required); every target also takes price_per_hour (a positive number:
+// the price of one instance, node or replica an hour, for `dtc --report`'s
+// cost of the job). Durations are "24h", "90m", "3600s", "2d" or seconds.
 // Cross-checks catch launches that cannot match the job: replicas times GPUs
 // against the mesh's world size (slurm, vertex, kubernetes), SageMaker's
 // max_wait below max_run or without spot.
@@ -44,6 +46,7 @@ enum class KeyType {
   SlurmTime, ///< "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM:SS".
   Strings,   ///< A record of strings.
   Quantity,  ///< A number or a string ("64Gi", "500m").
+  PositiveNumber,
 };
 
 struct KeySpec {
@@ -67,6 +70,7 @@ const KeySpec kSageMaker[] = {
     {"region", KeyType::String, false, nullptr},
     {"volume_size", KeyType::PositiveInt, false, nullptr},
     {"environment", KeyType::Strings, false, nullptr},
+    {"price_per_hour", KeyType::PositiveNumber, false, nullptr},
 };
 
 const KeySpec kVertex[] = {
@@ -81,6 +85,7 @@ const KeySpec kVertex[] = {
     {"project", KeyType::String, false, nullptr},
     {"service_account", KeyType::String, false, nullptr},
     {"environment", KeyType::Strings, false, nullptr},
+    {"price_per_hour", KeyType::PositiveNumber, false, nullptr},
 };
 
 const KeySpec kSlurm[] = {
@@ -92,6 +97,7 @@ const KeySpec kSlurm[] = {
     {"qos", KeyType::String, false, nullptr},
     {"cpus_per_task", KeyType::PositiveInt, false, nullptr},
     {"environment", KeyType::Strings, false, nullptr},
+    {"price_per_hour", KeyType::PositiveNumber, false, nullptr},
 };
 
 const KeySpec kKubernetes[] = {
@@ -104,6 +110,7 @@ const KeySpec kKubernetes[] = {
     {"node_selector", KeyType::Strings, false, nullptr},
     {"service_account", KeyType::String, false, nullptr},
     {"environment", KeyType::Strings, false, nullptr},
+    {"price_per_hour", KeyType::PositiveNumber, false, nullptr},
 };
 
 /// GPUs of SageMaker's GPU training instances (AWS's instance type pages).
@@ -268,6 +275,10 @@ LogicalResult sema::checkDeploy(SemaContext &ctx, const ModuleScope &main,
     case KeyType::Quantity:
       if (!value->isNumber() && value->getKind() != Constant::Kind::String)
         bad("a number or a string such as \"64Gi\"");
+      break;
+    case KeyType::PositiveNumber:
+      if (!value->isNumber() || !(value->getNumber() > 0))
+        bad("a positive number (dollars an hour)");
       break;
     }
     config.keys.push_back({kv.key, *value});

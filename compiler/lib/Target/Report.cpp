@@ -19,8 +19,10 @@
 #include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Pipeline/Schedule.h"
 #include "dt/Target/Manifest.h"
+#include "dt/Target/Predict.h"
 #include "dt/Transforms/Passes.h"
 #include "dt/Transforms/PipelineInfo.h"
+#include "dtrt/roofline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -218,12 +220,10 @@ struct TraceSize {
 };
 
 /// How often one optimizer step calls entry point `entry` (evaluation's
-/// entry points: never).
+/// entry points: never), as the runtime counts it.
 static int64_t callsPerStep(StringRef entry, int64_t micro) {
-  if (entry == "grad_step" || entry.starts_with("pipe_fwd") ||
-      entry.starts_with("pipe_bwd"))
-    return micro;
-  return entry.starts_with("apply_step") ? 1 : 0;
+  return dtrt::entryCallsPerStep(std::string_view(entry.data(), entry.size()),
+                                 micro);
 }
 
 static TraceSize traceSize(ModuleOp module, int64_t micro) {
@@ -257,8 +257,159 @@ static TraceSize traceSize(ModuleOp module, int64_t micro) {
   return t;
 }
 
-LogicalResult dt::printReport(ModuleOp module, bool json,
-                              llvm::raw_ostream &os) {
+/// "0.4 s", "2:05", "1:02:05".
+static std::string formatDuration(double seconds) {
+  if (seconds < 60)
+    return llvm::formatv("{0:f1} s", seconds).str();
+  auto s = int64_t(seconds + 0.5);
+  if (s < 3600)
+    return llvm::formatv("{0}:{1:d2}", s / 60, s % 60).str();
+  return llvm::formatv("{0}:{1:d2}:{2:d2}", s / 3600, s / 60 % 60, s % 60)
+      .str();
+}
+
+/// "70.3k", "9.01M".
+static std::string formatCount(double n) {
+  if (n >= 1e9)
+    return llvm::formatv("{0:f2}G", n / 1e9).str();
+  if (n >= 1e6)
+    return llvm::formatv("{0:f2}M", n / 1e6).str();
+  if (n >= 1e3)
+    return llvm::formatv("{0:f1}k", n / 1e3).str();
+  return llvm::formatv("{0:f1}", n).str();
+}
+
+namespace {
+/// The report's prediction (dt/Target/Predict.h), or why there is none.
+struct Prediction {
+  std::string missing;
+  MachineRates rates;
+  StepPrediction step;
+  double seconds() const { return step.compute + step.comm; }
+  bool commPredicted() const {
+    return rates.ranks <= 1 || rates.linkBytesPerS.has_value();
+  }
+};
+} // namespace
+
+static Prediction predict(ModuleOp module, int64_t world) {
+  Prediction p;
+  RatesLookup lookup = cachedRates(int(world));
+  if (!lookup.rates) {
+    p.missing = lookup.missing;
+    return p;
+  }
+  p.rates = *lookup.rates;
+  std::optional<StepPrediction> step = predictStep(module, p.rates, p.missing);
+  if (step)
+    p.step = *step;
+  if (step && p.seconds() <= 0)
+    p.missing = "the program has no ops to price";
+  return p;
+}
+
+static llvm::json::Object predictionJSON(const Prediction &p,
+                                         const ReportJob &job) {
+  if (!p.missing.empty())
+    return llvm::json::Object{{"missing", p.missing}};
+  const MachineRates &r = p.rates;
+  llvm::json::Object o{
+      {"step_s", p.seconds()},
+      {"compute_s", p.step.compute},
+      {"comm_s", p.commPredicted() ? llvm::json::Value(p.step.comm)
+                                   : llvm::json::Value(nullptr)},
+      {"ops_per_step", p.step.ops},
+      {"collectives_per_step", p.step.collectives},
+      {"peak_flops", r.peakFlops},
+      {"copy_bytes_per_s", r.memoryBytesPerS},
+      {"link_bytes_per_s", r.linkBytesPerS ? llvm::json::Value(*r.linkBytesPerS)
+                                           : llvm::json::Value(nullptr)},
+      {"threads", r.threads},
+      {"ranks", r.ranks},
+      {"peaks_cache", r.cachePath},
+      {"samples_per_s", double(job.samplesPerStep) / p.seconds()}};
+  if (job.tokensPerSample)
+    o["tokens_per_s"] =
+        double(job.samplesPerStep * job.tokensPerSample) / p.seconds();
+  if (job.steps) {
+    o["steps"] = *job.steps;
+    o["time_s"] = double(*job.steps) * p.seconds();
+    llvm::json::Array costs;
+    for (const ReportJob::Price &price : job.prices)
+      costs.push_back(
+          llvm::json::Object{{"target", price.target},
+                             {"price_per_hour", price.perHour},
+                             {"hosts", price.hosts},
+                             {"usd", double(*job.steps) * p.seconds() / 3600 *
+                                         price.perHour * double(price.hosts)}});
+    o["cost"] = std::move(costs);
+  }
+  return o;
+}
+
+static void printPrediction(const Prediction &p, const ReportJob &job,
+                            llvm::raw_ostream &os) {
+  if (!p.missing.empty()) {
+    os << "predicted step: none: " << p.missing << "\n";
+    return;
+  }
+  const MachineRates &r = p.rates;
+  std::string comm;
+  if (r.ranks <= 1)
+    comm = "";
+  else if (r.linkBytesPerS)
+    comm = llvm::formatv(" + communication {0:f3} ms ({1} collectives at "
+                         "{2:f2} GB/s)",
+                         p.step.comm * 1e3, p.step.collectives,
+                         *r.linkBytesPerS / 1e9)
+               .str();
+  else
+    comm = llvm::formatv(" + communication not predicted (no all-reduce "
+                         "bandwidth measured over {0} ranks on this machine "
+                         "yet: a run of the program on {0} ranks here "
+                         "measures it)",
+                         r.ranks)
+               .str();
+  os << llvm::formatv("predicted step on this machine: {0:f3} ms = compute "
+                      "{1:f3} ms ({2} ops at the roofline of sgemm {3:f2} "
+                      "GFLOP/s and copy {4:f2} GB/s){5}; no overlap credited\n",
+                      p.seconds() * 1e3, p.step.compute * 1e3, p.step.ops,
+                      r.peakFlops / 1e9, r.memoryBytesPerS / 1e9, comm);
+  os << llvm::formatv("  rates: measured by a run of {0} thread{1} x {2} "
+                      "rank{3} on this machine, cached in {4}\n",
+                      r.threads, r.threads == 1 ? "" : "s", r.ranks,
+                      r.ranks == 1 ? "" : "s", r.cachePath);
+  double samples = double(job.samplesPerStep) / p.seconds();
+  std::string tokens =
+      job.tokensPerSample
+          ? " (" + formatCount(samples * double(job.tokensPerSample)) +
+                " tokens/s)"
+          : "";
+  os << "  throughput: " << formatCount(samples) << " samples/s" << tokens;
+  if (job.steps)
+    os << "; the run's " << *job.steps << " steps take "
+       << formatDuration(double(*job.steps) * p.seconds())
+       << " of training (evaluation and checkpoints not counted)";
+  else
+    os << "; time to finish: " << job.stepsUnknown;
+  os << "\n";
+  if (!job.steps)
+    return;
+  for (const ReportJob::Price &price : job.prices) {
+    double usd = double(*job.steps) * p.seconds() / 3600 * price.perHour *
+                 double(price.hosts);
+    // Cents for real jobs; two significant digits for the tiny ones.
+    std::string cost =
+        llvm::formatv("{0}", llvm::format(usd >= 1 ? "%.2f" : "%.2g", usd));
+    os << llvm::formatv("  cost: ${0} for deploy {1} (price_per_hour {2} x "
+                        "{3} host{4}), at this machine's speed\n",
+                        cost, price.target, llvm::format("%g", price.perHour),
+                        price.hosts, price.hosts == 1 ? "" : "s");
+  }
+}
+
+LogicalResult dt::printReport(ModuleOp module, bool json, llvm::raw_ostream &os,
+                              const ReportJob *job) {
   auto arenaAttr = module->getAttrOfType<IntegerAttr>("dt.arena_bytes");
   auto persistentAttr =
       module->getAttrOfType<IntegerAttr>("dt.persistent_bytes");
@@ -342,13 +493,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
         c.axes.push_back(mesh->name(a).str());
         c.group *= mesh->size(a);
       }
-      double ring = double(c.group - 1) / double(c.group);
-      int64_t out = bytesOf(cast<RankedTensorType>(op->getResult(0).getType()));
-      c.moved = c.kind == "all-reduce"       ? 2 * ring * c.bytes
-                : c.kind == "reduce-scatter" ? ring * c.bytes
-                : c.kind == "all-gather"     ? ring * out
-                : c.kind == "all-to-all"     ? ring * c.bytes
-                                             : 0.0;
+      c.moved =
+          dtrt::ringTrafficBytes(c.kind, double(c.group), double(c.bytes));
       c.ppRank = pipelineRankOf(fn);
       StringRef entry = c.entry;
       c.calls = callsPerStep(entry, accumulation);
@@ -368,6 +514,9 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
     return failure();
   TraceSize trace = traceSize(module, accumulation);
   int64_t world = mesh->worldSize();
+  std::optional<Prediction> prediction;
+  if (job)
+    prediction = predict(module, world);
   // ZeRO-Offload: the optimizer state is host memory, the rest device memory
   // (on the CPU backend both are the host's).
   bool offload = module->hasAttr(names::kOffloadAttr);
@@ -440,6 +589,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
       report["offload"] = "optimizer";
     report["trace"] = llvm::json::Object{{"spans_per_step", trace.spans},
                                          {"bytes_per_step", trace.bytes}};
+    if (prediction)
+      report["prediction"] = predictionJSON(*prediction, *job);
     if (*stages) {
       llvm::json::Array perRank;
       for (const StageMemory &m : (*stages)->ranks) {
@@ -540,6 +691,8 @@ LogicalResult dt::printReport(ModuleOp module, bool json,
                           c.entry, c.kind, c.calls, axes, mib(c.moved), c.what);
     }
   }
+  if (prediction)
+    printPrediction(*prediction, *job, os);
   os << llvm::formatv("trace (--trace): at most {0} spans a step per rank "
                       "({1} ops, {2} collectives, {3} of the runtime's), "
                       "about {4} KiB of trace a step\n",

@@ -20,9 +20,9 @@
 #include "dt/MLIRGen/MLIRGen.h"
 #include "dt/Package/Package.h"
 #include "dt/Parse/Parser.h"
+#include "dt/Pipeline/Schedule.h"
 #include "dt/Sema/Sema.h"
 #include "dt/Sema/TraceRecorder.h"
-#include "dt/Pipeline/Schedule.h"
 #include "dt/Target/CudaPlan.h"
 #include "dt/Target/Linker.h"
 #include "dt/Target/Manifest.h"
@@ -30,6 +30,7 @@
 #include "dt/Target/PTXEmitter.h"
 #include "dt/Target/Report.h"
 #include "dt/Transforms/Passes.h"
+#include "dtrt/data/idx.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -220,6 +221,48 @@ cl::opt<std::string> stdlibDir("stdlib",
 
 /// Prints the train loss's trace over one global micro-batch (micro_batch
 /// times the data-parallel size), as MLIRGen receives it.
+/// What --report's prediction needs of the job: its steps (epochs over a
+/// source whose size dtc can read), the batch, and the deploy blocks' prices.
+ReportJob reportJob(const Job &job) {
+  ReportJob r;
+  r.samplesPerStep = job.batch;
+  if (job.data.kind == "tokens")
+    if (const dt::Constant *seq = lookup(job.data.args, "seq"))
+      r.tokensPerSample = seq->getInt();
+  if (job.steps) {
+    r.steps = job.steps;
+  } else if (job.epochs) {
+    std::optional<int64_t> samples;
+    if (job.data.kind == "synthetic") {
+      if (const dt::Constant *n = lookup(job.data.args, "count"))
+        samples = n->getInt();
+    } else if (job.data.kind == "idx") {
+      const dt::Constant *images = lookup(job.data.args, "images");
+      if (images && sys::fs::exists(images->getString()))
+        if (dtrt::Expected<std::vector<int64_t>> dims =
+                dtrt::readIdxDims(images->getString().str(), 0);
+            dims && !dims->empty())
+          samples = (*dims)[0];
+    }
+    if (samples)
+      r.steps = *job.epochs * (*samples / job.batch);
+    else
+      r.stepsUnknown = "the run's epochs are as long as its train data, "
+                       "whose size the program learns when it opens it";
+  }
+  for (const DeployConfig &d : job.deploys) {
+    const dt::Constant *price = d.get("price_per_hour");
+    if (!price)
+      continue;
+    const dt::Constant *hosts = d.get(d.target == "sagemaker" ? "count"
+                                      : d.target == "slurm"   ? "nodes"
+                                                              : "replicas");
+    r.prices.push_back(
+        {d.target, price->getNumber(), hosts ? hosts->getInt() : 1});
+  }
+  return r;
+}
+
 int printTrace(const Job &job) {
   TraceRecorder recorder;
   int64_t batch = job.microBatch * job.parallel.getDataParallelSize();
@@ -425,7 +468,9 @@ int compile(const char *argv0) {
     return emitStage(nullptr, *ptx);
   }
   if (report != ReportFormat::None || emitAction == EmitAction::Report) {
-    if (failed(printReport(*module, report == ReportFormat::Json, outs())))
+    ReportJob facts = reportJob(*job);
+    if (failed(
+            printReport(*module, report == ReportFormat::Json, outs(), &facts)))
       return 1;
     outs().flush();
     if (emitAction == EmitAction::Report)

@@ -15,10 +15,10 @@
 // shown beside it.
 //
 // The cache is `$DT_CACHE_DIR/peaks.json` (default `$XDG_CACHE_HOME/dt`, else
-// `$HOME/.cache/dt`), keyed by CPU model, OpenBLAS kernels, threads and the
-// ranks on the machine; delete
-// it to measure again. One that cannot be read or written means measuring
-// every time, never an error.
+// `$HOME/.cache/dt`; dtrt/peaks_cache.h), keyed by CPU model, OpenBLAS
+// kernels, threads and the ranks on the machine; delete it to measure again.
+// One that cannot be read or written means measuring every time, never an
+// error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +54,11 @@ class Communicator;
 /// NCCL's tests count it: the bytes a ring moves per rank over the time),
 /// measured now on a few MiB; every rank calls it. Null on failure.
 std::optional<double> allReduceBandwidth(Communicator &comm);
+
+/// Records the link bandwidth measured over `ranks` ranks that all run on
+/// this machine in the cache (dtrt/peaks_cache.h), where `dtc --report`
+/// finds it; failing to is no error.
+void cacheLinkBandwidth(int ranks, double bytesPerS);
 
 } // namespace dtrt
 
