@@ -762,6 +762,17 @@ Manifest parse(std::string_view text) {
         d.layer = getString(*layer, "spans[].layer");
       d.flops = getNumber(member(s, "flops", "spans[]"), "spans[].flops");
       d.bytes = getNumber(member(s, "bytes", "spans[]"), "spans[].bytes");
+      if (const json *k = optional(s, "kernel")) {
+        KernelCall call;
+        call.kernel = getString(member(*k, "name", "spans[].kernel"),
+                                "spans[].kernel.name");
+        const json &args = member(*k, "args", "spans[].kernel");
+        if (!args.is_array())
+          bad("spans[].kernel.args must be an array");
+        for (const json &a : args)
+          call.args.push_back(getInt(a, "spans[].kernel.args[]"));
+        d.kernel = std::move(call);
+      }
       if (const json *c = optional(s, "collective")) {
         d.collective = getInt(*c, "spans[].collective");
         if (d.collective < 0 || size_t(d.collective) >= m.collectives.size())

@@ -10,6 +10,8 @@
 #include "dtrt/file.h"
 #include "dtrt/peaks_cache.h"
 
+#include "dtk/kernels.h"
+
 #include <algorithm>
 #include <cblas.h>
 #include <chrono>
@@ -109,6 +111,63 @@ void nominal(HostPeaks &p) {
                   p.threads == 1 ? "" : "s", khz / 1e6, perCycle);
 }
 
+/// The seconds of one call of `f`: the mean over calls filling about 6 ms
+/// after a warm-up. Not the best of a few: ranks that share cores take turns
+/// on them, and a short window one rank had to itself would price the
+/// contended step as if it had the machine.
+template <typename F> double timeCall(F f) {
+  auto t = Clock::now();
+  f();
+  int reps = int(std::clamp(6e-3 / std::max(seconds(t), 1e-7), 1.0, 3000.0));
+  t = Clock::now();
+  for (int i = 0; i < reps; ++i)
+    f();
+  return seconds(t) / reps;
+}
+
+/// Times one kernel call on buffers of its sizes; null for a kernel this
+/// does not know, a malformed call, or one of more than 64 MiB of operands
+/// (those run near the peak, and would take long to time).
+std::optional<double> timeKernel(const KernelCall &c) {
+  auto fits = [](double floats) {
+    return floats > 0 && 4 * floats <= double(int64_t(64) << 20);
+  };
+  const std::vector<int64_t> &a = c.args;
+  if (c.kernel == "matmul" && a.size() == 6) {
+    int64_t batch = a[0], m = a[1], n = a[2], k = a[3];
+    double floats = double(batch) * double(m * k + k * n + m * n);
+    if (!fits(floats) || batch <= 0 || m <= 0 || n <= 0 || k <= 0)
+      return std::nullopt;
+    std::vector<float> x(size_t(batch * m * k), 0.5f),
+        y(size_t(batch * k * n), 0.25f), z(size_t(batch * m * n), 0.0f);
+    return timeCall([&] {
+      dtk_matmul_f32(x.data(), y.data(), z.data(), batch, m, n, k,
+                     int32_t(a[4]), int32_t(a[5]));
+    });
+  }
+  if ((c.kernel == "attention" || c.kernel == "attention_grad") &&
+      a.size() == 4) {
+    int64_t slices = a[0], t = a[1], d = a[2];
+    size_t one = size_t(slices * t * d);
+    bool grad = c.kernel == "attention_grad";
+    if (!fits(double(one) * (grad ? 7 : 4)) || slices <= 0 || t <= 0 || d <= 0)
+      return std::nullopt;
+    std::vector<float> q(one, 0.01f), k(one, 0.02f), v(one, 0.5f), o(one, 0.0f),
+        dq(grad ? one : 0), dk(grad ? one : 0), dv(grad ? one : 0);
+    if (grad)
+      return timeCall([&] {
+        dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(),
+                               dq.data(), dk.data(), dv.data(), slices, t, d,
+                               int32_t(a[3]));
+      });
+    return timeCall([&] {
+      dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
+                        int32_t(a[3]));
+    });
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 HostPeaks hostPeaks(int threads, int ranksHere) {
@@ -118,10 +177,11 @@ HostPeaks hostPeaks(int threads, int ranksHere) {
   int ranks = std::max(1, ranksHere);
   std::string cpu = cpuModel(), core = openblas_get_corename();
   std::string dir = peaksCacheDir();
+  std::string key = peaksKey(cpu, core, p.threads, ranks);
   if (!dir.empty()) {
     p.cachePath = dir + "/peaks.json";
     nlohmann::json cache = readPeaksCache(p.cachePath);
-    auto it = cache.find(peaksKey(cpu, core, p.threads, ranks));
+    auto it = cache.find(key);
     if (it != cache.end() && it->is_object()) {
       // Exactly this entry (these OpenBLAS kernels), read as dtc reads it.
       nlohmann::json one = {{"entry", *it}};
@@ -131,21 +191,78 @@ HostPeaks hostPeaks(int threads, int ranksHere) {
         p.copyBytesPerS = c->copyBytesPerS;
         p.gemmSize = c->gemmSize;
         p.cached = true;
-        return p;
       }
     }
   }
-  measure(p);
-  if (dir.empty())
+  nlohmann::json entries = nlohmann::json::object();
+  if (!p.cached) {
+    measure(p);
+    entries[key] = {{"cpu", cpu},
+                    {"threads", p.threads},
+                    {"ranks", ranks},
+                    {"gemm_f32_flops", p.gemmFlops},
+                    {"copy_bytes_per_s", p.copyBytesPerS},
+                    {"gemm_size", p.gemmSize}};
+  }
+  if (dir.empty() || entries.empty())
     return p;
-  p.cachePath = addToCache(dir, {{peaksKey(cpu, core, p.threads, ranks),
-                                  {{"cpu", cpu},
-                                   {"threads", p.threads},
-                                   {"ranks", ranks},
-                                   {"gemm_f32_flops", p.gemmFlops},
-                                   {"copy_bytes_per_s", p.copyBytesPerS},
-                                   {"gemm_size", p.gemmSize}}}});
+  std::string written = addToCache(dir, entries);
+  if (!p.cached)
+    p.cachePath = written;
   return p;
+}
+
+std::map<KernelCall, double> kernelTimes(const std::vector<KernelCall> &calls,
+                                         int threads, int ranksHere,
+                                         Communicator *comm, bool writes) {
+  threads = std::max(1, threads);
+  int ranks = std::max(1, ranksHere);
+  std::string cpu = cpuModel(), core = openblas_get_corename();
+  std::string dir = peaksCacheDir();
+  std::map<KernelCall, double> times =
+      dir.empty() ? std::map<KernelCall, double>()
+                  : findCachedKernels(readPeaksCache(dir + "/peaks.json"), cpu,
+                                      threads, ranks);
+  // Which calls to time: those any rank lacks (ranks may read the cache
+  // before or after another wrote it), so that all time the same calls.
+  std::vector<int64_t> missing(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i)
+    missing[i] = times.count(calls[i]) ? 0 : 1;
+  if (comm && !calls.empty()) {
+    std::vector<int64_t> all(missing.size() * size_t(comm->worldSize()));
+    if (!comm->allGather(missing.data(), all.data(), int64_t(missing.size()),
+                         DType::I64, comm->mesh().allAxes(),
+                         "the kernel timings"))
+      return {};
+    for (size_t r = 1; r < size_t(comm->worldSize()); ++r)
+      for (size_t i = 0; i < missing.size(); ++i)
+        missing[i] |= all[r * missing.size() + i];
+    for (size_t i = 0; i < missing.size(); ++i)
+      missing[i] |= all[i];
+  }
+  nlohmann::json entries = nlohmann::json::object();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!missing[i])
+      continue;
+    if (comm && !comm->barrier("the kernel timings"))
+      return {};
+    std::optional<double> t = timeKernel(calls[i]);
+    if (!t) {
+      times.erase(calls[i]);
+      continue;
+    }
+    times[calls[i]] = *t;
+    entries[kernelKey(cpu, core, threads, ranks, calls[i])] = {
+        {"cpu", cpu},
+        {"threads", threads},
+        {"ranks", ranks},
+        {"kernel", calls[i].kernel},
+        {"args", calls[i].args},
+        {"seconds", *t}};
+  }
+  if (writes && !dir.empty() && !entries.empty())
+    addToCache(dir, entries);
+  return times;
 }
 
 void cacheLinkBandwidth(int ranks, double bytesPerS) {

@@ -10,8 +10,10 @@
 
 #include "dtrt/peaks_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 
 namespace dtrt {
@@ -45,6 +47,12 @@ std::string peaksKey(const std::string &cpu, const std::string &blasCore,
 std::string linkKey(const std::string &cpu, int ranks) {
   return fmt::format("{} | all-reduce over {} ranks on one machine", cpu,
                      ranks);
+}
+
+std::string kernelKey(const std::string &cpu, const std::string &blasCore,
+                      int threads, int ranks, const KernelCall &call) {
+  return fmt::format("{} | {} {}", peaksKey(cpu, blasCore, threads, ranks),
+                     call.kernel, fmt::join(call.args, " x "));
 }
 
 nlohmann::json readPeaksCache(const std::string &path) {
@@ -101,6 +109,33 @@ std::optional<double> findCachedLink(const nlohmann::json &cache,
     return std::nullopt;
   double link = number(*it, "link_bytes_per_s");
   return link > 0 ? std::optional<double>(link) : std::nullopt;
+}
+
+std::map<KernelCall, double> findCachedKernels(const nlohmann::json &cache,
+                                               const std::string &cpu,
+                                               int threads, int ranks) {
+  std::map<KernelCall, double> times;
+  for (const auto &[key, e] : cache.items()) {
+    if (!isEntryOf(e, cpu, ranks) || number(e, "threads") != double(threads))
+      continue;
+    auto kernel = e.find("kernel"), args = e.find("args");
+    double seconds = number(e, "seconds");
+    if (kernel == e.end() || !kernel->is_string() || args == e.end() ||
+        !args->is_array() || !(seconds > 0))
+      continue;
+    KernelCall call{kernel->get<std::string>(), {}};
+    bool ok = true;
+    for (const nlohmann::json &a : *args) {
+      ok = ok && a.is_number_integer();
+      call.args.push_back(ok ? a.get<int64_t>() : 0);
+    }
+    if (!ok)
+      continue;
+    auto [at, fresh] = times.try_emplace(call, seconds);
+    if (!fresh)
+      at->second = std::min(at->second, seconds);
+  }
+  return times;
 }
 
 } // namespace dtrt

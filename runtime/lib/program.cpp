@@ -268,10 +268,21 @@ Expected<int> Run::execute(int argc, char **argv) {
       cacheLinkBandwidth(launch_.worldSize, *linkBytesPerS_);
     // (Not for pipelines: the schedule's overlap of stages is not modelled;
     // nor without spans, the op list the prediction prices.)
-    if (!manifest_.pipeline && !manifest_.spans.empty())
+    if (!manifest_.pipeline && !manifest_.spans.empty()) {
+      // The step's products and attention, timed on their own sizes by
+      // every rank at once; the first rank of each machine caches them.
+      std::vector<KernelCall> calls;
+      for (const SpanDesc &s : manifest_.spans)
+        if (s.kernel && manifest_.callsPerStep(s.entry) > 0 &&
+            std::find(calls.begin(), calls.end(), *s.kernel) == calls.end())
+          calls.push_back(*s.kernel);
+      std::map<KernelCall, double> times =
+          kernelTimes(calls, config_.threads, launch_.localWorldSize,
+                      comm_.get(), launch_.localRank == 0);
       predicted_ = predictStep(manifest_, comm_ ? comm_->mesh() : oneRank_,
                                hostPeaks_->gemmFlops, hostPeaks_->copyBytesPerS,
-                               linkBytesPerS_);
+                               linkBytesPerS_, times);
+    }
   } else if (trains && manifest_.flopsPerStep > 0) {
     peakFlops_ = device_->peakFlops(manifest_.precision);
   }

@@ -39,13 +39,19 @@ std::string comparedWith(double mine, double others) {
 
 PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
                           double memoryBytesPerS,
-                          std::optional<double> linkBytesPerS) {
+                          std::optional<double> linkBytesPerS,
+                          const std::map<KernelCall, double> &kernelSeconds) {
   PredictedStep p;
-  for (const SpanDesc &s : m.spans)
-    if (s.collective < 0)
-      p.compute +=
-          double(m.callsPerStep(s.entry)) *
-          rooflineSeconds(s.flops, s.bytes, peakFlops, memoryBytesPerS);
+  for (const SpanDesc &s : m.spans) {
+    if (s.collective >= 0)
+      continue;
+    auto timed = s.kernel ? kernelSeconds.find(*s.kernel) : kernelSeconds.end();
+    p.compute +=
+        double(m.callsPerStep(s.entry)) *
+        (timed != kernelSeconds.end()
+             ? timed->second
+             : rooflineSeconds(s.flops, s.bytes, peakFlops, memoryBytesPerS));
+  }
   if (!linkBytesPerS)
     return p;
   for (const CollectiveDesc &c : m.collectives) {

@@ -163,3 +163,38 @@ Cost dt::costOf(func::FuncOp fn) {
     total += costOf(&op);
   return total;
 }
+
+template <typename Product> static TimedKernel productCall(Product m) {
+  auto a = llvm::cast<ShapedType>(m.getLhs().getType());
+  auto c = llvm::cast<ShapedType>(m.getResult().getType());
+  int64_t r = a.getRank(), batch = 1;
+  for (int64_t d = 0; d + 2 < r; ++d)
+    batch *= a.getDimSize(d);
+  int64_t k = m.getTransposeLhs() ? a.getDimSize(r - 2) : a.getDimSize(r - 1);
+  return {"matmul",
+          {batch, c.getDimSize(r - 2), c.getDimSize(r - 1), k,
+           int64_t(m.getTransposeLhs()), int64_t(m.getTransposeRhs())}};
+}
+
+/// As DTToKernels calls dtk_attention_f32: slices, T, D, causal.
+static TimedKernel attentionCall(StringRef kernel, Value query, bool causal) {
+  auto q = llvm::cast<ShapedType>(query.getType());
+  int64_t t = q.getDimSize(q.getRank() - 2), d = q.getDimSize(q.getRank() - 1);
+  return {kernel.str(), {q.getNumElements() / (t * d), t, d, int64_t(causal)}};
+}
+
+std::optional<TimedKernel> dt::timedKernel(Operation *op) {
+  auto f32 = [](Value v) {
+    auto t = llvm::dyn_cast<ShapedType>(v.getType());
+    return t && t.hasStaticShape() && t.getElementType().isF32();
+  };
+  if (auto m = llvm::dyn_cast<MatmulOp>(op); m && f32(m.getLhs()))
+    return productCall(m);
+  if (auto m = llvm::dyn_cast<MatmulBiasOp>(op); m && f32(m.getLhs()))
+    return productCall(m);
+  if (auto a = llvm::dyn_cast<AttentionOp>(op); a && f32(a.getQuery()))
+    return attentionCall("attention", a.getQuery(), a.getCausal());
+  if (auto a = llvm::dyn_cast<AttentionGradOp>(op); a && f32(a.getQuery()))
+    return attentionCall("attention_grad", a.getQuery(), a.getCausal());
+  return std::nullopt;
+}

@@ -174,6 +174,11 @@ static llvm::json::Array spansJSON(ModuleOp module) {
                            {"bytes", cost.bytes}};
       if (StringRef layer = layerOf(op.getLoc()); !layer.empty())
         s["layer"] = layer.str();
+      // The kernel call the prediction times on the machine (a product,
+      // attention), with its size arguments.
+      if (std::optional<TimedKernel> k = timedKernel(&op))
+        s["kernel"] = llvm::json::Object{{"name", k->kernel},
+                                         {"args", llvm::json::Array(k->args)}};
       Operation *collective = &op;
       if (auto w = llvm::dyn_cast<WaitOp>(op))
         collective = w.getPending().getDefiningOp();

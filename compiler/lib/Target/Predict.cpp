@@ -66,6 +66,9 @@ RatesLookup cachedRates(int ranks) {
   r.cachePath = path;
   if (ranks > 1)
     r.linkBytesPerS = dtrt::findCachedLink(cache, cpu, ranks);
+  for (const auto &[call, seconds] :
+       dtrt::findCachedKernels(cache, cpu, threads, ranks))
+    r.kernelSeconds[{call.kernel, call.args}] = seconds;
   out.rates = r;
   return out;
 }
@@ -114,6 +117,15 @@ std::optional<StepPrediction> predictStep(ModuleOp module,
       }
       Cost c = costOf(&op);
       p.ops += calls;
+      std::optional<TimedKernel> kernel = timedKernel(&op);
+      auto timed =
+          kernel ? rates.kernelSeconds.find({kernel->kernel, kernel->args})
+                 : rates.kernelSeconds.end();
+      if (timed != rates.kernelSeconds.end()) {
+        p.timedCalls += calls;
+        p.compute += double(calls) * timed->second;
+        continue;
+      }
       p.compute += double(calls) * dtrt::rooflineSeconds(c.flops, c.bytes,
                                                          rates.peakFlops,
                                                          rates.memoryBytesPerS);

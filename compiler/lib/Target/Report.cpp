@@ -319,6 +319,7 @@ static llvm::json::Object predictionJSON(const Prediction &p,
       {"comm_s", p.commPredicted() ? llvm::json::Value(p.step.comm)
                                    : llvm::json::Value(nullptr)},
       {"ops_per_step", p.step.ops},
+      {"timed_calls_per_step", p.step.timedCalls},
       {"collectives_per_step", p.step.collectives},
       {"peak_flops", r.peakFlops},
       {"copy_bytes_per_s", r.memoryBytesPerS},
@@ -370,11 +371,19 @@ static void printPrediction(const Prediction &p, const ReportJob &job,
                          "measures it)",
                          r.ranks)
                .str();
+  std::string timed =
+      p.step.timedCalls
+          ? llvm::formatv(", {0} of them products and attention at their "
+                          "own measured time",
+                          p.step.timedCalls)
+                .str()
+          : "";
   os << llvm::formatv("predicted step on this machine: {0:f3} ms = compute "
                       "{1:f3} ms ({2} ops at the roofline of sgemm {3:f2} "
-                      "GFLOP/s and copy {4:f2} GB/s){5}; no overlap credited\n",
+                      "GFLOP/s and copy {4:f2} GB/s{5}){6}; no overlap "
+                      "credited\n",
                       p.seconds() * 1e3, p.step.compute * 1e3, p.step.ops,
-                      r.peakFlops / 1e9, r.memoryBytesPerS / 1e9, comm);
+                      r.peakFlops / 1e9, r.memoryBytesPerS / 1e9, timed, comm);
   os << llvm::formatv("  rates: measured by a run of {0} thread{1} x {2} "
                       "rank{3} on this machine, cached in {4}\n",
                       r.threads, r.threads == 1 ? "" : "s", r.ranks,

@@ -18,6 +18,8 @@
 
 #include "dtrt/error.h"
 
+#include "dtrt/peaks_cache.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -112,6 +114,9 @@ struct SpanDesc {
   double flops = 0, bytes = 0;
   /// The collective it issues or waits for, or -1.
   int64_t collective = -1;
+  /// The kernel call whose time the prediction measures (dtrt/peaks.h),
+  /// for the ops a roofline prices badly (matrix products, attention).
+  std::optional<KernelCall> kernel;
 };
 
 /// One named region of the arena.

@@ -25,8 +25,12 @@
 #ifndef DTRT_PEAKS_H
 #define DTRT_PEAKS_H
 
+#include "dtrt/peaks_cache.h"
+
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrt {
 
@@ -54,6 +58,19 @@ class Communicator;
 /// NCCL's tests count it: the bytes a ring moves per rank over the time),
 /// measured now on a few MiB; every rank calls it. Null on failure.
 std::optional<double> allReduceBandwidth(Communicator &comm);
+
+/// How long the program's own kernel calls take (its matrix products and
+/// attention on their own sizes: a small product runs well below the big
+/// sgemm's peak, the attention kernel further still, and a step of them is
+/// priced at what they do), in seconds a call: cached, or timed now on
+/// `threads` threads of each of `ranksHere` ranks (and cached by `writes`).
+/// With `comm` every rank calls it: the ranks time the calls any of them
+/// lacks, one call at a time and all at once (a barrier before each), so
+/// that ranks sharing the machine contend as they will in training. Calls
+/// of more than 64 MiB of operands are not timed.
+std::map<KernelCall, double> kernelTimes(const std::vector<KernelCall> &calls,
+                                         int threads, int ranksHere,
+                                         Communicator *comm, bool writes);
 
 /// Records the link bandwidth measured over `ranks` ranks that all run on
 /// this machine in the cache (dtrt/peaks_cache.h), where `dtc --report`

@@ -13,6 +13,10 @@
 //        "gemm_size"}
 //   "CPU | all-reduce over R ranks on one machine":
 //       {"cpu", "ranks", "link_bytes_per_s"}
+//   "CPU | OpenBLAS CORE | T threads x R ranks | KERNEL A x B x ...":
+//       {"cpu", "threads", "ranks", "kernel", "args", "seconds"}
+//       one of a program's own kernel calls (the manifest's spans[].kernel),
+//       timed: seconds a call
 //
 // The programs write it; `dtc --report` reads it to predict a step on this
 // machine before anything runs. This file is the part both need (dtc links it
@@ -24,9 +28,12 @@
 #ifndef DTRT_PEAKS_CACHE_H
 #define DTRT_PEAKS_CACHE_H
 
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dtrt {
 
@@ -40,6 +47,22 @@ std::string cpuModel();
 std::string peaksKey(const std::string &cpu, const std::string &blasCore,
                      int threads, int ranks);
 std::string linkKey(const std::string &cpu, int ranks);
+
+/// One call of a CPU kernel whose speed depends on its sizes more than a
+/// roofline says: "matmul" (dtk_matmul_f32's batch, M, N, K, trans_a,
+/// trans_b), "attention" and "attention_grad" (slices, T, D, causal).
+struct KernelCall {
+  std::string kernel;
+  std::vector<int64_t> args;
+  bool operator<(const KernelCall &o) const {
+    return kernel != o.kernel ? kernel < o.kernel : args < o.args;
+  }
+  bool operator==(const KernelCall &o) const {
+    return kernel == o.kernel && args == o.args;
+  }
+};
+std::string kernelKey(const std::string &cpu, const std::string &blasCore,
+                      int threads, int ranks, const KernelCall &call);
 
 /// The cache at `path`: its object, or an empty one.
 nlohmann::json readPeaksCache(const std::string &path);
@@ -61,6 +84,12 @@ std::optional<CachedPeaks> findCachedPeaks(const nlohmann::json &cache,
 /// of `cpu`, if any.
 std::optional<double> findCachedLink(const nlohmann::json &cache,
                                      const std::string &cpu, int ranks);
+
+/// Seconds a call of every kernel call timed on `cpu` with `threads` x
+/// `ranks` (the fastest of the OpenBLAS kernels measured).
+std::map<KernelCall, double> findCachedKernels(const nlohmann::json &cache,
+                                               const std::string &cpu,
+                                               int threads, int ranks);
 
 } // namespace dtrt
 

@@ -29,6 +29,7 @@
 
 #include "dtrt/comm.h"
 #include "dtrt/manifest.h"
+#include "dtrt/peaks_cache.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -68,12 +69,14 @@ struct Verdict {
 /// What one optimizer step of this rank should take, from the compiler's
 /// counts and the measured peaks: each op of the step's entry points (the
 /// manifest's spans) at the roofline, the slower of its FLOPs at `peakFlops`
-/// and its bytes at `memoryBytesPerS`; each collective's ring traffic at
-/// `linkBytesPerS` (none for one rank). Overlap is not credited: this is the
-/// step with every collective exposed.
-PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
-                          double memoryBytesPerS,
-                          std::optional<double> linkBytesPerS);
+/// and its bytes at `memoryBytesPerS`, a kernel call that was timed on its
+/// own sizes at that time (`kernelSeconds`, dtrt/peaks.h); each collective's
+/// ring traffic at `linkBytesPerS` (none for one rank). Overlap is not
+/// credited: this is the step with every collective exposed.
+PredictedStep
+predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
+            double memoryBytesPerS, std::optional<double> linkBytesPerS,
+            const std::map<KernelCall, double> &kernelSeconds = {});
 
 /// The verdict on `steps` steps of the ranks' summed `times` (indexed by
 /// rank), from `rank`'s point of view.

@@ -33,6 +33,11 @@
 
 #include "mlir/IR/Operation.h"
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace mlir::func {
 class FuncOp;
 } // namespace mlir::func
@@ -56,6 +61,17 @@ Cost costOf(mlir::Operation *op);
 
 /// The sum over the ops of `fn`'s body.
 Cost costOf(mlir::func::FuncOp fn);
+
+/// A kernel call whose time depends on its sizes more than a roofline says,
+/// which the prediction times on the machine instead (dtrt/peaks_cache.h):
+/// an f32 matrix product ("matmul": dtk_matmul_f32's batch, M, N, K,
+/// trans_a, trans_b) and attention ("attention", "attention_grad": slices,
+/// T, D, causal), with the arguments the CPU kernels take.
+struct TimedKernel {
+  std::string kernel;
+  std::vector<int64_t> args;
+};
+std::optional<TimedKernel> timedKernel(mlir::Operation *op);
 
 } // namespace dt
 

@@ -7,7 +7,8 @@
 // `dtc --report` predicts an optimizer step of one rank before anything runs,
 // by the cost model the running program's verdict uses (dtrt/roofline.h):
 // every op that is a span of a trace at the roofline of the sgemm peak and
-// the copy bandwidth, every collective's ring traffic at the all-reduce
+// the copy bandwidth (a product or attention that a run timed on its own
+// sizes at that time), every collective's ring traffic at the all-reduce
 // bandwidth, no overlap credited. The rates are what the emitted programs
 // measured on this machine (dtrt/peaks_cache.h) for the threads and ranks a
 // run of this program gets here; until one has run, there is no prediction,
@@ -20,8 +21,12 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dt {
 
@@ -30,6 +35,8 @@ struct MachineRates {
   double peakFlops = 0, memoryBytesPerS = 0;
   /// The all-reduce bus bandwidth; none for one rank, or not measured yet.
   std::optional<double> linkBytesPerS;
+  /// Seconds a call of the kernel calls a run timed (dt::timedKernel).
+  std::map<std::pair<std::string, std::vector<int64_t>>, double> kernelSeconds;
   /// The threads of each of `ranks` ranks on this machine, and the cache.
   int threads = 0, ranks = 0;
   std::string cachePath;
@@ -48,7 +55,9 @@ RatesLookup cachedRates(int ranks);
 /// bandwidth, its communication (seconds).
 struct StepPrediction {
   double compute = 0, comm = 0;
-  int64_t ops = 0, collectives = 0;
+  /// Ops and collectives a step; of the ops, the kernel calls priced at
+  /// their own measured time.
+  int64_t ops = 0, collectives = 0, timedCalls = 0;
 };
 /// Fails with a reason (`why`) for programs the model does not cover yet:
 /// pipelines (the schedule's overlap of stages), and programs compiled
