@@ -61,6 +61,15 @@ public:
     verdictWindow_.assign(ranks, RankTimes{});
     verdictTotal_.assign(ranks, RankTimes{});
     intervalRanks_.assign(ranks, RankTimes{});
+    // A pipeline's stages meet in no collective: each stage's ranks reduce
+    // among themselves, so the verdict looks for stragglers stage by stage.
+    if (s.pipeline && s.comm && m_.pipeline) {
+      const Mesh &mesh = s.comm->mesh();
+      for (size_t a = 0; a < mesh.axisCount(); ++a)
+        if (mesh.axisName(a) == m_.pipeline->axis)
+          for (int r = 0; r < mesh.worldSize(); ++r)
+            verdictGroups_.push_back(mesh.coordinates(r)[a]);
+    }
     // R:MS; a hook for the tests of the verdict, never set by a user.
     if (const char *slow = std::getenv("DT_TEST_SLOW_RANK")) {
       int rank = -1;
@@ -137,6 +146,9 @@ private:
   int64_t verdictSteps_ = 0, verdictFirst_ = 0;
   /// Every rank's times since the last training record (timing.jsonl).
   std::vector<RankTimes> intervalRanks_;
+  /// Which ranks meet in collectives (dtrt/verdict.h): a pipeline rank's
+  /// stage; empty without a pipeline.
+  std::vector<int> verdictGroups_;
   /// timing.jsonl, until a write fails: it is a sink that never stops the
   /// run (a warning, once).
   MetricsLog *timing_ = nullptr;
@@ -621,7 +633,7 @@ void Trainer::printVerdict(const std::vector<RankTimes> &times, int64_t steps,
                            int64_t first) {
   if (s_.comm && s_.comm->rank() != 0)
     return;
-  Verdict v = judge(times, steps, 0, s_.predicted);
+  Verdict v = judge(times, steps, 0, s_.predicted, verdictGroups_);
   std::string line = describe(v, first);
   if (line.empty())
     return;

@@ -68,7 +68,8 @@ PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
 }
 
 Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
-              std::optional<PredictedStep> predicted) {
+              std::optional<PredictedStep> predicted,
+              const std::vector<int> &groups) {
   Verdict v;
   v.steps = steps;
   v.rank = rank;
@@ -83,12 +84,21 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
     return std::max(0.0, t.step - t.input - t.comm - t.bubble);
   };
 
-  // The collective time no rank avoided: the last to arrive waits least.
-  int last = 0;
-  for (size_t r = 1; r < mean.size(); ++r)
-    if (mean[r].comm < mean[size_t(last)].comm)
-      last = int(r);
-  double transfer = mean[size_t(last)].comm;
+  // Ranks meet in the collectives of their group only.
+  auto groupOf = [&](size_t r) {
+    return groups.size() == mean.size() ? groups[r] : 0;
+  };
+  // In each group, the collective time no rank avoided: the last to arrive
+  // waits least.
+  auto lastOf = [&](int group) {
+    int last = -1;
+    for (size_t r = 0; r < mean.size(); ++r)
+      if (groupOf(r) == group &&
+          (last < 0 || mean[r].comm < mean[size_t(last)].comm))
+        last = int(r);
+    return last;
+  };
+  double transfer = mean[size_t(lastOf(groupOf(size_t(rank))))].comm;
   const RankTimes &me = mean[size_t(rank)];
   v.step = me.step;
   v.input = me.input;
@@ -109,20 +119,35 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
                              })
                 ->first;
 
-  if (mean.size() < 2)
-    return v;
-  // How long the others wait for the last rank at the collectives, per step.
-  std::vector<double> inputs, computes;
+  // How long the others of each group wait for its last rank at the
+  // collectives, per step; the group that waits longest names the straggler.
+  int last = -1;
   double waited = 0;
-  for (size_t r = 0; r < mean.size(); ++r) {
-    if (int(r) == last)
+  std::vector<double> inputs, computes;
+  for (size_t g = 0; g < mean.size(); ++g) {
+    int candidate = lastOf(int(g));
+    if (candidate < 0)
       continue;
-    waited += mean[r].comm - transfer;
-    inputs.push_back(mean[r].input);
-    computes.push_back(computeOf(mean[r]));
+    double arrived = mean[size_t(candidate)].comm, wait = 0;
+    std::vector<double> in, comp;
+    for (size_t r = 0; r < mean.size(); ++r)
+      if (groupOf(r) == int(g) && int(r) != candidate) {
+        wait += mean[r].comm - arrived;
+        in.push_back(mean[r].input);
+        comp.push_back(computeOf(mean[r]));
+      }
+    if (in.empty())
+      continue;
+    wait /= double(in.size());
+    if (last < 0 || wait > waited) {
+      last = candidate;
+      waited = wait;
+      inputs = std::move(in);
+      computes = std::move(comp);
+    }
   }
-  waited /= double(mean.size() - 1);
-  if (waited < kStragglerSeconds || waited < kStragglerShare * me.step)
+  if (last < 0 || waited < kStragglerSeconds ||
+      waited < kStragglerShare * me.step)
     return v;
   v.straggler = last;
   v.lateness = waited;

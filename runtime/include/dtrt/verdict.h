@@ -79,9 +79,13 @@ predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
             const std::map<KernelCall, double> &kernelSeconds = {});
 
 /// The verdict on `steps` steps of the ranks' summed `times` (indexed by
-/// rank), from `rank`'s point of view.
+/// rank), from `rank`'s point of view. `groups` (indexed by rank, numbered
+/// from 0; empty: one group) says which ranks meet in collectives: a
+/// pipeline's stages do not (each stage's ranks reduce among themselves), so
+/// the last to arrive and the wait for it are found within each group.
 Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
-              std::optional<PredictedStep> predicted = std::nullopt);
+              std::optional<PredictedStep> predicted = std::nullopt,
+              const std::vector<int> &groups = {});
 
 /// One line: "verdict (steps 1-100): communication-bound: 41 % of rank 0's
 /// 12.3 ms step is communication (predicted 12 %); compute 45 %, ...".

@@ -46,6 +46,25 @@ TEST(VerdictTest, NamesTheRankTheOthersWaitFor) {
       << line;
 }
 
+TEST(VerdictTest, LooksForStragglersWithinEachGroup) {
+  // Two pipeline stages of two data-parallel ranks: ranks 0 and 2 reduce
+  // together, ranks 1 and 3 together. Rank 0 spends least in collectives of
+  // all, but only because its stage's reduction is small; in stage 1, rank 3
+  // computes 8 ms longer and rank 1 waits for it.
+  std::vector<RankTimes> times = {{0.20, 0.0, 0.01, 0.05},
+                                  {0.20, 0.0, 0.10, 0.02},
+                                  {0.20, 0.0, 0.01, 0.05},
+                                  {0.20, 0.0, 0.02, 0.02}};
+  Verdict v = judge(times, 10, 0, std::nullopt, {0, 1, 0, 1});
+  EXPECT_EQ(v.straggler, 3);
+  EXPECT_NEAR(v.lateness, 0.008, 1e-12);
+  // Rank 0's own stage waits for nobody.
+  EXPECT_NEAR(v.comm, 0.001, 1e-12);
+  EXPECT_NEAR(v.stragglerWait, 0.0, 1e-12);
+  // Without the groups, rank 0 would seem the rank all others wait for.
+  EXPECT_EQ(judge(times, 10, 0).straggler, 0);
+}
+
 TEST(VerdictTest, BlamesInputWhenThatIsWhatDiffers) {
   std::vector<RankTimes> times = {{0.10, 0.01, 0.04, 0}, {0.10, 0.04, 0.01, 0}};
   Verdict v = judge(times, 10, 0);
