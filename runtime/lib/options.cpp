@@ -337,14 +337,6 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
   return o;
 }
 
-int availableCpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? int(n) : 1;
-}
-
 static std::string describeData(const std::optional<DataSpec> &d) {
   if (!d)
     return "none";

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
+#include <sched.h>
+#include <unistd.h>
 
 namespace dtrt {
 
@@ -26,6 +28,14 @@ std::string peaksCacheDir() {
   if (const char *h = std::getenv("HOME"); h && *h)
     return std::string(h) + "/.cache/dt";
   return "";
+}
+
+int availableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : 1;
 }
 
 std::string cpuModel() {

@@ -19,29 +19,15 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <sched.h>
-#include <thread>
 
 using namespace mlir;
 
 namespace dt {
 
-namespace {
-
-/// The CPUs this process may run on (its affinity mask), as the runtime
-/// counts them for its default threads.
-int availableCpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-} // namespace
-
 RatesLookup cachedRates(int ranks) {
   RatesLookup out;
-  int threads = std::max(1, availableCpus() / std::max(1, ranks));
+  // The threads a run of `ranks` ranks here gets by default.
+  int threads = std::max(1, dtrt::availableCpus() / std::max(1, ranks));
   std::string dir = dtrt::peaksCacheDir();
   std::string path = dir.empty() ? "" : dir + "/peaks.json";
   std::string cpu = dtrt::cpuModel();

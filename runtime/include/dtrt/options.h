@@ -83,10 +83,6 @@ Expected<Options> parseOptions(int argc, const char *const *argv);
 /// The --help text, with the program's name and the manifest's defaults.
 std::string usageText(const std::string &programName, const Manifest &manifest);
 
-/// The number of CPUs this process may run on (its affinity mask, which
-/// honours taskset, cgroups and Slurm's binding), at least 1.
-int availableCpus();
-
 } // namespace dtrt
 
 #endif // DTRT_OPTIONS_H

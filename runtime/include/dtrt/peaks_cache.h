@@ -40,6 +40,11 @@ namespace dtrt {
 /// The cache's directory ("" when the environment names none).
 std::string peaksCacheDir();
 
+/// The CPUs this process may run on (its affinity mask, which honours
+/// taskset, cgroups and Slurm's binding): what a run's default threads are
+/// divided from, and what dtc --report assumes a run here gets.
+int availableCpus();
+
 /// /proc/cpuinfo's model name ("unknown CPU" without one).
 std::string cpuModel();
 
