@@ -1,58 +1,73 @@
-/*===- conv2d.c - 2-D convolution and its gradients, as GEMMs -------------===*
+/*===- conv2d.c - 2-D convolution and its gradients -----------------------===*
  *
  * dt.conv2d and its two gradients, NCHW, with strides, zero padding,
- * dilation and groups, each as one matrix product per group over a chunk of
- * samples:
+ * dilation and groups, as register-tiled products that never unroll a
+ * batch's windows through memory.
  *
- *   forward        Y_g [og, L]  = W_g [og, K] x cols [K, L]
- *   input grad     dcols [K, L] = W_g^T [K, og] x dY_g [og, L], then col2im
- *   weight grad    dW_g [og, K] += dY_g [og, L] x cols^T [L, K]
+ * A convolution is a product Y_g [og, P] = W_g [og, K] x cols [K, P] per
+ * sample and group, K = (c / groups) kh kw a window's size and P = oh ow the
+ * output positions; row (ci, u, t) of cols holds input channel ci shifted by
+ * the tap (u, t). With stride 1 that row is the zero-padded input plane
+ * itself, read from an offset: computing the outputs over the padded width
+ * ("wide" rows, a few columns of each thrown away), cols is a set of views
+ * into one padded copy of the input, never written (the direct path). Other
+ * strides unroll each sample's windows into a small buffer that stays in
+ * cache (the unrolled path), a chunk of positions at a time.
  *
- * where K = (c / groups) kh kw is a window's size, L = samples x oh ow the
- * output positions of the chunk, and cols the chunk's windows unrolled
- * (im2col). One wide product per chunk keeps BLAS efficient on small images,
- * where a product per sample would be a sliver. Chunks hold at most about
- * kChunkFloats window values, so the scratch stays bounded for large images.
- * The unrolling, rolling back and the transposes between [n, o, p] and
- * [o, n p] run on the kernels' thread pool, each output element written by
- * one thread in a fixed order: every run gives the same bits.
+ *   forward        Y_g [og, P]   = W_g [og, K] x cols [K, P]
+ *   input grad     stride 1: a forward convolution of dY with the weights
+ *                  flipped and their channels swapped ("full" padding);
+ *                  otherwise dcols [K, P] = W_g^T x dY_g, added back (col2im)
+ *   weight grad    dW_g [og, K] = sum over samples of dY_g [og, P] x cols^T
+ *
+ * The forward products keep an MR x 2-vector tile of Y in registers; the
+ * weight gradient keeps an MO x MK tile of dW as vectors over positions and
+ * sums their lanes once per chunk of samples. Samples (with their groups)
+ * are the forward passes' parallel tasks and tiles of dW the weight
+ * gradient's, each output element computed by one thread in an order fixed
+ * by the shapes alone: every run, at any thread count, gives the same bits.
  *
  *===----------------------------------------------------------------------===*/
 
 #include "dtk/kernels.h"
 
-#include "blas.h"
-
 #include <stdlib.h>
 #include <string.h>
 
-enum { kChunkFloats = 1 << 23 };
+#if defined(__AVX512F__)
+#define VW 16 /* floats in a vector */
+enum { MR = 8, MO = 4, MK = 4 };
+#else
+#define VW 8
+enum { MR = 4, MO = 2, MK = 4 };
+#endif
+enum { NR = 2 * VW }; /* output columns of a forward tile */
 
-struct conv {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
-  int64_t cg, og, k, p; /* channels per group in and out, window, positions */
+/* Scratch budgets, in floats: the weight gradient's staged chunk of samples,
+ * one forward task's unrolled windows, one weight-gradient pass over samples
+ * (kept in L2) and its accumulators. */
+enum {
+  kChunkFloats = 1 << 23,
+  kColsFloats = 1 << 15,
+  kBlockFloats = 1 << 16,
+  kAccFloats = 1 << 16
 };
 
-static struct conv make_conv(int64_t n, int64_t c, int64_t h, int64_t w,
-                             int64_t o, int64_t kh, int64_t kw, int64_t oh,
-                             int64_t ow, int64_t sh, int64_t sw, int64_t ph,
-                             int64_t pw, int64_t dh, int64_t dw,
-                             int64_t groups) {
-  struct conv v = {n,  c,  h,  w,  o,  kh, kw,     oh, ow, sh,
-                   sw, ph, pw, dh, dw, groups, 0,  0,  0,  0};
-  v.cg = c / groups;
-  v.og = o / groups;
-  v.k = v.cg * kh * kw;
-  v.p = oh * ow;
+typedef float vf __attribute__((vector_size(VW * sizeof(float))));
+
+static inline vf load(const float *p) {
+  vf v;
+  memcpy(&v, p, sizeof v);
   return v;
 }
 
-/* Samples per chunk: as many as keep the chunk's windows under the bound. */
-static int64_t chunk_of(const struct conv *v) {
-  int64_t per = v->k * v->p > 0 ? v->k * v->p : 1;
-  int64_t chunk = kChunkFloats / per;
-  return chunk < 1 ? 1 : chunk > v->n ? v->n : chunk;
+static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+static inline int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
 }
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static float *scratch(int64_t floats, const char *what) {
   float *p = malloc((size_t)(floats > 0 ? floats : 1) * sizeof(float));
@@ -61,10 +76,79 @@ static float *scratch(int64_t floats, const char *what) {
   return p;
 }
 
-/* The output columns [*j0, *j1) of a window tap whose input column is
- * j * sw + off: those that land inside the image (the others read padding). */
-static void tap_columns(const struct conv *v, int64_t off, int64_t *j0,
+static int64_t *offsets(int64_t count) {
+  int64_t *p = malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
+  if (!p)
+    dtk_fail("out of memory for a convolution's offsets");
+  return p;
+}
+
+/* Offsets of `count` rows `stride` apart. */
+static int64_t *row_offsets(int64_t count, int64_t stride) {
+  int64_t *p = offsets(count);
+  for (int64_t r = 0; r < count; ++r)
+    p[r] = r * stride;
+  return p;
+}
+
+struct conv {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
+  int64_t cg, og, k, p;  /* channels per group in and out, window, positions */
+  int64_t hp, wp, plane; /* padded input height, width and plane (direct) */
+  int64_t q, qr;         /* wide positions, and rounded up to a tile */
+};
+
+static struct conv make_conv(int64_t n, int64_t c, int64_t h, int64_t w,
+                             int64_t o, int64_t kh, int64_t kw, int64_t oh,
+                             int64_t ow, int64_t sh, int64_t sw, int64_t ph,
+                             int64_t pw, int64_t dh, int64_t dw,
+                             int64_t groups) {
+  struct conv v = {n,  c,  h,      w, o, kh, kw, oh, ow, sh, sw, ph, pw,
+                   dh, dw, groups, 0, 0, 0,  0,  0,  0,  0,  0,  0};
+  v.cg = c / groups;
+  v.og = o / groups;
+  v.k = v.cg * kh * kw;
+  v.p = oh * ow;
+  v.hp = h + 2 * ph;
+  v.wp = w + 2 * pw;
+  v.plane = v.hp * v.wp;
+  /* Output (i, j) sits at i wp + j of the wide rows. */
+  v.q = oh > 0 && ow > 0 ? (oh - 1) * v.wp + ow : 0;
+  v.qr = round_up(v.q, NR);
+  return v;
+}
+
+/* Stride 1: every tap of a window is the padded plane shifted. */
+static int is_direct(const struct conv *v) { return v->sh == 1 && v->sw == 1; }
+
+/* The offset of tap row r = (ci, u, t) in padded planes `stride` apart. */
+static void direct_offsets(const struct conv *v, int64_t stride, int64_t *off) {
+  for (int64_t r = 0; r < v->k; ++r) {
+    int64_t ci = r / (v->kh * v->kw), u = r / v->kw % v->kh, t = r % v->kw;
+    off[r] = ci * stride + u * v->dh * v->wp + t * v->dw;
+  }
+}
+
+/* Copies channel ci of sample s into a zero-padded plane at dst. */
+static void pad_plane(const struct conv *v, const float *x, int64_t s,
+                      int64_t ci, float *dst) {
+  const float *src = x + (s * v->c + ci) * v->h * v->w;
+  memset(dst, 0, (size_t)(v->ph * v->wp) * sizeof(float));
+  float *row = dst + v->ph * v->wp;
+  for (int64_t y = 0; y < v->h; ++y, row += v->wp) {
+    memset(row, 0, (size_t)v->pw * sizeof(float));
+    memcpy(row + v->pw, src + y * v->w, (size_t)v->w * sizeof(float));
+    memset(row + v->pw + v->w, 0,
+           (size_t)(v->wp - v->pw - v->w) * sizeof(float));
+  }
+  memset(row, 0, (size_t)((v->hp - v->ph - v->h) * v->wp) * sizeof(float));
+}
+
+/* The output columns [*j0, *j1) of tap column t whose input column lies
+ * inside the image (the others read padding). */
+static void tap_columns(const struct conv *v, int64_t t, int64_t *j0,
                         int64_t *j1) {
+  int64_t off = t * v->dw - v->pw;
   int64_t lo = off >= 0 ? 0 : (-off + v->sw - 1) / v->sw;
   int64_t hi = v->w - 1 - off < 0 ? 0 : (v->w - 1 - off) / v->sw + 1;
   if (hi > v->ow)
@@ -73,124 +157,205 @@ static void tap_columns(const struct conv *v, int64_t off, int64_t *j0,
   *j1 = hi;
 }
 
-/* im2col: rows [begin, end) of cols [k, samples p] for group g. A row is one
- * tap (channel, u, t) of every window; its valid columns are one run, copied
- * whole for stride 1, between runs of zeros for the padding. */
-struct unroll_args {
-  const struct conv *v;
-  const float *x;
-  float *cols;
-  int64_t first, samples, g;
-};
+/* Calls visit(ctx, q, at, count) for each run of positions [q, q + count)
+ * within [q0, end) that row r = (ci, u, t) of the unrolled windows takes
+ * from the image, reading its plane from index `at` on, every sw columns
+ * (one run per output row at most); the positions between runs read
+ * padding. */
+typedef void (*run_visit)(void *ctx, int64_t q, int64_t at, int64_t count);
 
-static void unroll_rows(void *ctx, int64_t begin, int64_t end) {
-  const struct unroll_args *a = ctx;
-  const struct conv *v = a->v;
-  int64_t width = a->samples * v->p;
-  for (int64_t r = begin; r < end; ++r) {
-    int64_t ci = r / (v->kh * v->kw), u = r / v->kw % v->kh, t = r % v->kw;
-    int64_t off = t * v->dw - v->pw, j0, j1;
-    tap_columns(v, off, &j0, &j1);
-    float *row = a->cols + r * width;
-    for (int64_t s = 0; s < a->samples; ++s) {
-      const float *plane =
-          a->x + ((a->first + s) * v->c + a->g * v->cg + ci) * v->h * v->w;
-      for (int64_t i = 0; i < v->oh; ++i) {
-        int64_t y = i * v->sh - v->ph + u * v->dh;
-        float *out = row + s * v->p + i * v->ow;
-        if (y < 0 || y >= v->h) {
-          memset(out, 0, (size_t)v->ow * sizeof(float));
-          continue;
-        }
-        const float *in = plane + y * v->w;
-        memset(out, 0, (size_t)j0 * sizeof(float));
-        if (v->sw == 1)
-          memcpy(out + j0, in + j0 + off, (size_t)(j1 - j0) * sizeof(float));
-        else
-          for (int64_t j = j0; j < j1; ++j)
-            out[j] = in[j * v->sw + off];
-        memset(out + j1, 0, (size_t)(v->ow - j1) * sizeof(float));
-      }
-    }
+static void for_each_run(const struct conv *v, int64_t r, int64_t q0,
+                         int64_t end, run_visit visit, void *ctx) {
+  int64_t u = r / v->kw % v->kh, t = r % v->kw, j0, j1;
+  tap_columns(v, t, &j0, &j1);
+  for (int64_t i = q0 / v->ow; i * v->ow < end; ++i) {
+    int64_t y = i * v->sh - v->ph + u * v->dh;
+    if (y < 0 || y >= v->h)
+      continue;
+    int64_t lo = i * v->ow + j0, hi = i * v->ow + j1;
+    lo = lo < q0 ? q0 : lo;
+    hi = hi > end ? end : hi;
+    if (lo < hi)
+      visit(ctx, lo, y * v->w + (lo - i * v->ow) * v->sw + t * v->dw - v->pw,
+            hi - lo);
   }
 }
 
-static void unroll(const struct conv *v, const float *x, float *cols,
-                   int64_t first, int64_t samples, int64_t g) {
-  struct unroll_args a = {v, x, cols, first, samples, g};
-  dtk_parallel_for(v->k, 1, unroll_rows, &a);
-}
-
-/* col2im: adds dcols back into the input planes [begin, end) of the chunk
- * (plane = sample x channel of the group), each plane by one thread, taps
- * in a fixed order. */
-struct roll_args {
-  const struct conv *v;
-  const float *cols;
-  float *dx;
-  int64_t first, samples, g;
-};
-
-static void roll_planes(void *ctx, int64_t begin, int64_t end) {
-  const struct roll_args *a = ctx;
-  const struct conv *v = a->v;
-  int64_t width = a->samples * v->p;
-  for (int64_t q = begin; q < end; ++q) {
-    int64_t s = q / v->cg, ci = q % v->cg;
-    float *plane =
-        a->dx + ((a->first + s) * v->c + a->g * v->cg + ci) * v->h * v->w;
-    for (int64_t u = 0; u < v->kh; ++u)
-      for (int64_t t = 0; t < v->kw; ++t) {
-        int64_t off = t * v->dw - v->pw, j0, j1;
-        tap_columns(v, off, &j0, &j1);
-        const float *row =
-            a->cols + ((ci * v->kh + u) * v->kw + t) * width + s * v->p;
-        for (int64_t i = 0; i < v->oh; ++i) {
-          int64_t y = i * v->sh - v->ph + u * v->dh;
-          if (y < 0 || y >= v->h)
-            continue;
-          float *in = plane + y * v->w;
-          const float *g = row + i * v->ow;
-          if (v->sw == 1)
-            for (int64_t j = j0; j < j1; ++j)
-              in[j + off] += g[j];
-          else
-            for (int64_t j = j0; j < j1; ++j)
-              in[j * v->sw + off] += g[j];
-        }
-      }
-  }
-}
-
-/* Between the layouts [n, o, p] (tensors) and [og, samples p] (products) of
- * group g: rows [begin, end) of the (sample, channel) pairs. */
-struct move_args {
-  const struct conv *v;
+/* Between a row of unrolled windows (indexed by position) and its image
+ * plane, one the source and the other the destination. */
+struct run_rows {
   const float *src;
   float *dst;
-  int64_t first, samples, g;
-  int to_matrix;
+  int64_t sw;
 };
 
-static void move_rows(void *ctx, int64_t begin, int64_t end) {
-  const struct move_args *a = ctx;
-  const struct conv *v = a->v;
-  int64_t width = a->samples * v->p;
-  for (int64_t q = begin; q < end; ++q) {
-    int64_t s = q / v->og, oc = q % v->og;
-    int64_t tensor = ((a->first + s) * v->o + a->g * v->og + oc) * v->p,
-            matrix = oc * width + s * v->p;
-    memcpy(a->dst + (a->to_matrix ? matrix : tensor),
-           a->src + (a->to_matrix ? tensor : matrix),
-           (size_t)v->p * sizeof(float));
+/* Plane to row. */
+static void copy_run(void *ctx, int64_t q, int64_t at, int64_t count) {
+  const struct run_rows *a = ctx;
+  if (a->sw == 1)
+    memcpy(a->dst + q, a->src + at, (size_t)count * sizeof(float));
+  else
+    for (int64_t j = 0; j < count; ++j)
+      a->dst[q + j] = a->src[at + j * a->sw];
+}
+
+/* Row added into plane. */
+static void add_run(void *ctx, int64_t q, int64_t at, int64_t count) {
+  const struct run_rows *a = ctx;
+  for (int64_t j = 0; j < count; ++j)
+    a->dst[at + j * a->sw] += a->src[q + j];
+}
+
+/* Unrolled windows of group g of sample s for positions [q0, q0 + width)
+ * into rows `ld` apart: row (ci, u, t), column q - q0. Positions past the
+ * last one are zero. */
+static void unroll(const struct conv *v, const float *x, int64_t s, int64_t g,
+                   int64_t q0, int64_t width, float *cols, int64_t ld) {
+  for (int64_t r = 0; r < v->k; ++r) {
+    int64_t ci = r / (v->kh * v->kw);
+    struct run_rows a = {x + (s * v->c + g * v->cg + ci) * v->h * v->w,
+                         cols + r * ld - q0, v->sw};
+    memset(cols + r * ld, 0, (size_t)width * sizeof(float));
+    for_each_run(v, r, q0, min64(q0 + width, v->p), copy_run, &a);
   }
 }
 
-static void move(const struct conv *v, const float *src, float *dst,
-                 int64_t first, int64_t samples, int64_t g, int to_matrix) {
-  struct move_args a = {v, src, dst, first, samples, g, to_matrix};
-  int64_t grain = v->p >= 4096 ? 1 : 4096 / (v->p > 0 ? v->p : 1);
-  dtk_parallel_for(samples * v->og, grain, move_rows, &a);
+/* col2im: adds dcols (rows `width` apart, positions [q0, q0 + width)) into
+ * the input gradient planes of group g of sample s. */
+static void roll(const struct conv *v, const float *cols, int64_t s, int64_t g,
+                 int64_t q0, int64_t width, float *dx) {
+  for (int64_t r = 0; r < v->k; ++r) {
+    int64_t ci = r / (v->kh * v->kw);
+    struct run_rows a = {cols + r * width - q0,
+                         dx + (s * v->c + g * v->cg + ci) * v->h * v->w, v->sw};
+    for_each_run(v, r, q0, min64(q0 + width, v->p), add_run, &a);
+  }
+}
+
+/* The forward tile: C[i][0, NR) = sum over k of A[k][i] B[off[k] + 0 .. NR)
+ * for rows i < mr of an A packed as [kn][MR]. */
+static void tile(int64_t kn, const float *a, const float *b, const int64_t *off,
+                 float *c, int64_t ldc, int64_t mr) {
+  vf acc[MR][2];
+  for (int i = 0; i < MR; ++i)
+    acc[i][0] = acc[i][1] = (vf){0};
+  for (int64_t k = 0; k < kn; ++k) {
+    const float *bk = b + off[k];
+    vf b0 = load(bk), b1 = load(bk + VW);
+    const float *ak = a + k * MR;
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] += ak[i] * b0;
+      acc[i][1] += ak[i] * b1;
+    }
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    store(c + i * ldc, acc[i][0]);
+    store(c + i * ldc + VW, acc[i][1]);
+  }
+}
+
+/* C [rows, width] = A x B-view for columns [0, width) (a multiple of NR),
+ * A packed by pack_rows. */
+static void product(int64_t rows, int64_t kn, const float *apack,
+                    const float *b, const int64_t *off, float *c,
+                    int64_t width) {
+  for (int64_t q = 0; q < width; q += NR)
+    for (int64_t r0 = 0; r0 < rows; r0 += MR)
+      tile(kn, apack + r0 * kn, b + q, off, c + r0 * width + q, width,
+           min64(MR, rows - r0));
+}
+
+/* Packs A [rows, kn] (element (i, k) at a[i * rs + k * ks]) as blocks of MR
+ * rows, [block][k][MR], zero past the last row. */
+static void pack_rows(const float *a, int64_t rows, int64_t kn, int64_t rs,
+                      int64_t ks, float *dst) {
+  for (int64_t r0 = 0; r0 < rows; r0 += MR)
+    for (int64_t k = 0; k < kn; ++k)
+      for (int64_t i = 0; i < MR; ++i)
+        *dst++ = r0 + i < rows ? a[(r0 + i) * rs + k * ks] : 0.0f;
+}
+
+/*===--- forward ----------------------------------------------------------===*/
+
+struct forward_args {
+  const struct conv *v;
+  const float *x, *apack; /* apack: per group, og rows of K packed */
+  float *y;
+};
+
+static void forward_direct(void *ctx, int64_t begin, int64_t end) {
+  const struct forward_args *a = ctx;
+  const struct conv *v = a->v;
+  float *padded =
+      scratch(v->cg * v->plane + NR, "out of memory for a convolution's input");
+  float *wide =
+      scratch(v->og * v->qr, "out of memory for a convolution's output");
+  int64_t *off = offsets(v->k);
+  direct_offsets(v, v->plane, off);
+  memset(padded + v->cg * v->plane, 0, NR * sizeof(float));
+  int64_t packed = round_up(v->og, MR) * v->k;
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t s = task / v->groups, g = task % v->groups;
+    for (int64_t ci = 0; ci < v->cg; ++ci)
+      pad_plane(v, a->x, s, g * v->cg + ci, padded + ci * v->plane);
+    product(v->og, v->k, a->apack + g * packed, padded, off, wide, v->qr);
+    for (int64_t oc = 0; oc < v->og; ++oc) {
+      float *out = a->y + (s * v->o + g * v->og + oc) * v->p;
+      for (int64_t i = 0; i < v->oh; ++i)
+        memcpy(out + i * v->ow, wide + oc * v->qr + i * v->wp,
+               (size_t)v->ow * sizeof(float));
+    }
+  }
+  free(off);
+  free(wide);
+  free(padded);
+}
+
+/* Positions per unrolled chunk: a multiple of NR, its windows in budget. */
+static int64_t cols_width(const struct conv *v) {
+  int64_t width = kColsFloats / (v->k > 0 ? v->k : 1) / NR * NR;
+  if (width < NR)
+    width = NR;
+  return min64(width, round_up(v->p, NR));
+}
+
+static void forward_unrolled(void *ctx, int64_t begin, int64_t end) {
+  const struct forward_args *a = ctx;
+  const struct conv *v = a->v;
+  int64_t width = cols_width(v);
+  float *cols =
+      scratch(v->k * width + NR, "out of memory for a convolution's windows");
+  float *out =
+      scratch(v->og * width, "out of memory for a convolution's output");
+  int64_t *off = row_offsets(v->k, width);
+  int64_t packed = round_up(v->og, MR) * v->k;
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t s = task / v->groups, g = task % v->groups;
+    for (int64_t q0 = 0; q0 < v->p; q0 += width) {
+      unroll(v, a->x, s, g, q0, width, cols, width);
+      product(v->og, v->k, a->apack + g * packed, cols, off, out, width);
+      int64_t count = min64(width, v->p - q0);
+      for (int64_t oc = 0; oc < v->og; ++oc)
+        memcpy(a->y + (s * v->o + g * v->og + oc) * v->p + q0, out + oc * width,
+               (size_t)count * sizeof(float));
+    }
+  }
+  free(off);
+  free(out);
+  free(cols);
+}
+
+static void forward(const struct conv *v, const float *x, const float *w,
+                    float *y) {
+  int64_t packed = round_up(v->og, MR) * v->k;
+  float *apack =
+      scratch(v->groups * packed, "out of memory for a convolution's weights");
+  for (int64_t g = 0; g < v->groups; ++g)
+    pack_rows(w + g * v->og * v->k, v->og, v->k, v->k, 1, apack + g * packed);
+  struct forward_args a = {v, x, apack, y};
+  dtk_parallel_for(v->n * v->groups, 1,
+                   is_direct(v) ? forward_direct : forward_unrolled, &a);
+  free(apack);
 }
 
 void dtk_conv2d_f32(const float *x, const float *w, float *y, int64_t n,
@@ -200,23 +365,47 @@ void dtk_conv2d_f32(const float *x, const float *w, float *y, int64_t n,
                     int64_t groups) {
   struct conv v =
       make_conv(n, c, h, wd, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups);
-  int64_t chunk = chunk_of(&v);
-  float *cols = scratch(v.k * chunk * v.p, "out of memory for a convolution's windows");
-  float *out = scratch(v.og * chunk * v.p, "out of memory for a convolution's output");
-  for (int64_t first = 0; first < n; first += chunk) {
-    int64_t samples = n - first < chunk ? n - first : chunk;
-    blasint m = dtk_blas_size(v.og, "conv2d"),
-            l = dtk_blas_size(samples * v.p, "conv2d"),
-            k = dtk_blas_size(v.k, "conv2d");
-    for (int64_t g = 0; g < groups; ++g) {
-      unroll(&v, x, cols, first, samples, g);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, l, k, 1.0f,
-                  w + g * v.og * v.k, k, cols, l, 0.0f, out, l);
-      move(&v, out, y, first, samples, g, 0);
+  forward(&v, x, w, y);
+}
+
+/*===--- input gradient ---------------------------------------------------===*/
+
+struct input_grad_args {
+  const struct conv *v;
+  const float *dy, *apack; /* apack: per group, K rows of og packed (W^T) */
+  float *dx;
+};
+
+static void input_grad_unrolled(void *ctx, int64_t begin, int64_t end) {
+  const struct input_grad_args *a = ctx;
+  const struct conv *v = a->v;
+  int64_t width = cols_width(v);
+  float *grad =
+      scratch(v->og * width + NR, "out of memory for a convolution's gradient");
+  float *cols =
+      scratch(v->k * width, "out of memory for a convolution's windows");
+  int64_t *off = row_offsets(v->og, width);
+  int64_t packed = round_up(v->k, MR) * v->og;
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t s = task / v->groups, g = task % v->groups;
+    for (int64_t ci = 0; ci < v->cg; ++ci)
+      memset(a->dx + (s * v->c + g * v->cg + ci) * v->h * v->w, 0,
+             (size_t)(v->h * v->w) * sizeof(float));
+    for (int64_t q0 = 0; q0 < v->p; q0 += width) {
+      int64_t count = min64(width, v->p - q0);
+      for (int64_t oc = 0; oc < v->og; ++oc) {
+        float *row = grad + oc * width;
+        memcpy(row, a->dy + (s * v->o + g * v->og + oc) * v->p + q0,
+               (size_t)count * sizeof(float));
+        memset(row + count, 0, (size_t)(width - count) * sizeof(float));
+      }
+      product(v->k, v->og, a->apack + g * packed, grad, off, cols, width);
+      roll(v, cols, s, g, q0, width, a->dx);
     }
   }
-  free(out);
+  free(off);
   free(cols);
+  free(grad);
 }
 
 void dtk_conv2d_input_grad_f32(const float *dy, const float *w, float *dx,
@@ -227,25 +416,143 @@ void dtk_conv2d_input_grad_f32(const float *dy, const float *w, float *dx,
                                int64_t groups) {
   struct conv v =
       make_conv(n, c, h, wd, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups);
-  int64_t chunk = chunk_of(&v);
-  float *cols = scratch(v.k * chunk * v.p, "out of memory for a convolution's windows");
-  float *grad = scratch(v.og * chunk * v.p, "out of memory for a convolution's gradient");
-  memset(dx, 0, (size_t)(n * c * h * wd) * sizeof(float));
-  for (int64_t first = 0; first < n; first += chunk) {
-    int64_t samples = n - first < chunk ? n - first : chunk;
-    blasint m = dtk_blas_size(v.og, "conv2d_input_grad"),
-            l = dtk_blas_size(samples * v.p, "conv2d_input_grad"),
-            k = dtk_blas_size(v.k, "conv2d_input_grad");
-    for (int64_t g = 0; g < groups; ++g) {
-      move(&v, dy, grad, first, samples, g, 1);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, l, m, 1.0f,
-                  w + g * v.og * v.k, k, grad, l, 0.0f, cols, l);
-      struct roll_args a = {&v, cols, dx, first, samples, g};
-      dtk_parallel_for(samples * v.cg, 1, roll_planes, &a);
+  int64_t fh = dh * (kh - 1) - ph, fw = dw * (kw - 1) - pw;
+  if (is_direct(&v) && fh >= 0 && fw >= 0) {
+    /* dx is dy convolved with the flipped weights, input and output channels
+     * swapped within each group, under the padding that makes it "full". */
+    struct conv t =
+        make_conv(n, o, oh, ow, c, kh, kw, h, wd, 1, 1, fh, fw, dh, dw, groups);
+    float *flipped =
+        scratch(c * t.k, "out of memory for a convolution's weights");
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t ci = 0; ci < v.cg; ++ci)
+        for (int64_t oc = 0; oc < v.og; ++oc)
+          for (int64_t u = 0; u < kh; ++u)
+            for (int64_t s = 0; s < kw; ++s)
+              flipped[(((g * v.cg + ci) * v.og + oc) * kh + u) * kw + s] =
+                  w[(((g * v.og + oc) * v.cg + ci) * kh + (kh - 1 - u)) * kw +
+                    (kw - 1 - s)];
+    forward(&t, dy, flipped, dx);
+    free(flipped);
+    return;
+  }
+  int64_t packed = round_up(v.k, MR) * v.og;
+  float *apack =
+      scratch(groups * packed, "out of memory for a convolution's weights");
+  for (int64_t g = 0; g < groups; ++g)
+    pack_rows(w + g * v.og * v.k, v.k, v.og, 1, v.k, apack + g * packed);
+  struct input_grad_args a = {&v, dy, apack, dx};
+  dtk_parallel_for(n * groups, 1, input_grad_unrolled, &a);
+  free(apack);
+}
+
+/*===--- weight gradient --------------------------------------------------===*/
+
+/* A chunk of samples staged for the weight gradient as rows over positions,
+ * the chunk's samples one after another (`per` positions each) in every
+ * row: the output gradient, a row per output channel, zero at positions
+ * that are not outputs, so those lanes add nothing; and the input, a padded
+ * plane per channel (direct) or a row of unrolled windows per tap. A tile of
+ * dW is then a sum of products of whole rows. */
+struct staged {
+  const struct conv *v;
+  const float *x, *dy;
+  float *grad, *in;
+  int64_t first, samples, per, len; /* len: floats per row */
+};
+
+static void stage_samples(void *ctx, int64_t begin, int64_t end) {
+  const struct staged *a = ctx;
+  const struct conv *v = a->v;
+  for (int64_t s = begin; s < end; ++s) {
+    int64_t sample = a->first + s;
+    for (int64_t oc = 0; oc < v->o; ++oc) {
+      const float *src = a->dy + (sample * v->o + oc) * v->p;
+      float *row = a->grad + oc * a->len + s * a->per;
+      if (is_direct(v)) {
+        memset(row, 0, (size_t)a->per * sizeof(float));
+        for (int64_t i = 0; i < v->oh; ++i)
+          memcpy(row + i * v->wp, src + i * v->ow,
+                 (size_t)v->ow * sizeof(float));
+      } else {
+        memcpy(row, src, (size_t)v->p * sizeof(float));
+      }
+    }
+    if (is_direct(v))
+      for (int64_t ci = 0; ci < v->c; ++ci)
+        pad_plane(v, a->x, sample, ci, a->in + ci * a->len + s * a->per);
+    else
+      for (int64_t g = 0; g < v->groups; ++g)
+        unroll(v, a->x, sample, g, 0, v->p,
+               a->in + g * v->k * a->len + s * a->per, a->len);
+  }
+}
+
+/* Tiles of dW: group, block of MO output channels, block of MK taps. */
+struct weight_grad_args {
+  const struct staged *st;
+  const int64_t *off; /* tap r's row (and shift) in a group's staged input */
+  float *dw;
+  int64_t block, oblocks, kblocks; /* block: positions per pass */
+};
+
+static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
+  const struct weight_grad_args *a = ctx;
+  const struct staged *st = a->st;
+  const struct conv *v = st->v;
+  int64_t batch = kAccFloats / (MO * MK * VW);
+  vf *accs = aligned_alloc(sizeof(vf), (size_t)batch * MO * MK * sizeof(vf));
+  if (!accs)
+    dtk_fail("out of memory for a convolution's weight gradient");
+  int64_t in_group = (is_direct(v) ? v->cg : v->k) * st->len;
+  int64_t total = round_up(st->samples * st->per, VW);
+  for (int64_t t0 = begin; t0 < end; t0 += batch) {
+    int64_t t1 = min64(end, t0 + batch);
+    memset(accs, 0, (size_t)(t1 - t0) * MO * MK * sizeof(vf));
+    /* Pass over the positions a block at a time, every tile of the batch
+     * over each block while it is in cache. */
+    for (int64_t q0 = 0; q0 < total; q0 += a->block) {
+      int64_t q1 = min64(total, q0 + a->block);
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t g = t / (a->oblocks * a->kblocks),
+                ob = t / a->kblocks % a->oblocks, kb = t % a->kblocks;
+        const float *grow[MO], *irow[MK];
+        for (int i = 0; i < MO; ++i)
+          grow[i] =
+              st->grad + (g * v->og + min64(ob * MO + i, v->og - 1)) * st->len;
+        for (int j = 0; j < MK; ++j)
+          irow[j] =
+              st->in + g * in_group + a->off[min64(kb * MK + j, v->k - 1)];
+        vf acc[MO][MK];
+        memcpy(acc, accs + (t - t0) * MO * MK, sizeof acc);
+        for (int64_t q = q0; q < q1; q += VW) {
+          vf gv[MO];
+          for (int i = 0; i < MO; ++i)
+            gv[i] = load(grow[i] + q);
+          for (int j = 0; j < MK; ++j) {
+            vf iv = load(irow[j] + q);
+            for (int i = 0; i < MO; ++i)
+              acc[i][j] += gv[i] * iv;
+          }
+        }
+        memcpy(accs + (t - t0) * MO * MK, acc, sizeof acc);
+      }
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t g = t / (a->oblocks * a->kblocks),
+              ob = t / a->kblocks % a->oblocks, kb = t % a->kblocks;
+      const vf *acc = accs + (t - t0) * MO * MK;
+      for (int64_t i = 0; i < MO && ob * MO + i < v->og; ++i)
+        for (int64_t j = 0; j < MK && kb * MK + j < v->k; ++j) {
+          vf lanes = acc[i * MK + j];
+          float sum = 0.0f;
+          for (int l = 0; l < VW; ++l)
+            sum += lanes[l];
+          a->dw[(g * v->og + ob * MO + i) * v->k + kb * MK + j] += sum;
+        }
     }
   }
-  free(grad);
-  free(cols);
+  free(accs);
 }
 
 void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
@@ -256,22 +563,47 @@ void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
                                 int64_t groups) {
   struct conv v =
       make_conv(n, c, h, wd, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups);
-  int64_t chunk = chunk_of(&v);
-  float *cols = scratch(v.k * chunk * v.p, "out of memory for a convolution's windows");
-  float *grad = scratch(v.og * chunk * v.p, "out of memory for a convolution's gradient");
   memset(dw_out, 0, (size_t)(o * v.k) * sizeof(float));
+  if (n == 0 || v.p == 0)
+    return;
+  /* Positions per sample, and input rows: with stride 1 a sample's place in
+   * a row is its padded plane, its outputs at their wide positions. */
+  int64_t per = is_direct(&v) ? v.plane : v.p;
+  int64_t in_rows = is_direct(&v) ? c : c * kh * kw;
+  int64_t chunk = kChunkFloats / ((o + in_rows) * per);
+  chunk = chunk < 1 ? 1 : chunk > n ? n : chunk;
+  struct staged st = {&v, x, dy, NULL, NULL, 0, 0, per, 0};
+  st.len = round_up(chunk * per, VW);
+  /* A direct tap reads its row shifted by up to a plane: the rows after the
+   * last one's end are zero. */
+  int64_t in_floats = in_rows * st.len + (is_direct(&v) ? v.plane + VW : 0);
+  st.grad = scratch(o * st.len, "out of memory for a convolution's gradient");
+  st.in = scratch(in_floats, "out of memory for a convolution's windows");
+  int64_t *off = row_offsets(v.k, st.len);
+  if (is_direct(&v))
+    direct_offsets(&v, st.len, off);
+  struct weight_grad_args a = {&st, off, dw_out, 0, 0, 0};
+  a.block = kBlockFloats / (o + in_rows) / VW * VW;
+  a.block = a.block < VW ? VW : a.block;
+  a.oblocks = round_up(v.og, MO) / MO;
+  a.kblocks = round_up(v.k, MK) / MK;
   for (int64_t first = 0; first < n; first += chunk) {
-    int64_t samples = n - first < chunk ? n - first : chunk;
-    blasint m = dtk_blas_size(v.og, "conv2d_weight_grad"),
-            l = dtk_blas_size(samples * v.p, "conv2d_weight_grad"),
-            k = dtk_blas_size(v.k, "conv2d_weight_grad");
-    for (int64_t g = 0; g < groups; ++g) {
-      unroll(&v, x, cols, first, samples, g);
-      move(&v, dy, grad, first, samples, g, 1);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, l, 1.0f, grad,
-                  l, cols, l, 1.0f, dw_out + g * v.og * v.k, k);
-    }
+    st.first = first;
+    st.samples = min64(chunk, n - first);
+    /* Zero what no sample writes: the rows' ends, and the slack. */
+    int64_t used = st.samples * per;
+    for (int64_t r = 0; r < o; ++r)
+      memset(st.grad + r * st.len + used, 0,
+             (size_t)(st.len - used) * sizeof(float));
+    for (int64_t r = 0; r < in_rows; ++r)
+      memset(st.in + r * st.len + used, 0,
+             (size_t)(st.len - used) * sizeof(float));
+    memset(st.in + in_rows * st.len, 0,
+           (size_t)(in_floats - in_rows * st.len) * sizeof(float));
+    dtk_parallel_for(st.samples, 1, stage_samples, &st);
+    dtk_parallel_for(groups * a.oblocks * a.kblocks, 1, weight_tiles, &a);
   }
-  free(grad);
-  free(cols);
+  free(off);
+  free(st.in);
+  free(st.grad);
 }
