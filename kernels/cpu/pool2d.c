@@ -14,6 +14,7 @@
 #include "dtk/kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct pool {
@@ -34,6 +35,13 @@ static struct window window_of(const struct pool *p, int64_t i, int64_t j) {
   return w;
 }
 
+/* Whether input f replaces `value` as a window's choice: larger, or NaN over
+ * a number (a NaN chosen stays). Taken in row-major order, this keeps the
+ * first largest. */
+static inline int beats(float f, float value) {
+  return f > value || (f != f && value == value);
+}
+
 /* The flat index in its plane of window (i, j)'s first largest input. */
 static int64_t argmax(const struct pool *p, const float *plane, int64_t i,
                       int64_t j) {
@@ -43,7 +51,7 @@ static int64_t argmax(const struct pool *p, const float *plane, int64_t i,
   for (int64_t y = w.y0; y < w.y1; ++y)
     for (int64_t x = w.x0; x < w.x1; ++x) {
       float f = plane[y * p->w + x];
-      if (best < 0 || f > value || (isnan(f) && !isnan(value))) {
+      if (best < 0 || beats(f, value)) {
         best = y * p->w + x;
         value = f;
       }
@@ -51,33 +59,127 @@ static int64_t argmax(const struct pool *p, const float *plane, int64_t i,
   return best;
 }
 
+/* The output columns [*j0, *j1) whose windows lie inside the image across:
+ * there a window's columns need no clipping. */
+static void inner_columns(const struct pool *p, int64_t *j0, int64_t *j1) {
+  int64_t lo = (p->pw + p->sw - 1) / p->sw;
+  int64_t hi =
+      p->w + p->pw - p->kw < 0 ? 0 : (p->w + p->pw - p->kw) / p->sw + 1;
+  hi = hi > p->ow ? p->ow : hi;
+  *j0 = lo < hi ? lo : hi;
+  *j1 = hi;
+}
+
+/* The choices of the inside windows [j0, j1) of an output row whose window
+ * rows are [y0, y0 + rows): value[j] and, as an offset from the window's
+ * top-left input, tap[j]. Tap by tap across the row, without branches, so
+ * the loop over windows vectorises; with the stride a constant where it is
+ * 1 or 2. */
+static inline __attribute__((always_inline)) void
+inner_choices_at(const struct pool *p, const float *plane, int64_t y0,
+                 int64_t rows, int64_t j0, int64_t j1, int64_t sw, float *value,
+                 int32_t *tap) {
+  for (int64_t u = 0; u < rows; ++u)
+    for (int64_t t = 0; t < p->kw; ++t) {
+      const float *src = plane + (y0 + u) * p->w - p->pw + t;
+      int32_t here = (int32_t)(u * p->w + t);
+      if (u == 0 && t == 0) {
+        for (int64_t j = j0; j < j1; ++j) {
+          value[j] = src[j * sw];
+          tap[j] = 0;
+        }
+        continue;
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        float f = src[j * sw], v = value[j];
+        int b = (f > v) | ((f != f) & (v == v));
+        value[j] = b ? f : v;
+        tap[j] = b ? here : tap[j];
+      }
+    }
+}
+
+static void inner_choices(const struct pool *p, const float *plane, int64_t y0,
+                          int64_t rows, int64_t j0, int64_t j1, float *value,
+                          int32_t *tap) {
+  if (p->sw == 2)
+    inner_choices_at(p, plane, y0, rows, j0, j1, 2, value, tap);
+  else if (p->sw == 1)
+    inner_choices_at(p, plane, y0, rows, j0, j1, 1, value, tap);
+  else
+    inner_choices_at(p, plane, y0, rows, j0, j1, p->sw, value, tap);
+}
+
+/* Row i's choices: at[j] the index in the plane of window (i, j)'s first
+ * largest input (< 0: none, the window is all padding); inside windows skip
+ * the clipping. `value` is scratch for a row. */
+static void row_choices(const struct pool *p, const float *plane, int64_t i,
+                        int64_t j0, int64_t j1, float *value, int32_t *tap,
+                        int64_t *at) {
+  struct window rows = window_of(p, i, 0);
+  int64_t inside = rows.y0 < rows.y1 ? j1 : j0;
+  inner_choices(p, plane, rows.y0, rows.y1 - rows.y0, j0, inside, value, tap);
+  int64_t first = rows.y0 * p->w - p->pw;
+  for (int64_t j = j0; j < inside; ++j)
+    at[j] = first + j * p->sw + tap[j];
+  for (int64_t j = 0; j < p->ow; ++j)
+    if (j < j0 || j >= inside)
+      at[j] = argmax(p, plane, i, j);
+}
+
+/* A row of choices, per range of planes. */
+struct row {
+  int64_t *at;
+  float *value;
+  int32_t *tap;
+};
+
+static struct row row_scratch(const struct pool *p) {
+  size_t ow = (size_t)(p->ow > 0 ? p->ow : 1);
+  char *block =
+      malloc(ow * (sizeof(int64_t) + sizeof(float) + sizeof(int32_t)));
+  if (!block)
+    dtk_fail("out of memory for a pooling row");
+  struct row r = {(int64_t *)block, (float *)(block + ow * sizeof(int64_t)),
+                  (int32_t *)(block + ow * (sizeof(int64_t) + sizeof(float)))};
+  return r;
+}
+
 static void max_planes(void *ctx, int64_t begin, int64_t end) {
   const struct pool *p = ctx;
+  struct row r = row_scratch(p);
+  int64_t j0, j1;
+  inner_columns(p, &j0, &j1);
   for (int64_t q = begin; q < end; ++q) {
     const float *plane = p->x + q * p->h * p->w;
-    float *out = p->y + q * p->oh * p->ow;
-    for (int64_t i = 0; i < p->oh; ++i)
-      for (int64_t j = 0; j < p->ow; ++j) {
-        int64_t at = argmax(p, plane, i, j);
-        out[i * p->ow + j] = at < 0 ? -INFINITY : plane[at];
-      }
+    for (int64_t i = 0; i < p->oh; ++i) {
+      float *out = p->y + (q * p->oh + i) * p->ow;
+      row_choices(p, plane, i, j0, j1, r.value, r.tap, r.at);
+      for (int64_t j = 0; j < p->ow; ++j)
+        out[j] = r.at[j] < 0 ? -INFINITY : plane[r.at[j]];
+    }
   }
+  free(r.at);
 }
 
 static void max_grad_planes(void *ctx, int64_t begin, int64_t end) {
   const struct pool *p = ctx;
+  struct row r = row_scratch(p);
+  int64_t j0, j1;
+  inner_columns(p, &j0, &j1);
   for (int64_t q = begin; q < end; ++q) {
-    const float *plane = p->x + q * p->h * p->w,
-                *g = p->dy + q * p->oh * p->ow;
+    const float *plane = p->x + q * p->h * p->w;
     float *out = p->dx + q * p->h * p->w;
     memset(out, 0, (size_t)(p->h * p->w) * sizeof(float));
-    for (int64_t i = 0; i < p->oh; ++i)
-      for (int64_t j = 0; j < p->ow; ++j) {
-        int64_t at = argmax(p, plane, i, j);
-        if (at >= 0)
-          out[at] += g[i * p->ow + j];
-      }
+    for (int64_t i = 0; i < p->oh; ++i) {
+      const float *g = p->dy + (q * p->oh + i) * p->ow;
+      row_choices(p, plane, i, j0, j1, r.value, r.tap, r.at);
+      for (int64_t j = 0; j < p->ow; ++j)
+        if (r.at[j] >= 0)
+          out[r.at[j]] += g[j];
+    }
   }
+  free(r.at);
 }
 
 static void avg_planes(void *ctx, int64_t begin, int64_t end) {
