@@ -173,3 +173,29 @@ module attributes {dt.arena_bytes = 4563402816 : i64} {
     return
   }
 }
+
+// -----
+
+// A batch norm's statistics, as the tracer shapes them: sums over the leading and
+// the trailing axes around a kept one (dimensions of one aside), one vector
+// accumulator per kept element, carried across the leading axis, then a
+// horizontal sum and the scalar remainder of each row.
+module attributes {dt.arena_bytes = 1024 : i64} {
+  // CHECK-LABEL: func.func @dt_statistics
+  func.func @statistics() {
+    %x = dt.constant {dt.offsets = [0]} dense<1.0> : tensor<1x2x3x20xf32>
+    // CHECK-NOT: linalg.generic
+    // CHECK: scf.for %[[C:.*]] =
+    // CHECK:   %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<16xf64>
+    // CHECK:   %[[ACC:.*]] = scf.for {{.*}} iter_args(%[[A:.*]] = %[[ZERO]]) -> (vector<16xf64>)
+    // CHECK:     scf.for {{.*}} iter_args(%{{.*}} = %[[A]]) -> (vector<16xf64>)
+    // CHECK:       vector.load
+    // CHECK:   %[[SUM:.*]] = vector.reduction <add>, %[[ACC]] : vector<16xf64> into f64
+    // CHECK:   scf.for {{.*}} iter_args(%{{.*}} = %[[SUM]]) -> (f64)
+    // CHECK:     scf.for {{.*}} -> (f64)
+    // CHECK:       memref.load
+    // CHECK:   arith.truncf
+    %s = dt.reduce_sum %x [1, 3] {dt.offsets = [512]} : tensor<1x2x3x20xf32> -> tensor<1x3xf32>
+    return
+  }
+}

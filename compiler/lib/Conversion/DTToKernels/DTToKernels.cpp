@@ -964,21 +964,28 @@ private:
     return success();
   }
 
-  /// Pattern: dt.reduce_sum over all axes, the trailing axes or the leading
-  /// axes of a float tensor => vector accumulation; other reductions => linalg.
+  /// Pattern: dt.reduce_sum over all axes, the trailing axes, the leading
+  /// axes, or the leading and trailing axes around kept ones (a batch norm's
+  /// statistics over N, H and W) of a float tensor => vector accumulation;
+  /// other reductions => linalg.
   LogicalResult lowerReduceSum(ReduceSumOp r) {
     ArrayRef<int64_t> shape = shapeOf(r.getInput());
     Type elem = elementOf(r.getResult());
-    // Collapse the shape to runs of reduced / kept dimensions.
+    // Collapse the shape to runs of reduced / kept dimensions (a dimension of
+    // one is either: it joins the run before it).
     SmallVector<std::pair<bool, int64_t>> runs;
     for (auto [d, size] : llvm::enumerate(shape)) {
       bool reduced = llvm::is_contained(r.getAxes(), static_cast<int64_t>(d));
-      if (!runs.empty() && runs.back().first == reduced)
+      if (!runs.empty() && (runs.back().first == reduced || size == 1))
         runs.back().second *= size;
       else
         runs.push_back({reduced, size});
     }
-    if (!llvm::isa<FloatType>(elem) || runs.size() > 2)
+    // A leading dimension of one starts a run of the next kind.
+    if (runs.size() > 1 && runs.front().second == 1)
+      runs.erase(runs.begin());
+    bool around = runs.size() == 3 && runs[0].first;
+    if (!llvm::isa<FloatType>(elem) || (runs.size() > 2 && !around))
       return lowerReduceSumGeneric(r);
     unsigned lanes = lanesFor(elem.getIntOrFloatBitWidth());
     int64_t total = product(shape);
@@ -986,46 +993,54 @@ private:
     Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem));
 
     if (runs.back().first) {
-      // Reduce the trailing run: out[o] = sum_j in[o * n + j], a vector
-      // accumulator in registers per output element, then a horizontal sum and
-      // the remainder.
-      int64_t n = runs.back().second, outer = total / n,
-              vectorEnd = n - n % lanes;
+      // Reduce the trailing run, and the leading one if any:
+      // out[o] = sum_i sum_j in[(i * outer + o) * n + j], a vector accumulator
+      // in registers per output element, then a horizontal sum and the
+      // remainders.
+      int64_t n = runs.back().second, lead = around ? runs.front().second : 1,
+              outer = total / n / lead, vectorEnd = n - n % lanes;
       Value out = view(bufferOf(r.getResult()), {outer}, elem);
       if (shapeOf(r.getResult()).empty())
         out = view(bufferOf(r.getResult()), {1}, elem);
       Type accElem = accumulatorOf(elem);
+      // sum over i < lead and j in [lb, ub) of in, `width` lanes at a time,
+      // onto acc.
+      auto accumulate = [&](Value o, int64_t lb, int64_t ub, unsigned width,
+                            Value acc) -> Value {
+        auto rows = b.create<scf::ForOp>(loc, index(0), index(lead), index(1),
+                                         ValueRange{acc});
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(rows.getBody());
+        Value row = b.create<arith::AddIOp>(
+            loc,
+            b.create<arith::MulIOp>(loc, rows.getInductionVar(), index(outer)),
+            o);
+        Value base = b.create<arith::MulIOp>(loc, row, index(n));
+        auto loop =
+            b.create<scf::ForOp>(loc, index(lb), index(ub), index(width),
+                                 ValueRange{rows.getRegionIterArg(0)});
+        b.setInsertionPointToStart(loop.getBody());
+        Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
+        Value sum =
+            b.create<arith::AddFOp>(loc, loop.getRegionIterArg(0),
+                                    widen(read(in, {at}, width), accElem));
+        b.create<scf::YieldOp>(loc, sum);
+        b.setInsertionPointAfter(loop);
+        b.create<scf::YieldOp>(loc, loop.getResult(0));
+        return rows.getResult(0);
+      };
       forLoop(0, outer, 1, [&](Value o) {
-        Value base = b.create<arith::MulIOp>(loc, o, index(n));
         Value s = b.create<arith::ConstantOp>(loc, b.getZeroAttr(accElem));
         if (vectorEnd > 0) {
           Value acc = b.create<arith::ConstantOp>(
               loc, DenseElementsAttr::get(VectorType::get({lanes}, accElem),
                                           b.getZeroAttr(accElem)));
-          auto loop = b.create<scf::ForOp>(loc, index(0), index(vectorEnd),
-                                           index(lanes), ValueRange{acc});
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(loop.getBody());
-          Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(
-              loc, loop.getRegionIterArg(0), widen(read(in, {at}, lanes), accElem));
-          b.create<scf::YieldOp>(loc, sum);
-          b.setInsertionPointAfter(loop);
-          s = b.create<vector::ReductionOp>(loc, vector::CombiningKind::ADD,
-                                            loop.getResult(0));
+          s = b.create<vector::ReductionOp>(
+              loc, vector::CombiningKind::ADD,
+              accumulate(o, 0, vectorEnd, lanes, acc));
         }
-        if (vectorEnd < n) {
-          auto loop = b.create<scf::ForOp>(loc, index(vectorEnd), index(n),
-                                           index(1), ValueRange{s});
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(loop.getBody());
-          Value at = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
-          Value sum = b.create<arith::AddFOp>(
-              loc, loop.getRegionIterArg(0), widen(read(in, {at}, 1), accElem));
-          b.create<scf::YieldOp>(loc, sum);
-          b.setInsertionPointAfter(loop);
-          s = loop.getResult(0);
-        }
+        if (vectorEnd < n)
+          s = accumulate(o, vectorEnd, n, 1, s);
         write(narrow(s, elem), out, {o}, 1);
       });
       return success();
