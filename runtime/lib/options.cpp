@@ -396,7 +396,8 @@ std::string usageText(const std::string &prog, const Manifest &m) {
                    t.evalEvery));
   s += "Output:\n";
   line("--log-dir DIR",
-       fmt::format("write DIR/metrics.jsonl (default: {})", orNone(logDir)));
+       "write DIR/metrics.jsonl and DIR/timing.jsonl, and at the end");
+  line("", fmt::format("DIR/report.html (default: {})", orNone(logDir)));
   line("--tensorboard DIR",
        "TensorBoard events: the job's scalars in DIR, each rank's timings in");
   line("", "DIR/rank_<r>/ (default: $AIP_TENSORBOARD_LOG_DIR, else none)");
