@@ -651,8 +651,7 @@ void Trainer::printVerdict(const std::vector<RankTimes> &times, int64_t steps,
         {"verdict/input_s", v.input},
         {"verdict/bubble_s", v.bubble}};
     if (v.predicted)
-      parts.push_back({"verdict/predicted_step_s",
-                       v.predicted->compute + v.predicted->comm});
+      parts.push_back({"verdict/predicted_step_s", v.predicted->total()});
     s_.tensorboard->scalars(step_, parts);
   }
 }

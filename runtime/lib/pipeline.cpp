@@ -7,6 +7,7 @@
 #include "dtrt/pipeline.h"
 
 #include "dtrt/collectives.h"
+#include "dtrt/pipeline_timing.h"
 #include "dtrt/report.h"
 
 #include <algorithm>
@@ -37,44 +38,9 @@ double scheduleBubble(const PipelineSpec &spec) {
 std::vector<double> scheduleIdle(const PipelineSpec &spec,
                                  const std::vector<double> &forward,
                                  const std::vector<double> &backward) {
-  size_t ranks = spec.actions.size(), stages = spec.stages.size(),
-         mbs = size_t(spec.microbatches);
-  // When each pass ends (negative: not yet run).
-  std::vector<double> fwdEnd(stages * mbs, -1), bwdEnd(stages * mbs, -1);
-  std::vector<double> free(ranks, 0), busy(ranks, 0);
-  std::vector<size_t> next(ranks, 0);
-  // Each round runs every rank's next pass whose inputs exist; a valid
-  // schedule always has one, so at most (passes) rounds.
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t r = 0; r < ranks; ++r) {
-      while (next[r] < spec.actions[r].size()) {
-        const PipelineAction &a = spec.actions[r][next[r]];
-        size_t s = size_t(a.stage), at = s * mbs + size_t(a.microbatch);
-        double ready;
-        if (a.forward) {
-          ready = s == 0 ? 0 : fwdEnd[at - mbs];
-        } else {
-          double after = s + 1 == stages ? fwdEnd[at] : bwdEnd[at + mbs];
-          ready = fwdEnd[at] < 0 ? -1 : after;
-        }
-        if (ready < 0)
-          break;
-        double cost = a.forward ? forward[s] : backward[s];
-        double end = std::max(free[r], ready) + cost;
-        (a.forward ? fwdEnd : bwdEnd)[at] = end;
-        free[r] = end;
-        busy[r] += cost;
-        ++next[r];
-        progress = true;
-      }
-    }
-  }
-  double makespan = *std::max_element(free.begin(), free.end());
-  std::vector<double> idle(ranks, 0);
-  for (size_t r = 0; r < ranks; ++r)
-    idle[r] = makespan > 0 ? 1 - busy[r] / makespan : 0;
-  return idle;
+  return idleFractions(runPipeline(spec.actions, spec.stages.size(),
+                                   size_t(spec.microbatches), forward,
+                                   backward));
 }
 
 void sendPipelineMessagesEagerly(const Manifest &m, int localRanks) {

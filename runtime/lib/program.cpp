@@ -250,10 +250,11 @@ Expected<int> Run::execute(int argc, char **argv) {
   openTensorBoard();
   if (Status s = openTrace(); !s)
     return s.error();
-  // MFU and the prediction need the compiler's counts (programs of the
-  // runtime's own tests have none): only then is the machine measured.
+  // MFU and the prediction need the compiler's counts, FLOPs a step or the
+  // ops' spans (a pipeline has the spans only; programs of the runtime's own
+  // tests have neither): only then is the machine measured.
   bool trains = totalSteps_ > 0 && !(resumed_ && resumed_->step >= totalSteps_);
-  if (trains && manifest_.flopsPerStep > 0 &&
+  if (trains && (manifest_.flopsPerStep > 0 || !manifest_.spans.empty()) &&
       device_->backend() == Backend::Cpu) {
     hostPeaks_ = hostPeaks(config_.threads, launch_.localWorldSize);
     peakFlops_ = hostPeaks_->gemmFlops;
@@ -266,9 +267,8 @@ Expected<int> Run::execute(int argc, char **argv) {
     if (linkBytesPerS_ && launch_.isLeader() &&
         launch_.localWorldSize == launch_.worldSize)
       cacheLinkBandwidth(launch_.worldSize, *linkBytesPerS_);
-    // (Not for pipelines: the schedule's overlap of stages is not modelled;
-    // nor without spans, the op list the prediction prices.)
-    if (!manifest_.pipeline && !manifest_.spans.empty()) {
+    // (Not without spans, the op list the prediction prices.)
+    if (!manifest_.spans.empty()) {
       // The step's products and attention, timed on their own sizes by
       // every rank at once; the first rank of each machine caches them.
       std::vector<KernelCall> calls;
@@ -752,6 +752,7 @@ void Run::recordRun() {
   if (predicted_) {
     run["predicted_compute_s"] = predicted_->compute;
     run["predicted_comm_s"] = predicted_->comm;
+    run["predicted_bubble_s"] = predicted_->bubble;
   }
   if (const std::optional<PipelineSpec> &p = manifest_.pipeline)
     run["pipeline"] = {{"schedule", p->schedule},

@@ -6,6 +6,7 @@
 
 #include "dtrt/verdict.h"
 
+#include "dtrt/pipeline_timing.h"
 #include "dtrt/roofline.h"
 
 #include <algorithm>
@@ -37,33 +38,96 @@ std::string comparedWith(double mine, double others) {
 
 } // namespace
 
+namespace {
+
+/// One call of each entry point, priced: its ops, the collectives it issues
+/// and, in a pipeline, the messages it sends.
+class Pricer {
+public:
+  Pricer(const Manifest &m, const Mesh &mesh, double peakFlops,
+         double memoryBytesPerS, std::optional<double> linkBytesPerS,
+         const std::map<KernelCall, double> &kernelSeconds)
+      : m_(m), link_(linkBytesPerS) {
+    for (const SpanDesc &s : m.spans) {
+      if (s.collective >= 0)
+        continue;
+      auto timed =
+          s.kernel ? kernelSeconds.find(*s.kernel) : kernelSeconds.end();
+      costs_[s.entry].compute +=
+          timed != kernelSeconds.end()
+              ? timed->second
+              : rooflineSeconds(s.flops, s.bytes, peakFlops, memoryBytesPerS);
+    }
+    if (!link_)
+      return;
+    for (const CollectiveDesc &c : m.collectives) {
+      AxisMask axes = 0;
+      for (const std::string &name : c.axes)
+        for (size_t a = 0; a < mesh.axisCount(); ++a)
+          if (mesh.axisName(a) == name)
+            axes |= AxisMask(1) << a;
+      costs_[c.entry].comm +=
+          ringTrafficBytes(c.kind, double(mesh.groupSize(axes)),
+                           double(c.bytes)) /
+          *link_;
+    }
+  }
+
+  /// Entry points that ran once a step or more, and what a call costs.
+  const std::map<std::string, PassCost> &entries() const { return costs_; }
+
+  /// A pipeline pass (`function` as the manifest's stages name it, "dt_"
+  /// first) and the messages it sends.
+  PassCost pass(const std::string &function,
+                const std::vector<std::string> &sends) const {
+    auto it =
+        costs_.find(function.substr(function.rfind("dt_", 0) == 0 ? 3 : 0));
+    PassCost c = it == costs_.end() ? PassCost{} : it->second;
+    if (link_)
+      for (const std::string &name : sends)
+        if (const BufferDesc *b = m_.find(name))
+          c.comm += double(b->bytes) / *link_;
+    return c;
+  }
+
+private:
+  const Manifest &m_;
+  std::optional<double> link_;
+  std::map<std::string, PassCost> costs_;
+};
+
+} // namespace
+
 PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
                           double memoryBytesPerS,
                           std::optional<double> linkBytesPerS,
                           const std::map<KernelCall, double> &kernelSeconds) {
+  Pricer pricer(m, mesh, peakFlops, memoryBytesPerS, linkBytesPerS,
+                kernelSeconds);
   PredictedStep p;
-  for (const SpanDesc &s : m.spans) {
-    if (s.collective >= 0)
-      continue;
-    auto timed = s.kernel ? kernelSeconds.find(*s.kernel) : kernelSeconds.end();
-    p.compute +=
-        double(m.callsPerStep(s.entry)) *
-        (timed != kernelSeconds.end()
-             ? timed->second
-             : rooflineSeconds(s.flops, s.bytes, peakFlops, memoryBytesPerS));
-  }
-  if (!linkBytesPerS)
+  if (!m.pipeline) {
+    for (const auto &[entry, cost] : pricer.entries()) {
+      double calls = double(m.callsPerStep(entry));
+      p.compute += calls * cost.compute;
+      p.comm += calls * cost.comm;
+    }
     return p;
-  for (const CollectiveDesc &c : m.collectives) {
-    AxisMask axes = 0;
-    for (const std::string &name : c.axes)
-      for (size_t a = 0; a < mesh.axisCount(); ++a)
-        if (mesh.axisName(a) == name)
-          axes |= AxisMask(1) << a;
-    double moved =
-        ringTrafficBytes(c.kind, double(mesh.groupSize(axes)), double(c.bytes));
-    p.comm += double(m.callsPerStep(c.entry)) * moved / *linkBytesPerS;
   }
+  // A pipeline's step as pipeline rank 0 (the verdict's) sees it.
+  const PipelineSpec &spec = *m.pipeline;
+  std::vector<PassCost> forward, backward, apply;
+  for (const PipelineStage &s : spec.stages) {
+    forward.push_back(pricer.pass(s.forward, s.send));
+    backward.push_back(pricer.pass(s.backward, s.gradSend));
+  }
+  for (const std::string &a : spec.apply)
+    apply.push_back(pricer.pass(a, {}));
+  PipelineRankStep step = predictPipelineRank(spec.actions, spec.stages.size(),
+                                              size_t(spec.microbatches),
+                                              forward, backward, apply, 0);
+  p.compute = step.compute;
+  p.comm = step.comm;
+  p.bubble = step.bubble;
   return p;
 }
 
@@ -167,13 +231,18 @@ std::string describe(const Verdict &v, int64_t firstStep) {
   auto share = [&](double part) { return 100.0 * part / v.step; };
   std::string predicted;
   if (v.predicted) {
-    double total = v.predicted->compute + v.predicted->comm;
+    double total = v.predicted->total();
     if (total > 0)
       predicted = fmt::format(
           "; predicted {:.3g} ms a step (compute {:.0f} %, communication "
-          "{:.0f} %), measured {:.3g}x that",
+          "{:.0f} %{}), measured {:.3g}x that",
           total * 1e3, 100.0 * v.predicted->compute / total,
-          100.0 * v.predicted->comm / total, v.step / total);
+          100.0 * v.predicted->comm / total,
+          v.predicted->bubble > 0
+              ? fmt::format(", pipeline bubble {:.0f} %",
+                            100.0 * v.predicted->bubble / total)
+              : "",
+          v.step / total);
   }
   std::string text = fmt::format(
       "verdict (steps {}-{}): {}: rank {}'s {:.3g} ms step is compute {:.0f} "
@@ -211,6 +280,7 @@ nlohmann::ordered_json toJson(const Verdict &v, int64_t firstStep) {
   if (v.predicted) {
     j["predicted_compute_s"] = v.predicted->compute;
     j["predicted_comm_s"] = v.predicted->comm;
+    j["predicted_bubble_s"] = v.predicted->bubble;
   }
   j["text"] = describe(v, firstStep);
   return j;

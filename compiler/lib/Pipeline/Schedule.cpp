@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Pipeline/Schedule.h"
+#include "dtrt/pipeline_timing.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -59,37 +60,9 @@ int64_t Schedule::peakInFlight(int64_t stage) const {
 
 std::vector<double> Schedule::idleWith(const std::vector<double> &forward,
                                        const std::vector<double> &backward) const {
-  int64_t stages = ranks * chunks;
-  // When each pass ends; -1: not yet run. The orders are valid (buildSchedule
-  // ran them), so every round runs at least one pass.
-  std::vector<double> endF(size_t(stages * microbatches), -1),
-      endB = endF, free(size_t(ranks), 0), busy(size_t(ranks), 0);
-  std::vector<size_t> next(size_t(ranks), 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t r = 0; r < size_t(ranks); ++r)
-      for (; next[r] < perRank[r].size(); ++next[r]) {
-        const Action &a = perRank[r][next[r]];
-        size_t at = size_t(a.stage * microbatches + a.microbatch);
-        double ready =
-            a.forward ? (a.stage == 0 ? 0 : endF[at - size_t(microbatches)])
-            : endF[at] < 0 ? -1
-            : a.stage == stages - 1 ? endF[at]
-                                    : endB[at + size_t(microbatches)];
-        if (ready < 0)
-          break;
-        double cost = (a.forward ? forward : backward)[size_t(a.stage)];
-        free[r] = std::max(free[r], ready) + cost;
-        (a.forward ? endF : endB)[at] = free[r];
-        busy[r] += cost;
-        progress = true;
-      }
-  }
-  double makespan = *std::max_element(free.begin(), free.end());
-  std::vector<double> idle;
-  for (double b : busy)
-    idle.push_back(makespan > 0 ? 1 - b / makespan : 0);
-  return idle;
+  return dtrt::idleFractions(dtrt::runPipeline(perRank, size_t(ranks * chunks),
+                                               size_t(microbatches), forward,
+                                               backward));
 }
 
 std::optional<Kind> dt::pipeline::parseKind(llvm::StringRef name) {

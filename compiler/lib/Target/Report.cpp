@@ -285,7 +285,7 @@ struct Prediction {
   std::string missing;
   MachineRates rates;
   StepPrediction step;
-  double seconds() const { return step.compute + step.comm; }
+  double seconds() const { return step.seconds(); }
   bool commPredicted() const {
     return rates.ranks <= 1 || rates.linkBytesPerS.has_value();
   }
@@ -318,6 +318,7 @@ static llvm::json::Object predictionJSON(const Prediction &p,
       {"compute_s", p.step.compute},
       {"comm_s", p.commPredicted() ? llvm::json::Value(p.step.comm)
                                    : llvm::json::Value(nullptr)},
+      {"bubble_s", p.step.bubble},
       {"ops_per_step", p.step.ops},
       {"timed_calls_per_step", p.step.timedCalls},
       {"collectives_per_step", p.step.collectives},
@@ -329,6 +330,8 @@ static llvm::json::Object predictionJSON(const Prediction &p,
       {"ranks", r.ranks},
       {"peaks_cache", r.cachePath},
       {"samples_per_s", double(job.samplesPerStep) / p.seconds()}};
+  if (!p.step.pipeline.empty())
+    o["pipeline"] = p.step.pipeline;
   if (job.tokensPerSample)
     o["tokens_per_s"] =
         double(job.samplesPerStep * job.tokensPerSample) / p.seconds();
@@ -378,12 +381,18 @@ static void printPrediction(const Prediction &p, const ReportJob &job,
                           p.step.timedCalls)
                 .str()
           : "";
+  std::string bubble = p.step.pipeline.empty()
+                           ? ""
+                           : llvm::formatv(" + pipeline bubble {0:f3} ms ({1})",
+                                           p.step.bubble * 1e3, p.step.pipeline)
+                                 .str();
   os << llvm::formatv("predicted step on this machine: {0:f3} ms = compute "
                       "{1:f3} ms ({2} ops at the roofline of sgemm {3:f2} "
-                      "GFLOP/s and copy {4:f2} GB/s{5}){6}; no overlap "
+                      "GFLOP/s and copy {4:f2} GB/s{5}){6}{7}; no overlap "
                       "credited\n",
                       p.seconds() * 1e3, p.step.compute * 1e3, p.step.ops,
-                      r.peakFlops / 1e9, r.memoryBytesPerS / 1e9, timed, comm);
+                      r.peakFlops / 1e9, r.memoryBytesPerS / 1e9, timed, comm,
+                      bubble);
   os << llvm::formatv("  rates: measured by a run of {0} thread{1} x {2} "
                       "rank{3} on this machine, cached in {4}\n",
                       r.threads, r.threads == 1 ? "" : "s", r.ranks,

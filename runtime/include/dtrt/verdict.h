@@ -46,7 +46,10 @@ struct RankTimes {
 /// What the compiler's cost model and the measured peaks say a step of this
 /// rank should take (seconds).
 struct PredictedStep {
-  double compute = 0, comm = 0;
+  /// In a pipeline, `bubble` is the rest of the step, waiting for the other
+  /// stages.
+  double compute = 0, comm = 0, bubble = 0;
+  double total() const { return compute + comm + bubble; }
 };
 
 struct Verdict {
@@ -72,7 +75,10 @@ struct Verdict {
 /// and its bytes at `memoryBytesPerS`, a kernel call that was timed on its
 /// own sizes at that time (`kernelSeconds`, dtrt/peaks.h); each collective's
 /// ring traffic at `linkBytesPerS` (none for one rank). Overlap is not
-/// credited: this is the step with every collective exposed.
+/// credited: this is the step with every collective exposed. A pipeline's
+/// step is pipeline rank 0's (the verdict's): each stage's passes, with the
+/// messages they send over the link, run in the schedule's order
+/// (dtrt/pipeline_timing.h), as `dtc --report` predicts it.
 PredictedStep
 predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
             double memoryBytesPerS, std::optional<double> linkBytesPerS,

@@ -52,16 +52,19 @@ struct RatesLookup {
 RatesLookup cachedRates(int ranks);
 
 /// One optimizer step of the module's rank: its compute and, with a link
-/// bandwidth, its communication (seconds).
+/// bandwidth, its communication (seconds); in a pipeline, pipeline rank 0's,
+/// and its bubble, the rest of the step, waiting for the other stages.
 struct StepPrediction {
-  double compute = 0, comm = 0;
+  double compute = 0, comm = 0, bubble = 0;
+  /// The pipeline's schedule, in words; empty without one.
+  std::string pipeline;
+  double seconds() const { return compute + comm + bubble; }
   /// Ops and collectives a step; of the ops, the kernel calls priced at
   /// their own measured time.
   int64_t ops = 0, collectives = 0, timedCalls = 0;
 };
-/// Fails with a reason (`why`) for programs the model does not cover yet:
-/// pipelines (the schedule's overlap of stages), and programs compiled
-/// without spans (--no-spans: the op list it prices).
+/// Fails with a reason (`why`) for programs the model does not cover:
+/// programs compiled without spans (--no-spans: the op list it prices).
 std::optional<StepPrediction> predictStep(mlir::ModuleOp module,
                                           const MachineRates &rates,
                                           std::string &why);
