@@ -8,7 +8,8 @@ block, a strided 3x3 convolution to 32 channels, a residual block, a linear head
 32 x 7 x 7 features) on Fashion-MNIST for 3 epochs with the same batch (128), optimizer (AdamW,
 lr 3e-3, wd 0.01 on tensors of rank >= 2), schedule (cosine, 100 warm-up steps) and seed,
 at one and at two threads, interleaved, R times each, as bench/run_mlp_fashion.py races
-the perceptron (PyTorch's convolutions are oneDNN's; dt's are im2col and OpenBLAS sgemm).
+the perceptron (PyTorch's convolutions are oneDNN's; dt's are its own register-tiled
+kernels, kernels/cpu/conv2d.c).
 The FLOPs counted are the convolutions' and the head's multiply-adds.
 
 Needs the set-up of `scripts/setup.sh --bench` (python3-torch) and a built dtc.
