@@ -55,13 +55,27 @@ enum {
 
 typedef float vf __attribute__((vector_size(VW * sizeof(float))));
 
+/* Unaligned vector loads and stores (the builtin, which the build's
+ * -fno-builtin-memcpy leaves alone: see copy_row). */
 static inline vf load(const float *p) {
   vf v;
-  memcpy(&v, p, sizeof v);
+  __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 
-static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline void store(float *p, vf v) { __builtin_memcpy(p, &v, sizeof v); }
+
+/* Copies a row of n floats. The rows here are a few dozen floats, where a
+ * call to memcpy costs more than the copy (a tenth of a small CNN's step):
+ * whole vectors, then the rest one by one. The build keeps the compiler from
+ * turning these loops into memcpy calls (kernels/CMakeLists.txt). */
+static inline void copy_row(float *dst, const float *src, int64_t n) {
+  int64_t i = 0;
+  for (; i + VW <= n; i += VW)
+    store(dst + i, load(src + i));
+  for (; i < n; ++i)
+    dst[i] = src[i];
+}
 
 static inline int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
@@ -133,15 +147,10 @@ static void direct_offsets(const struct conv *v, int64_t stride, int64_t *off) {
 static void pad_plane(const struct conv *v, const float *x, int64_t s,
                       int64_t ci, float *dst) {
   const float *src = x + (s * v->c + ci) * v->h * v->w;
-  memset(dst, 0, (size_t)(v->ph * v->wp) * sizeof(float));
-  float *row = dst + v->ph * v->wp;
-  for (int64_t y = 0; y < v->h; ++y, row += v->wp) {
-    memset(row, 0, (size_t)v->pw * sizeof(float));
-    memcpy(row + v->pw, src + y * v->w, (size_t)v->w * sizeof(float));
-    memset(row + v->pw + v->w, 0,
-           (size_t)(v->wp - v->pw - v->w) * sizeof(float));
-  }
-  memset(row, 0, (size_t)((v->hp - v->ph - v->h) * v->wp) * sizeof(float));
+  memset(dst, 0, (size_t)v->plane * sizeof(float));
+  float *row = dst + v->ph * v->wp + v->pw;
+  for (int64_t y = 0; y < v->h; ++y, row += v->wp)
+    copy_row(row, src + y * v->w, v->w);
 }
 
 /* The output columns [*j0, *j1) of tap column t whose input column lies
@@ -193,7 +202,7 @@ struct run_rows {
 static void copy_run(void *ctx, int64_t q, int64_t at, int64_t count) {
   const struct run_rows *a = ctx;
   if (a->sw == 1)
-    memcpy(a->dst + q, a->src + at, (size_t)count * sizeof(float));
+    copy_row(a->dst + q, a->src + at, count);
   else
     for (int64_t j = 0; j < count; ++j)
       a->dst[q + j] = a->src[at + j * a->sw];
@@ -302,8 +311,7 @@ static void forward_direct(void *ctx, int64_t begin, int64_t end) {
     for (int64_t oc = 0; oc < v->og; ++oc) {
       float *out = a->y + (s * v->o + g * v->og + oc) * v->p;
       for (int64_t i = 0; i < v->oh; ++i)
-        memcpy(out + i * v->ow, wide + oc * v->qr + i * v->wp,
-               (size_t)v->ow * sizeof(float));
+        copy_row(out + i * v->ow, wide + oc * v->qr + i * v->wp, v->ow);
     }
   }
   free(off);
@@ -336,8 +344,8 @@ static void forward_unrolled(void *ctx, int64_t begin, int64_t end) {
       product(v->og, v->k, a->apack + g * packed, cols, off, out, width);
       int64_t count = min64(width, v->p - q0);
       for (int64_t oc = 0; oc < v->og; ++oc)
-        memcpy(a->y + (s * v->o + g * v->og + oc) * v->p + q0, out + oc * width,
-               (size_t)count * sizeof(float));
+        copy_row(a->y + (s * v->o + g * v->og + oc) * v->p + q0,
+                 out + oc * width, count);
     }
   }
   free(off);
@@ -395,8 +403,7 @@ static void input_grad_unrolled(void *ctx, int64_t begin, int64_t end) {
       int64_t count = min64(width, v->p - q0);
       for (int64_t oc = 0; oc < v->og; ++oc) {
         float *row = grad + oc * width;
-        memcpy(row, a->dy + (s * v->o + g * v->og + oc) * v->p + q0,
-               (size_t)count * sizeof(float));
+        copy_row(row, a->dy + (s * v->o + g * v->og + oc) * v->p + q0, count);
         memset(row + count, 0, (size_t)(width - count) * sizeof(float));
       }
       product(v->k, v->og, a->apack + g * packed, grad, off, cols, width);
@@ -472,10 +479,9 @@ static void stage_samples(void *ctx, int64_t begin, int64_t end) {
       if (is_direct(v)) {
         memset(row, 0, (size_t)a->per * sizeof(float));
         for (int64_t i = 0; i < v->oh; ++i)
-          memcpy(row + i * v->wp, src + i * v->ow,
-                 (size_t)v->ow * sizeof(float));
+          copy_row(row + i * v->wp, src + i * v->ow, v->ow);
       } else {
-        memcpy(row, src, (size_t)v->p * sizeof(float));
+        copy_row(row, src, v->p);
       }
     }
     if (is_direct(v))
@@ -524,7 +530,7 @@ static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
           irow[j] =
               st->in + g * in_group + a->off[min64(kb * MK + j, v->k - 1)];
         vf acc[MO][MK];
-        memcpy(acc, accs + (t - t0) * MO * MK, sizeof acc);
+        __builtin_memcpy(acc, accs + (t - t0) * MO * MK, sizeof acc);
         for (int64_t q = q0; q < q1; q += VW) {
           vf gv[MO];
           for (int i = 0; i < MO; ++i)
@@ -535,7 +541,7 @@ static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
               acc[i][j] += gv[i] * iv;
           }
         }
-        memcpy(accs + (t - t0) * MO * MK, acc, sizeof acc);
+        __builtin_memcpy(accs + (t - t0) * MO * MK, acc, sizeof acc);
       }
     }
     for (int64_t t = t0; t < t1; ++t) {
