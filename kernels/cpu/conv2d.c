@@ -173,8 +173,9 @@ static void tap_columns(const struct conv *v, int64_t t, int64_t *j0,
  * padding. */
 typedef void (*run_visit)(void *ctx, int64_t q, int64_t at, int64_t count);
 
-static void for_each_run(const struct conv *v, int64_t r, int64_t q0,
-                         int64_t end, run_visit visit, void *ctx) {
+static inline __attribute__((always_inline)) void
+for_each_run(const struct conv *v, int64_t r, int64_t q0, int64_t end,
+             run_visit visit, void *ctx) {
   int64_t u = r / v->kw % v->kh, t = r % v->kw, j0, j1;
   tap_columns(v, t, &j0, &j1);
   for (int64_t i = q0 / v->ow; i * v->ow < end; ++i) {
