@@ -1,8 +1,9 @@
 /*===- conv2d.c - 2-D convolution and its gradients -----------------------===*
  *
  * dt.conv2d and its two gradients, NCHW, with strides, zero padding,
- * dilation and groups, as register-tiled products that never unroll a
- * batch's windows through memory.
+ * dilation and groups, as register-tiled products. Only a strided
+ * convolution's weight gradient unrolls the windows of more than one sample
+ * at a time (a chunk of samples, once).
  *
  * A convolution is a product Y_g [og, P] = W_g [og, K] x cols [K, P] per
  * sample and group, K = (c / groups) kh kw a window's size and P = oh ow the
@@ -173,6 +174,8 @@ static void tap_columns(const struct conv *v, int64_t t, int64_t *j0,
  * padding. */
 typedef void (*run_visit)(void *ctx, int64_t q, int64_t at, int64_t count);
 
+/* Inlined where it is called, so that `visit`, a constant there, is a call
+ * the compiler inlines too (a run is a handful of floats). */
 static inline __attribute__((always_inline)) void
 for_each_run(const struct conv *v, int64_t r, int64_t q0, int64_t end,
              run_visit visit, void *ctx) {

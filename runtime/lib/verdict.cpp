@@ -36,10 +36,6 @@ std::string comparedWith(double mine, double others) {
   return fmt::format("{:.2f} ms more than the others'", (mine - others) * 1e3);
 }
 
-} // namespace
-
-namespace {
-
 /// One call of each entry point, priced: its ops, the collectives it issues
 /// and, in a pipeline, the messages it sends.
 class Pricer {

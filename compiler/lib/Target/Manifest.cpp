@@ -308,17 +308,41 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
 
   // The FLOPs the cost model counts in one optimizer step of this rank (its
   // micro-batches' forward and backward, then the update) and the precision
-  // they run in: what MFU divides by the device's peak.
+  // they run in: what MFU divides by the device's peak. A pipeline's ranks
+  // differ: it counts their mean (each stage's passes once per micro-batch
+  // and each pipeline rank's update, over the pipeline's ranks), so that MFU
+  // is the job's.
+  std::optional<std::pair<double, double>> stepFlops;
   if (auto grad = module.lookupSymbol<func::FuncOp>("grad_step")) {
     int64_t micro = 1;
     if (auto a = module->getAttrOfType<IntegerAttr>("dt.accumulation"))
       micro = a.getInt();
-    double flops = costOf(grad).flops * double(micro);
-    double model = modelFlops(grad) * double(micro);
+    stepFlops = {costOf(grad).flops * double(micro),
+                 modelFlops(grad) * double(micro)};
     if (auto apply = module.lookupSymbol<func::FuncOp>("apply_step")) {
-      flops += costOf(apply).flops;
-      model += modelFlops(apply);
+      stepFlops->first += costOf(apply).flops;
+      stepFlops->second += modelFlops(apply);
     }
+  } else if (FailureOr<std::optional<PipelineInfo>> pipeline =
+                 PipelineInfo::get(module);
+             succeeded(pipeline) && *pipeline) {
+    const PipelineInfo &p = **pipeline;
+    stepFlops = {0.0, 0.0};
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      StringRef name = fn.getSymName();
+      double calls =
+          name.starts_with("pipe_fwd_") || name.starts_with("pipe_bwd_")
+              ? double(p.microbatches)
+          : name.starts_with("apply_step") ? 1.0
+                                           : 0.0;
+      if (fn.isExternal() || calls == 0)
+        continue;
+      stepFlops->first += calls * costOf(fn).flops / double(p.ranks);
+      stepFlops->second += calls * modelFlops(fn) / double(p.ranks);
+    }
+  }
+  if (stepFlops) {
+    auto [flops, model] = *stepFlops;
     std::string precision = "f32";
     if (auto p = module->getAttrOfType<StringAttr>("dt.precision"))
       precision = p.getValue().str();

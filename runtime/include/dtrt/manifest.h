@@ -282,8 +282,8 @@ struct Manifest {
   bool offloadOptimizer = false;
   size_t arenaAlign = 64;
   /// The FLOPs of one optimizer step of this rank (the compiler's cost
-  /// model) and the precision they run in; 0 when the program has no
-  /// grad_step (a pipelined one).
+  /// model; in a pipeline, the mean over its ranks) and the precision they
+  /// run in.
   double flopsPerStep = 0;
   /// The same without the forward ops recomputation repeats (MFU's; equal
   /// to flopsPerStep without `recompute`).
