@@ -165,6 +165,38 @@ std::optional<double> timeKernel(const KernelCall &c) {
                         int32_t(a[3]));
     });
   }
+  if ((c.kernel == "conv2d" || c.kernel == "conv2d_input_grad" ||
+       c.kernel == "conv2d_weight_grad") &&
+      a.size() == 16) {
+    // N, C, H, W, O, KH, KW, OH, OW, strides, paddings, dilations, groups.
+    int64_t n = a[0], ch = a[1], h = a[2], w = a[3], o = a[4], kh = a[5],
+            kw = a[6], oh = a[7], ow = a[8], groups = a[15];
+    if (n <= 0 || ch <= 0 || h <= 0 || w <= 0 || o <= 0 || kh <= 0 || kw <= 0 ||
+        oh <= 0 || ow <= 0 || groups <= 0 || ch % groups || o % groups)
+      return std::nullopt;
+    size_t xs = size_t(n * ch * h * w),
+           ws = size_t(o * (ch / groups) * kh * kw),
+           ys = size_t(n * o * oh * ow);
+    if (!fits(double(xs) + double(ws) + double(ys)))
+      return std::nullopt;
+    std::vector<float> x(xs, 0.5f), wt(ws, 0.25f), y(ys, 0.125f);
+    if (c.kernel == "conv2d")
+      return timeCall([&] {
+        dtk_conv2d_f32(x.data(), wt.data(), y.data(), n, ch, h, w, o, kh, kw,
+                       oh, ow, a[9], a[10], a[11], a[12], a[13], a[14], groups);
+      });
+    if (c.kernel == "conv2d_input_grad")
+      return timeCall([&] {
+        dtk_conv2d_input_grad_f32(y.data(), wt.data(), x.data(), n, ch, h, w, o,
+                                  kh, kw, oh, ow, a[9], a[10], a[11], a[12],
+                                  a[13], a[14], groups);
+      });
+    return timeCall([&] {
+      dtk_conv2d_weight_grad_f32(x.data(), y.data(), wt.data(), n, ch, h, w, o,
+                                 kh, kw, oh, ow, a[9], a[10], a[11], a[12],
+                                 a[13], a[14], groups);
+    });
+  }
   return std::nullopt;
 }
 

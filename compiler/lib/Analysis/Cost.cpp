@@ -183,6 +183,17 @@ static TimedKernel attentionCall(StringRef kernel, Value query, bool causal) {
   return {kernel.str(), {q.getNumElements() / (t * d), t, d, int64_t(causal)}};
 }
 
+/// As DTToKernels calls dtk_conv2d_f32 and its gradients: N, C, H, W, O, KH,
+/// KW, OH, OW, the strides, paddings and dilations, groups.
+template <typename Conv>
+static TimedKernel convolutionCall(StringRef kernel, Conv op) {
+  Conv2dShape s = op.getConv2dShape();
+  return {kernel.str(),
+          {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.oh, s.ow, s.stride[0],
+           s.stride[1], s.padding[0], s.padding[1], s.dilation[0],
+           s.dilation[1], s.groups}};
+}
+
 std::optional<TimedKernel> dt::timedKernel(Operation *op) {
   auto f32 = [](Value v) {
     auto t = llvm::dyn_cast<ShapedType>(v.getType());
@@ -196,5 +207,11 @@ std::optional<TimedKernel> dt::timedKernel(Operation *op) {
     return attentionCall("attention", a.getQuery(), a.getCausal());
   if (auto a = llvm::dyn_cast<AttentionGradOp>(op); a && f32(a.getQuery()))
     return attentionCall("attention_grad", a.getQuery(), a.getCausal());
+  if (auto c = llvm::dyn_cast<Conv2dOp>(op); c && f32(c.getInput()))
+    return convolutionCall("conv2d", c);
+  if (auto c = llvm::dyn_cast<Conv2dInputGradOp>(op); c && f32(c.getWeight()))
+    return convolutionCall("conv2d_input_grad", c);
+  if (auto c = llvm::dyn_cast<Conv2dWeightGradOp>(op); c && f32(c.getInput()))
+    return convolutionCall("conv2d_weight_grad", c);
   return std::nullopt;
 }

@@ -55,7 +55,9 @@ std::string linkKey(const std::string &cpu, int ranks);
 
 /// One call of a CPU kernel whose speed depends on its sizes more than a
 /// roofline says: "matmul" (dtk_matmul_f32's batch, M, N, K, trans_a,
-/// trans_b), "attention" and "attention_grad" (slices, T, D, causal).
+/// trans_b), "attention" and "attention_grad" (slices, T, D, causal), and
+/// the convolutions "conv2d", "conv2d_input_grad" and "conv2d_weight_grad"
+/// (N, C, H, W, O, KH, KW, OH, OW, strides, paddings, dilations, groups).
 struct KernelCall {
   std::string kernel;
   std::vector<int64_t> args;

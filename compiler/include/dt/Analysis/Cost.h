@@ -65,8 +65,10 @@ Cost costOf(mlir::func::FuncOp fn);
 /// A kernel call whose time depends on its sizes more than a roofline says,
 /// which the prediction times on the machine instead (dtrt/peaks_cache.h):
 /// an f32 matrix product ("matmul": dtk_matmul_f32's batch, M, N, K,
-/// trans_a, trans_b) and attention ("attention", "attention_grad": slices,
-/// T, D, causal), with the arguments the CPU kernels take.
+/// trans_a, trans_b), attention ("attention", "attention_grad": slices,
+/// T, D, causal) and convolutions ("conv2d", "conv2d_input_grad",
+/// "conv2d_weight_grad": N, C, H, W, O, KH, KW, OH, OW, strides, paddings,
+/// dilations, groups), with the arguments the CPU kernels take.
 struct TimedKernel {
   std::string kernel;
   std::vector<int64_t> args;
