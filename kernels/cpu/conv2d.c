@@ -32,8 +32,6 @@
 
 #include "dtk/kernels.h"
 
-#include "blas.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -613,21 +611,7 @@ void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
     memset(st.in + in_rows * st.len, 0,
            (size_t)(in_floats - in_rows * st.len) * sizeof(float));
     dtk_parallel_for(st.samples, 1, stage_samples, &st);
-    if (is_direct(&v)) {
-      dtk_parallel_for(groups * a.oblocks * a.kblocks, 1, weight_tiles, &a);
-      continue;
-    }
-    /* Unrolled, the staged rows are the matrices themselves: dW_g += dY_g
-     * [og, positions] x cols_g^T [positions, K], rows `len` apart, which
-     * BLAS multiplies faster than the tiles once channels are many. */
-    blasint m = dtk_blas_size(v.og, "conv2d_weight_grad"),
-            nk = dtk_blas_size(v.k, "conv2d_weight_grad"),
-            l = dtk_blas_size(st.samples * per, "conv2d_weight_grad"),
-            ld = dtk_blas_size(st.len, "conv2d_weight_grad");
-    for (int64_t g = 0; g < groups; ++g)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, l, 1.0f,
-                  st.grad + g * v.og * st.len, ld, st.in + g * v.k * st.len, ld,
-                  1.0f, dw_out + g * v.og * v.k, nk);
+    dtk_parallel_for(groups * a.oblocks * a.kblocks, 1, weight_tiles, &a);
   }
   free(off);
   free(st.in);
