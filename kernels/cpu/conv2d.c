@@ -1,9 +1,9 @@
 /*===- conv2d.c - 2-D convolution and its gradients -----------------------===*
  *
  * dt.conv2d and its two gradients, NCHW, with strides, zero padding,
- * dilation and groups, as register-tiled products. Only a strided
- * convolution's weight gradient unrolls the windows of more than one sample
- * at a time (a chunk of samples, once).
+ * dilation and groups, as register-tiled products, but for the weight
+ * gradient of a strided or a wide convolution: that one unrolls the windows
+ * of a chunk of samples and is one BLAS product per group.
  *
  * A convolution is a product Y_g [og, P] = W_g [og, K] x cols [K, P] per
  * sample and group, K = (c / groups) kh kw a window's size and P = oh ow the
@@ -26,12 +26,16 @@
  * sums their lanes once per chunk of samples. Samples (with their groups)
  * are the forward passes' parallel tasks and tiles of dW the weight
  * gradient's, each output element computed by one thread in an order fixed
- * by the shapes alone: every run, at any thread count, gives the same bits.
+ * by the shapes alone: every run, at any thread count, gives the same bits
+ * (BLAS's products too, as OpenBLAS splits them by output blocks).
  *
  *===----------------------------------------------------------------------===*/
 
 #include "dtk/kernels.h"
 
+#include "blas.h"
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,11 +204,21 @@ struct run_rows {
   const float *src;
   float *dst;
   int64_t sw;
+  int64_t filled; /* copy_run: the row's positions written so far */
 };
 
-/* Plane to row. */
+static void zero_row(float *dst, int64_t n) {
+  if (n > 0)
+    memset(dst, 0, (size_t)n * sizeof(float));
+}
+
+/* Plane to row, zeroing the padding before the run: runs come in order of
+ * position, so each position is written once (zeroing the whole row first
+ * wrote it twice, a tenth of a strided weight gradient at ResNet sizes). */
 static void copy_run(void *ctx, int64_t q, int64_t at, int64_t count) {
-  const struct run_rows *a = ctx;
+  struct run_rows *a = ctx;
+  zero_row(a->dst + a->filled, q - a->filled);
+  a->filled = q + count;
   if (a->sw == 1)
     copy_row(a->dst + q, a->src + at, count);
   else
@@ -219,18 +233,24 @@ static void add_run(void *ctx, int64_t q, int64_t at, int64_t count) {
     a->dst[at + j * a->sw] += a->src[q + j];
 }
 
-/* Unrolled windows of group g of sample s for positions [q0, q0 + width)
- * into rows `ld` apart: row (ci, u, t), column q - q0. Positions past the
+/* Row r = (ci, u, t) of the unrolled windows of group g of sample s for
+ * positions [q0, q0 + width) into dst, column q - q0. Positions past the
  * last one are zero. */
+static void unroll_row(const struct conv *v, const float *x, int64_t s,
+                       int64_t g, int64_t r, int64_t q0, int64_t width,
+                       float *dst) {
+  int64_t ci = r / (v->kh * v->kw);
+  struct run_rows a = {x + (s * v->c + g * v->cg + ci) * v->h * v->w, dst - q0,
+                       v->sw, q0};
+  for_each_run(v, r, q0, min64(q0 + width, v->p), copy_run, &a);
+  zero_row(a.dst + a.filled, q0 + width - a.filled);
+}
+
+/* All of them, rows `ld` apart. */
 static void unroll(const struct conv *v, const float *x, int64_t s, int64_t g,
                    int64_t q0, int64_t width, float *cols, int64_t ld) {
-  for (int64_t r = 0; r < v->k; ++r) {
-    int64_t ci = r / (v->kh * v->kw);
-    struct run_rows a = {x + (s * v->c + g * v->cg + ci) * v->h * v->w,
-                         cols + r * ld - q0, v->sw};
-    memset(cols + r * ld, 0, (size_t)width * sizeof(float));
-    for_each_run(v, r, q0, min64(q0 + width, v->p), copy_run, &a);
-  }
+  for (int64_t r = 0; r < v->k; ++r)
+    unroll_row(v, x, s, g, r, q0, width, cols + r * ld);
 }
 
 /* col2im: adds dcols (rows `width` apart, positions [q0, q0 + width)) into
@@ -240,7 +260,8 @@ static void roll(const struct conv *v, const float *cols, int64_t s, int64_t g,
   for (int64_t r = 0; r < v->k; ++r) {
     int64_t ci = r / (v->kh * v->kw);
     struct run_rows a = {cols + r * width - q0,
-                         dx + (s * v->c + g * v->cg + ci) * v->h * v->w, v->sw};
+                         dx + (s * v->c + g * v->cg + ci) * v->h * v->w, v->sw,
+                         0};
     for_each_run(v, r, q0, min64(q0 + width, v->p), add_run, &a);
   }
 }
@@ -469,33 +490,39 @@ struct staged {
   const struct conv *v;
   const float *x, *dy;
   float *grad, *in;
+  int direct;                       /* padded planes (else unrolled windows) */
   int64_t first, samples, per, len; /* len: floats per row */
 };
 
-static void stage_samples(void *ctx, int64_t begin, int64_t end) {
+/* Stages rows [begin, end) of the chunk: the output gradient's rows, then
+ * the input's. A row at a time, every sample of it: the writes run along
+ * the row (sample by sample, each sample writing a few dozen floats of
+ * every row, wrote most cache lines twice). */
+static void stage_rows(void *ctx, int64_t begin, int64_t end) {
   const struct staged *a = ctx;
   const struct conv *v = a->v;
-  for (int64_t s = begin; s < end; ++s) {
-    int64_t sample = a->first + s;
-    for (int64_t oc = 0; oc < v->o; ++oc) {
-      const float *src = a->dy + (sample * v->o + oc) * v->p;
-      float *row = a->grad + oc * a->len + s * a->per;
-      if (is_direct(v)) {
-        memset(row, 0, (size_t)a->per * sizeof(float));
-        for (int64_t i = 0; i < v->oh; ++i)
-          copy_row(row + i * v->wp, src + i * v->ow, v->ow);
-      } else {
-        copy_row(row, src, v->p);
+  for (int64_t r = begin; r < end; ++r)
+    for (int64_t s = 0; s < a->samples; ++s) {
+      int64_t sample = a->first + s;
+      if (r < v->o) {
+        const float *src = a->dy + (sample * v->o + r) * v->p;
+        float *row = a->grad + r * a->len + s * a->per;
+        if (a->direct) {
+          memset(row, 0, (size_t)a->per * sizeof(float));
+          for (int64_t i = 0; i < v->oh; ++i)
+            copy_row(row + i * v->wp, src + i * v->ow, v->ow);
+        } else {
+          copy_row(row, src, v->p);
+        }
+        continue;
       }
+      int64_t in = r - v->o;
+      float *row = a->in + in * a->len + s * a->per;
+      if (a->direct)
+        pad_plane(v, a->x, sample, in, row);
+      else
+        unroll_row(v, a->x, sample, in / v->k, in % v->k, 0, v->p, row);
     }
-    if (is_direct(v))
-      for (int64_t ci = 0; ci < v->c; ++ci)
-        pad_plane(v, a->x, sample, ci, a->in + ci * a->len + s * a->per);
-    else
-      for (int64_t g = 0; g < v->groups; ++g)
-        unroll(v, a->x, sample, g, 0, v->p,
-               a->in + g * v->k * a->len + s * a->per, a->len);
-  }
 }
 
 /* Tiles of dW: group, block of MO output channels, block of MK taps. */
@@ -503,8 +530,51 @@ struct weight_grad_args {
   const struct staged *st;
   const int64_t *off; /* tap r's row (and shift) in a group's staged input */
   float *dw;
-  int64_t block, oblocks, kblocks; /* block: positions per pass */
+  int64_t oblocks, kblocks;
 };
+
+/* Tiles are numbered in blocks of BO x BK (output channel blocks x tap
+ * blocks, group by group), so that a batch of consecutive tiles reads a few
+ * rows of each kind rather than one output block against every tap. */
+enum { BO = 8, BK = 32 };
+
+static void tile_at(const struct weight_grad_args *a, int64_t t, int64_t *g,
+                    int64_t *ob, int64_t *kb) {
+  int64_t per_group = a->oblocks * a->kblocks, at = t % per_group;
+  *g = t / per_group;
+  /* Rows of blocks before this one are full, BO x kblocks tiles each; in
+   * a row, the blocks before this one are BK tap blocks wide. */
+  int64_t so = at / (BO * a->kblocks), rem = at % (BO * a->kblocks);
+  int64_t bo = min64(BO, a->oblocks - so * BO);
+  int64_t sk = rem / (bo * BK), in = rem % (bo * BK);
+  int64_t bk = min64(BK, a->kblocks - sk * BK);
+  *ob = so * BO + in / bk;
+  *kb = sk * BK + in % bk;
+}
+
+/* Positions per pass over the staged rows for tiles [t0, t1): as many as
+ * keep the rows those tiles read in L2. */
+static int64_t pass_block(const struct weight_grad_args *a, int64_t t0,
+                          int64_t t1) {
+  const struct conv *v = a->st->v;
+  int64_t taps = v->kh * v->kw, g, ob, kb;
+  int64_t lo[3] = {INT64_MAX, INT64_MAX, INT64_MAX}, hi[3] = {0, 0, 0};
+  for (int64_t t = t0; t < t1; ++t) {
+    tile_at(a, t, &g, &ob, &kb);
+    int64_t at[3] = {g, ob, kb * MK / taps};
+    for (int d = 0; d < 3; ++d) {
+      lo[d] = at[d] < lo[d] ? at[d] : lo[d];
+      hi[d] = at[d] > hi[d] ? at[d] : hi[d];
+    }
+  }
+  /* Input channels a tap block reaches past its first. */
+  int64_t reach = (MK + taps - 1) / taps + 1;
+  int64_t rows = hi[0] > lo[0] ? (hi[0] - lo[0] + 1) * (v->og + v->cg)
+                               : (hi[1] - lo[1] + 1) * MO +
+                                     min64(hi[2] - lo[2] + reach, v->cg);
+  int64_t block = kBlockFloats / rows / VW * VW;
+  return block < VW ? VW : block;
+}
 
 static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
   const struct weight_grad_args *a = ctx;
@@ -514,18 +584,19 @@ static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
   vf *accs = aligned_alloc(sizeof(vf), (size_t)batch * MO * MK * sizeof(vf));
   if (!accs)
     dtk_fail("out of memory for a convolution's weight gradient");
-  int64_t in_group = (is_direct(v) ? v->cg : v->k) * st->len;
+  int64_t in_group = v->cg * st->len;
   int64_t total = round_up(st->samples * st->per, VW);
   for (int64_t t0 = begin; t0 < end; t0 += batch) {
     int64_t t1 = min64(end, t0 + batch);
     memset(accs, 0, (size_t)(t1 - t0) * MO * MK * sizeof(vf));
     /* Pass over the positions a block at a time, every tile of the batch
      * over each block while it is in cache. */
-    for (int64_t q0 = 0; q0 < total; q0 += a->block) {
-      int64_t q1 = min64(total, q0 + a->block);
+    int64_t block = pass_block(a, t0, t1);
+    for (int64_t q0 = 0; q0 < total; q0 += block) {
+      int64_t q1 = min64(total, q0 + block);
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t g = t / (a->oblocks * a->kblocks),
-                ob = t / a->kblocks % a->oblocks, kb = t % a->kblocks;
+        int64_t g, ob, kb;
+        tile_at(a, t, &g, &ob, &kb);
         const float *grow[MO], *irow[MK];
         for (int i = 0; i < MO; ++i)
           grow[i] =
@@ -549,8 +620,8 @@ static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
       }
     }
     for (int64_t t = t0; t < t1; ++t) {
-      int64_t g = t / (a->oblocks * a->kblocks),
-              ob = t / a->kblocks % a->oblocks, kb = t % a->kblocks;
+      int64_t g, ob, kb;
+      tile_at(a, t, &g, &ob, &kb);
       const vf *acc = accs + (t - t0) * MO * MK;
       for (int64_t i = 0; i < MO && ob * MO + i < v->og; ++i)
         for (int64_t j = 0; j < MK && kb * MK + j < v->k; ++j) {
@@ -565,6 +636,19 @@ static void weight_tiles(void *ctx, int64_t begin, int64_t end) {
   free(accs);
 }
 
+/* Whether the weight gradient reads padded planes directly and sums vector
+ * tiles (else it unrolls the windows and calls BLAS). The tiles load an
+ * operand per two multiply-adds and read their rows from L2, where BLAS's
+ * packed panels reuse each load from L1; unrolling copies each input value
+ * kh kw times, and BLAS runs poorly on a few output channels. Measured on
+ * ResNet's and cnn_fashion's layers (batch 16 and 128, 1 and 2 threads):
+ * the tiles are faster up to 128 input channels a group (1.5-3x on
+ * cnn_fashion's), BLAS past that (1.4x at 512 channels of 7x7, where a
+ * padded plane is 40 % padding). */
+static int direct_weight_grad(const struct conv *v) {
+  return is_direct(v) && v->cg <= 128;
+}
+
 void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
                                 int64_t n, int64_t c, int64_t h, int64_t wd,
                                 int64_t o, int64_t kh, int64_t kw, int64_t oh,
@@ -576,42 +660,60 @@ void dtk_conv2d_weight_grad_f32(const float *x, const float *dy, float *dw_out,
   memset(dw_out, 0, (size_t)(o * v.k) * sizeof(float));
   if (n == 0 || v.p == 0)
     return;
-  /* Positions per sample, and input rows: with stride 1 a sample's place in
-   * a row is its padded plane, its outputs at their wide positions. */
-  int64_t per = is_direct(&v) ? v.plane : v.p;
-  int64_t in_rows = is_direct(&v) ? c : c * kh * kw;
+  int direct = direct_weight_grad(&v);
+  /* Positions per sample, and input rows: directly, a sample's place in a
+   * row is its padded plane, its outputs at their wide positions. */
+  int64_t per = direct ? v.plane : v.p;
+  int64_t in_rows = direct ? c : c * kh * kw;
   int64_t chunk = kChunkFloats / ((o + in_rows) * per);
   chunk = chunk < 1 ? 1 : chunk > n ? n : chunk;
-  struct staged st = {&v, x, dy, NULL, NULL, 0, 0, per, 0};
+  /* Chunks of equal size: a last chunk of one sample is a product too
+   * small to run well. */
+  int64_t chunks = (n + chunk - 1) / chunk;
+  chunk = (n + chunks - 1) / chunks;
+  struct staged st = {&v, x, dy, NULL, NULL, direct, 0, 0, per, 0};
   st.len = round_up(chunk * per, VW);
   /* A direct tap reads its row shifted by up to a plane: the rows after the
    * last one's end are zero. */
-  int64_t in_floats = in_rows * st.len + (is_direct(&v) ? v.plane + VW : 0);
+  int64_t in_floats = in_rows * st.len + (direct ? v.plane + VW : 0);
   st.grad = scratch(o * st.len, "out of memory for a convolution's gradient");
   st.in = scratch(in_floats, "out of memory for a convolution's windows");
-  int64_t *off = row_offsets(v.k, st.len);
-  if (is_direct(&v))
-    direct_offsets(&v, st.len, off);
-  struct weight_grad_args a = {&st, off, dw_out, 0, 0, 0};
-  a.block = kBlockFloats / (o + in_rows) / VW * VW;
-  a.block = a.block < VW ? VW : a.block;
+  int64_t *off = offsets(v.k);
+  direct_offsets(&v, st.len, off);
+  struct weight_grad_args a = {&st, off, dw_out, 0, 0};
   a.oblocks = round_up(v.og, MO) / MO;
   a.kblocks = round_up(v.k, MK) / MK;
   for (int64_t first = 0; first < n; first += chunk) {
     st.first = first;
     st.samples = min64(chunk, n - first);
-    /* Zero what no sample writes: the rows' ends, and the slack. */
     int64_t used = st.samples * per;
-    for (int64_t r = 0; r < o; ++r)
-      memset(st.grad + r * st.len + used, 0,
-             (size_t)(st.len - used) * sizeof(float));
-    for (int64_t r = 0; r < in_rows; ++r)
-      memset(st.in + r * st.len + used, 0,
-             (size_t)(st.len - used) * sizeof(float));
-    memset(st.in + in_rows * st.len, 0,
-           (size_t)(in_floats - in_rows * st.len) * sizeof(float));
-    dtk_parallel_for(st.samples, 1, stage_samples, &st);
-    dtk_parallel_for(groups * a.oblocks * a.kblocks, 1, weight_tiles, &a);
+    if (direct) {
+      /* Zero what no sample writes and the tiles read: the rows' ends, and
+       * the slack. */
+      for (int64_t r = 0; r < o; ++r)
+        memset(st.grad + r * st.len + used, 0,
+               (size_t)(st.len - used) * sizeof(float));
+      for (int64_t r = 0; r < in_rows; ++r)
+        memset(st.in + r * st.len + used, 0,
+               (size_t)(st.len - used) * sizeof(float));
+      memset(st.in + in_rows * st.len, 0,
+             (size_t)(in_floats - in_rows * st.len) * sizeof(float));
+    }
+    dtk_parallel_for(o + in_rows, 1, stage_rows, &st);
+    if (direct) {
+      dtk_parallel_for(groups * a.oblocks * a.kblocks, 1, weight_tiles, &a);
+      continue;
+    }
+    /* Unrolled, the staged rows are the matrices themselves: dW_g += dY_g
+     * [og, positions] x cols_g^T [positions, K], rows `len` apart. */
+    blasint m = dtk_blas_size(v.og, "conv2d_weight_grad"),
+            nk = dtk_blas_size(v.k, "conv2d_weight_grad"),
+            l = dtk_blas_size(used, "conv2d_weight_grad"),
+            ld = dtk_blas_size(st.len, "conv2d_weight_grad");
+    for (int64_t g = 0; g < groups; ++g)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nk, l, 1.0f,
+                  st.grad + g * v.og * st.len, ld, st.in + g * v.k * st.len, ld,
+                  1.0f, dw_out + g * v.og * v.k, nk);
   }
   free(off);
   free(st.in);
