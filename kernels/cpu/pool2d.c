@@ -39,7 +39,9 @@ static struct window window_of(const struct pool *p, int64_t i, int64_t j) {
  * a number (a NaN chosen stays). Taken in row-major order, this keeps the
  * first largest. */
 static inline int beats(float f, float value) {
-  return f > value || (f != f && value == value);
+  /* Bitwise, not short-circuit: the loops that use it stay branch-free and
+   * vectorise. */
+  return (f > value) | ((f != f) & (value == value));
 }
 
 /* The flat index in its plane of window (i, j)'s first largest input. */
@@ -92,7 +94,7 @@ inner_choices_at(const struct pool *p, const float *plane, int64_t y0,
       }
       for (int64_t j = j0; j < j1; ++j) {
         float f = src[j * sw], v = value[j];
-        int b = (f > v) | ((f != f) & (v == v));
+        int b = beats(f, v);
         value[j] = b ? f : v;
         tap[j] = b ? here : tap[j];
       }
@@ -182,6 +184,85 @@ static void max_grad_planes(void *ctx, int64_t begin, int64_t end) {
   free(r.at);
 }
 
+/* 2x2 windows of stride 2 that tile the plane exactly (no padding, even
+ * sizes), as nn.MaxPool2d(2) mostly meets them: first the choice between
+ * the two inputs of each window row, along whole rows of input pairs, then
+ * between a window's two rows. The first largest of the pair of firsts is
+ * the first largest of the four (NaN winning as `beats` says), so this
+ * agrees with the tap-by-tap scan; it runs in long vector loops where a
+ * row of 14 windows left the scan mostly scalar. */
+static int is_pairs(const struct pool *p) {
+  return p->kh == 2 && p->kw == 2 && p->sh == 2 && p->sw == 2 && p->ph == 0 &&
+         p->pw == 0 && p->h == 2 * p->oh && p->w == 2 * p->ow;
+}
+
+/* Each input row's pairs: the larger value and whether it is the right one. */
+static void pair_choices(const float *plane, int64_t pairs, float *value,
+                         float *right) {
+  for (int64_t k = 0; k < pairs; ++k) {
+    float a = plane[2 * k], b = plane[2 * k + 1];
+    int r = beats(b, a);
+    value[k] = r ? b : a;
+    right[k] = r ? 1.0f : 0.0f;
+  }
+}
+
+/* Room for a plane's pair choices: values, then which side. */
+static float *pair_scratch(int64_t pairs) {
+  float *value = malloc((size_t)(pairs > 0 ? pairs : 1) * 2 * sizeof(float));
+  if (!value)
+    dtk_fail("out of memory for a pooling plane");
+  return value;
+}
+
+static void max_pairs_planes(void *ctx, int64_t begin, int64_t end) {
+  const struct pool *p = ctx;
+  int64_t pairs = p->h * p->ow;
+  float *value = pair_scratch(pairs), *right = value + pairs;
+  for (int64_t q = begin; q < end; ++q) {
+    pair_choices(p->x + q * p->h * p->w, pairs, value, right);
+    float *out = p->y + q * p->oh * p->ow;
+    for (int64_t i = 0; i < p->oh; ++i) {
+      const float *top = value + 2 * i * p->ow, *bottom = top + p->ow;
+      for (int64_t j = 0; j < p->ow; ++j) {
+        float t = top[j], u = bottom[j];
+        int lower = beats(u, t);
+        out[i * p->ow + j] = lower ? u : t;
+      }
+    }
+  }
+  free(value);
+}
+
+/* Each window's gradient goes to its choice and zeros to its other three
+ * inputs: the windows cover the plane once, so every input is written. */
+static void max_pairs_grad_planes(void *ctx, int64_t begin, int64_t end) {
+  const struct pool *p = ctx;
+  int64_t pairs = p->h * p->ow;
+  float *value = pair_scratch(pairs), *right = value + pairs;
+  for (int64_t q = begin; q < end; ++q) {
+    pair_choices(p->x + q * p->h * p->w, pairs, value, right);
+    const float *g = p->dy + q * p->oh * p->ow;
+    float *out = p->dx + q * p->h * p->w;
+    for (int64_t i = 0; i < p->oh; ++i) {
+      const float *top = value + 2 * i * p->ow, *bottom = top + p->ow;
+      const float *top_right = right + 2 * i * p->ow,
+                  *bottom_right = top_right + p->ow;
+      float *row0 = out + 2 * i * p->w, *row1 = row0 + p->w;
+      for (int64_t j = 0; j < p->ow; ++j) {
+        float t = top[j], u = bottom[j], d = g[i * p->ow + j];
+        int lower = beats(u, t);
+        float r0 = top_right[j], r1 = bottom_right[j];
+        row0[2 * j] = !lower && r0 == 0.0f ? d : 0.0f;
+        row0[2 * j + 1] = !lower && r0 != 0.0f ? d : 0.0f;
+        row1[2 * j] = lower && r1 == 0.0f ? d : 0.0f;
+        row1[2 * j + 1] = lower && r1 != 0.0f ? d : 0.0f;
+      }
+    }
+  }
+  free(value);
+}
+
 static void avg_planes(void *ctx, int64_t begin, int64_t end) {
   const struct pool *p = ctx;
   float scale = 1.0f / (float)(p->kh * p->kw);
@@ -231,13 +312,13 @@ static void run(void (*body)(void *, int64_t, int64_t), struct pool *p,
 
 void dtk_max_pool2d_f32(const float *x, float *y, DTK_POOL_SIZES) {
   struct pool p = {x, NULL, y, NULL, h, w, oh, ow, kh, kw, sh, sw, ph, pw};
-  run(max_planes, &p, planes);
+  run(is_pairs(&p) ? max_pairs_planes : max_planes, &p, planes);
 }
 
 void dtk_max_pool2d_grad_f32(const float *x, const float *dy, float *dx,
                              DTK_POOL_SIZES) {
   struct pool p = {x, dy, NULL, dx, h, w, oh, ow, kh, kw, sh, sw, ph, pw};
-  run(max_grad_planes, &p, planes);
+  run(is_pairs(&p) ? max_pairs_grad_planes : max_grad_planes, &p, planes);
 }
 
 void dtk_avg_pool2d_f32(const float *x, float *y, DTK_POOL_SIZES) {

@@ -8,8 +8,9 @@
 // largest input of each window in row-major order, skip padding, and let NaN
 // win. The kernels take windows inside the image by a shorter path than the
 // clipped ones at the edges; both must agree with the definition, here on
-// inputs with ties (small integers) and a NaN, over overlapping, padded,
-// strided and non-square windows.
+// inputs with ties (small integers) and NaNs, over overlapping, padded,
+// strided and non-square windows, and 2x2 windows that tile the plane (a
+// path of their own).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,8 +55,13 @@ TEST_P(PoolTest, ChoosesAsPyTorchDoes) {
   int64_t oh = p.oh(), ow = p.ow();
   std::vector<float> x(size_t(p.planes * p.h * p.w));
   for (size_t i = 0; i < x.size(); ++i)
-    x[i] = float((i * 7919) % 5); // ties everywhere
-  x[size_t(p.h * p.w + p.w + 1)] = std::numeric_limits<float>::quiet_NaN();
+    x[i] = float((i * 7919 / 3) % 3); // a third of neighbours tie
+  // NaNs in the second plane: alone, and two to a 2x2 window, across a
+  // window's rows (top right and bottom left), and along its bottom row.
+  for (int64_t at : {p.w + 1, int64_t(3), 3 * p.w + 2, int64_t(5), p.w + 4,
+                     3 * p.w, 3 * p.w + 1})
+    if (at < p.h * p.w)
+      x[size_t(p.h * p.w + at)] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> dy(size_t(p.planes * oh * ow));
   for (size_t i = 0; i < dy.size(); ++i)
     dy[i] = float(i % 13) - 6.0f;
@@ -88,7 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
     Windows, PoolTest,
     ::testing::Values(
         //   planes h   w  kh kw sh sw ph pw
-        Pool{3, 28, 28, 2, 2, 2, 2, 0, 0}, // cnn_fashion's
+        Pool{3, 28, 28, 2, 2, 2, 2, 0, 0}, // cnn_fashion's (2x2 tiling)
+        Pool{2, 6, 10, 2, 2, 2, 2, 0, 0},  // 2x2 tiling, not square
+        Pool{2, 7, 9, 2, 2, 2, 2, 0, 0},   // 2x2, a row and column left over
         Pool{3, 11, 12, 3, 3, 2, 2, 1, 1}, // ResNet's, overlapping and padded
         Pool{2, 7, 9, 2, 3, 1, 2, 1, 0},   // non-square, mixed strides
         Pool{2, 5, 5, 5, 5, 1, 1, 2, 2})); // windows wider than the inside
