@@ -21,6 +21,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 
 namespace dt {
@@ -275,6 +278,45 @@ private:
                                b.getDenseI64ArrayAttr(type.getShape()));
   }
 
+  /// Attention with dropout on its probabilities (a train pass): the
+  /// probabilities in full, softmax(q kᵀ / √d + mask), dropped, times v, as
+  /// transformers computes attention dropout. The fused kernel never holds
+  /// them, so it cannot drop them; the causal mask (-inf where key j comes
+  /// after query i) is built from positions, so no [T, T] table is stored.
+  Value attentionWithDropout(mlir::Location loc, Value q, Value k, Value v,
+                             const PrimAttrs &attrs) {
+    DTBuilder e{b, loc};
+    auto type = llvm::cast<RankedTensorType>(q.getType());
+    int64_t rank = type.getRank(), t = type.getDimSize(rank - 2),
+            d = type.getDimSize(rank - 1);
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() = t;
+    auto scoresType = RankedTensorType::get(shape, type.getElementType());
+    Value scores = e.matmul(q, k, /*transposeLhs=*/false,
+                            /*transposeRhs=*/true, scoresType);
+    scores = e.mul(scores, e.like(scores, 1.0 / std::sqrt(double(d))));
+    if (attrs.causal) {
+      auto square = RankedTensorType::get({t, t}, type.getElementType());
+      auto line = RankedTensorType::get({t}, type.getElementType());
+      Value pos = b.create<ConvertOp>(
+          loc, line,
+          b.create<IotaOp>(loc, RankedTensorType::get({t}, b.getI32Type())));
+      Value later =
+          b.create<StepOp>(loc, square,
+                           e.sub(e.broadcast(e.reshape(pos, {1, t}), square),
+                                 e.broadcast(e.reshape(pos, {t, 1}), square)));
+      Value mask = b.create<SelectOp>(
+          loc, square, later,
+          e.splat(square, -std::numeric_limits<double>::infinity()),
+          e.splat(square, 0.0));
+      SmallVector<int64_t> ones(rank - 2, 1);
+      ones.append({t, t});
+      scores = e.add(scores, e.broadcast(e.reshape(mask, ones), scoresType));
+    }
+    Value probs = b.create<SoftmaxOp>(loc, scores, rank - 1);
+    return e.matmul(dropout(loc, probs, attrs.p), v, false, false, type);
+  }
+
   TraceValue add(Value v) {
     values.push_back(v);
     return TraceValue{values.size() - 1};
@@ -417,6 +459,8 @@ private:
     case PrimOp::Iota:
       return {b.create<IotaOp>(loc, t0)};
     case PrimOp::Attention: {
+      if (dropoutSeed && attrs.p != 0)
+        return {attentionWithDropout(loc, x[0], x[1], x[2], attrs)};
       auto op = b.create<AttentionOp>(loc, t0, x[0], x[1], x[2]);
       op.setCausal(attrs.causal);
       return {op};

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -24,6 +25,15 @@
 using namespace dt;
 using namespace dt::sema;
 using llvm::failure;
+
+namespace {
+/// A number as %g writes it: -0.1, 1e-12.
+std::string shortNumber(double v) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", v);
+  return text;
+}
+} // namespace
 
 namespace {
 /// The evaluated arguments of one builtin call.
@@ -1316,7 +1326,9 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
   }
 
   if (name == "attention") {
-    if (failed(c.bind(*this, frame, {{"q"}, {"k"}, {"v"}, {"causal", false}})))
+    if (failed(c.bind(
+            *this, frame,
+            {{"q"}, {"k"}, {"v"}, {"causal", false}, {"dropout", false}})))
       return failure();
     if (c.anyUnknown())
       return unknownResult();
@@ -1362,6 +1374,22 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
         return failure();
       }
       attrs.causal = causal.boolValue.value_or(true);
+    }
+    // Dropout on the attention probabilities, as transformers' attention
+    // dropout (attn_pdrop, attention_dropout): a train pass then computes
+    // the probabilities in full rather than in the fused kernel.
+    if (c.given(4)) {
+      FailureOr<std::optional<double>> p = c.number(4, "dropout");
+      if (failed(p))
+        return failure();
+      attrs.p = p->value_or(0.0);
+      if (!(attrs.p >= 0 && attrs.p < 1)) {
+        ctx.error(c.loc(4), "'attention' drops each probability with "
+                            "probability dropout, which must be in [0, 1), "
+                            "not " +
+                                shortNumber(attrs.p));
+        return failure();
+      }
     }
     if (isConcrete() && q.shape.hasRank() && q.shape.dims.size() >= 3)
       if (std::optional<int64_t> heads =

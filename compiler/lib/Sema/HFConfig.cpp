@@ -337,6 +337,15 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
                   llvm::Twine(width / heads) +
                   "), which nn." + model + " does not build yet");
   }
+  // LlamaConfig's only dropout, on the attention probabilities (0 when
+  // absent, its default).
+  if (const llvm::json::Value *v = config->get("attention_dropout");
+      v && v->kind() != llvm::json::Value::Null) {
+    std::optional<double> p = v->getAsNumber();
+    if (!p || !(*p >= 0 && *p < 1))
+      return fail("'attention_dropout' must be a probability in [0, 1)");
+    values["attention_dropout_p"] = EvalValue::getFloat(*p);
+  }
 
   return values;
 }

@@ -540,6 +540,11 @@ std::string gpt2Config(const Job &job) {
   const Constant *eps = lookup(lnf->args, "eps");
   if (!heads || !ratio || !eps)
     return "";
+  // The blocks' dropouts; the embeddings' is the program's own code.
+  auto probability = [&](llvm::StringRef name) {
+    const Constant *p = lookup(first.args, name);
+    return p ? p->getNumber() : 0.0;
+  };
   int64_t width = wte[1];
   llvm::json::Object config{
       {"architectures", llvm::json::Array{"GPT2LMHeadModel"}},
@@ -550,15 +555,15 @@ std::string gpt2Config(const Job &job) {
       {"n_embd", width},
       {"n_layer", int64_t(blocks.size())},
       {"n_head", heads->getInt()},
-      {"n_inner", ratio->getInt() == 4 ? llvm::json::Value(nullptr)
-                                       : llvm::json::Value(ratio->getInt() *
-                                                           width)},
+      {"n_inner", ratio->getInt() == 4
+                      ? llvm::json::Value(nullptr)
+                      : llvm::json::Value(ratio->getInt() * width)},
       // dt's gelu is GPT-2's tanh approximation.
       {"activation_function", "gelu_new"},
       {"layer_norm_epsilon", eps->getNumber()},
-      {"resid_pdrop", 0.0},
+      {"resid_pdrop", probability("dropout_p")},
       {"embd_pdrop", 0.0},
-      {"attn_pdrop", 0.0},
+      {"attn_pdrop", probability("attention_dropout_p")},
       {"tie_word_embeddings", true},
       {"torch_dtype", "float32"}};
   std::string text;
@@ -617,6 +622,9 @@ std::string llamaConfig(const Job &job) {
       {"max_position_embeddings",
        positions ? llvm::json::Value(positions) : llvm::json::Value(2048)},
       {"attention_bias", false},
+      {"attention_dropout", lookup(args, "attention_dropout_p")
+                                ? number("attention_dropout_p")
+                                : llvm::json::Value(0.0)},
       {"mlp_bias", false},
       {"tie_word_embeddings", isTiedLlama(job)},
       {"torch_dtype", "float32"}};

@@ -317,6 +317,8 @@ std::string TraceRecorder::verify(PrimOp kind, llvm::ArrayRef<TensorType> in,
       return e;
     if (in[0].getRank() < 3 || in[1] != in[0] || in[2] != in[0])
       return "q, k, v must share one type of rank >= 3";
+    if (!(attrs.p >= 0 && attrs.p < 1))
+      return "dropout must be in [0, 1)";
     return same(out[0], in[0]);
   case PrimOp::Sum:
   case PrimOp::Mean: {
@@ -426,7 +428,10 @@ TraceRecorder::op(PrimOp kind, llvm::ArrayRef<TraceValue> operands,
        << ", groups = " << attrs.groups << "}";
     break;
   case PrimOp::Attention:
-    os << " {causal = " << (attrs.causal ? "true" : "false") << "}";
+    os << " {causal = " << (attrs.causal ? "true" : "false");
+    if (attrs.p != 0)
+      os << ", dropout = " << llvm::format("%g", attrs.p);
+    os << "}";
     break;
   default:
     break;
