@@ -123,3 +123,39 @@ module attributes {dt.arena_bytes = 1400000 : i64} {
     return
   }
 }
+
+// -----
+
+// A batch norm's loops on one rank: the iteration is [groups = 1, N, C, HW],
+// so the pool splits N (the first dimension that is not 1), the index of the
+// group being 0; its statistics (sums over N and HW around C) split the
+// channels, each summed whole by one task.
+module attributes {dt.arena_bytes = 1100000 : i64} {
+  dt.global input @x : tensor<1x64x4x256xf32> {offset = 0 : i64}
+  dt.global input @scale : tensor<1x1x4x1xf32> {offset = 262144 : i64}
+  // CHECK-LABEL: func.func private @dt_step_loop0
+  // CHECK-SAME: dt.parallel_range = 64 : i64
+  // CHECK: scf.for %[[N:.*]] = %{{.*}} to %{{.*}} step
+  // CHECK:   %[[ZERO:.*]] = arith.constant 0 : index
+  // CHECK:   scf.for %[[C:.*]] =
+  // CHECK:     scf.for %[[S:.*]] =
+  // CHECK:       vector.load %{{.*}}[%[[ZERO]], %[[N]], %[[C]], %[[S]]] : memref<1x64x4x256xf32>, vector<16xf32>
+  // CHECK-LABEL: func.func private @dt_step_loop1
+  // CHECK-SAME: dt.parallel_range = 4 : i64
+  // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+  // CHECK:   scf.for {{.*}} -> (vector<16xf64>)
+  // CHECK:   vector.reduction <add>
+  // CHECK-LABEL: func.func @dt_step
+  // CHECK-COUNT-2: call @dtk_parallel_for
+  func.func @step() {
+    %x = dt.load @x {dt.offsets = [0]} : tensor<1x64x4x256xf32>
+    %s = dt.load @scale {dt.offsets = [262144]} : tensor<1x1x4x1xf32>
+    %y = dt.fused(%x, %s) {dt.offsets = [262208]} : (tensor<1x64x4x256xf32>, tensor<1x1x4x1xf32>) -> tensor<1x64x4x256xf32> {
+    ^bb0(%p: tensor<1x64x4x256xf32>, %q: tensor<1x64x4x256xf32>):
+      %m = dt.mul %p, %q : tensor<1x64x4x256xf32>
+      dt.yield %m : tensor<1x64x4x256xf32>
+    }
+    %sum = dt.reduce_sum %x [0, 1, 3] {dt.offsets = [524352]} : tensor<1x64x4x256xf32> -> tensor<4xf32>
+    return
+  }
+}

@@ -831,16 +831,23 @@ private:
       }
       return success();
     }
+    // The pool splits the first dimension that is not 1 (a batch norm's
+    // iteration is [groups, N / groups, C, H W] with one group on one rank).
+    size_t split = 0;
+    while (split + 2 < iteration.size() && iteration[split] == 1)
+      ++split;
     if (iteration.size() > 1 &&
-        worthParallel(iteration.front(), total / iteration.front())) {
-      parallelLoop(iteration.front(), total / iteration.front(),
+        worthParallel(iteration[split], total / iteration[split])) {
+      parallelLoop(iteration[split], total / iteration[split],
                    [&](Value begin, Value end) {
                      prepare();
                      forLoop(begin, end, 1, [&](Value outer) {
+                       SmallVector<Value> lead(split, index(0));
+                       lead.push_back(outer);
                        vectorLoopNest(
-                           ArrayRef<int64_t>(iteration).drop_front(), lanes,
-                           [&](ArrayRef<Value> ivs, unsigned width) {
-                             SmallVector<Value> all{outer};
+                           ArrayRef<int64_t>(iteration).drop_front(split + 1),
+                           lanes, [&](ArrayRef<Value> ivs, unsigned width) {
+                             SmallVector<Value> all(lead);
                              all.append(ivs.begin(), ivs.end());
                              emit(all, width);
                            });
@@ -1029,20 +1036,35 @@ private:
         b.create<scf::YieldOp>(loc, loop.getResult(0));
         return rows.getResult(0);
       };
-      forLoop(0, outer, 1, [&](Value o) {
-        Value s = b.create<arith::ConstantOp>(loc, b.getZeroAttr(accElem));
-        if (vectorEnd > 0) {
-          Value acc = b.create<arith::ConstantOp>(
-              loc, DenseElementsAttr::get(VectorType::get({lanes}, accElem),
-                                          b.getZeroAttr(accElem)));
-          s = b.create<vector::ReductionOp>(
-              loc, vector::CombiningKind::ADD,
-              accumulate(o, 0, vectorEnd, lanes, acc));
-        }
-        if (vectorEnd < n)
-          s = accumulate(o, vectorEnd, n, 1, s);
-        write(narrow(s, elem), out, {o}, 1);
-      });
+      // Each output element is one task's, summed in a fixed order: the
+      // same bits on any thread count.
+      auto sums = [&](Value begin, Value end) {
+        forLoop(begin, end, 1, [&](Value o) {
+          Value s = b.create<arith::ConstantOp>(loc, b.getZeroAttr(accElem));
+          if (vectorEnd > 0) {
+            Value acc = b.create<arith::ConstantOp>(
+                loc, DenseElementsAttr::get(VectorType::get({lanes}, accElem),
+                                            b.getZeroAttr(accElem)));
+            s = b.create<vector::ReductionOp>(
+                loc, vector::CombiningKind::ADD,
+                accumulate(o, 0, vectorEnd, lanes, acc));
+          }
+          if (vectorEnd < n)
+            s = accumulate(o, vectorEnd, n, 1, s);
+          write(narrow(s, elem), out, {o}, 1);
+        });
+      };
+      if (worthParallel(outer, lead * n)) {
+        // The views, made again inside the outlined loop.
+        parallelLoop(outer, lead * n, [&](Value begin, Value end) {
+          in = view(bufferOf(r.getInput()), {total}, elem);
+          out = view(bufferOf(r.getResult()),
+                     {shapeOf(r.getResult()).empty() ? 1 : outer}, elem);
+          sums(begin, end);
+        });
+      } else {
+        sums(index(0), index(outer));
+      }
       return success();
     }
 
