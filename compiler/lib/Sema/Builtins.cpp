@@ -33,9 +33,7 @@ std::string shortNumber(double v) {
   llvm::raw_string_ostream(text) << llvm::format("%g", v);
   return text;
 }
-} // namespace
 
-namespace {
 /// The evaluated arguments of one builtin call.
 class BuiltinCall {
 public:
