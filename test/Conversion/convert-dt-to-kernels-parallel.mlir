@@ -159,3 +159,39 @@ module attributes {dt.arena_bytes = 1100000 : i64} {
     return
   }
 }
+
+// -----
+
+// A fused sum around kept axes (a batch norm's variance): per channel, on the
+// pool, the body over [N, HW] into one vector accumulator, the channel's mean
+// read once and splatted, then a horizontal sum.
+module attributes {dt.arena_bytes = 600000 : i64} {
+  dt.global input @x : tensor<1x64x4x256xf32> {offset = 0 : i64}
+  dt.global input @mean : tensor<1x1x4x1xf32> {offset = 262144 : i64}
+  // CHECK-LABEL: func.func private @dt_step_loop0
+  // CHECK-SAME: dt.parallel_range = 4 : i64
+  // CHECK-DAG: %[[X:.*]] = memref.view {{.*}} {dt.buffer = array<i64: 0, 262144>} {{.*}} to memref<65536xf32>
+  // CHECK-DAG: %[[M:.*]] = memref.view {{.*}} {dt.buffer = array<i64: 262144, 16>} {{.*}} to memref<4xf32>
+  // CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
+  // CHECK:   %[[MEAN:.*]] = memref.load %[[M]][%[[C]]] : memref<4xf32>
+  // CHECK:   %[[SPLAT:.*]] = vector.splat %[[MEAN]] : vector<16xf32>
+  // CHECK:   scf.for {{.*}} -> (vector<16xf64>)
+  // CHECK:     scf.for {{.*}} -> (vector<16xf64>)
+  // CHECK:       %[[V:.*]] = vector.load %[[X]]
+  // CHECK:       %[[D:.*]] = arith.subf %[[V]], %[[SPLAT]] : vector<16xf32>
+  // CHECK:       arith.mulf %[[D]], %[[D]] : vector<16xf32>
+  // CHECK:   vector.reduction <add>
+  // CHECK-LABEL: func.func @dt_step
+  // CHECK: call @dtk_parallel_for
+  func.func @step() {
+    %x = dt.load @x {dt.offsets = [0]} : tensor<1x64x4x256xf32>
+    %m = dt.load @mean {dt.offsets = [262144]} : tensor<1x1x4x1xf32>
+    %v = dt.fused(%x, %m) {dt.offsets = [262208], reduce_axes = array<i64: 1, 3>} : (tensor<1x64x4x256xf32>, tensor<1x1x4x1xf32>) -> tensor<1x4xf32> {
+    ^bb0(%p: tensor<1x64x4x256xf32>, %q: tensor<1x64x4x256xf32>):
+      %d = dt.sub %p, %q : tensor<1x64x4x256xf32>
+      %s = dt.mul %d, %d : tensor<1x64x4x256xf32>
+      dt.yield %s : tensor<1x64x4x256xf32>
+    }
+    return
+  }
+}

@@ -121,3 +121,38 @@ func.func @lone_broadcast(%b: tensor<16xf32>, %x: tensor<4x16xf32>) -> tensor<4x
   %m = dt.matmul %bb, %x {transpose_rhs} : tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x4xf32>
   return %m : tensor<4x4xf32>
 }
+
+// -----
+
+// A batch norm's variance: the sum of (x - mean)^2 over N, H and W around C
+// absorbs the subtraction and the square, reading the per-channel mean as an
+// operand of one value per channel; the squares never reach memory.
+// CHECK-LABEL: func.func @statistics_around
+// CHECK-SAME: (%[[X:.*]]: tensor<1x8x4x16xf32>, %[[M:.*]]: tensor<1x1x4x1xf32>)
+func.func @statistics_around(%x: tensor<1x8x4x16xf32>, %m: tensor<1x1x4x1xf32>) -> tensor<1x4xf32> {
+  // CHECK: %[[V:.*]] = dt.fused(%[[X]], %[[M]]) {reduce_axes = array<i64: 1, 3>} : (tensor<1x8x4x16xf32>, tensor<1x1x4x1xf32>) -> tensor<1x4xf32> {
+  // CHECK:   dt.sub
+  // CHECK:   dt.mul
+  // CHECK-NOT: dt.reduce_sum
+  // CHECK: return %[[V]]
+  %mb = dt.broadcast_to %m : tensor<1x1x4x1xf32> -> tensor<1x8x4x16xf32>
+  %d = dt.sub %x, %mb : tensor<1x8x4x16xf32>
+  %sq = dt.mul %d, %d : tensor<1x8x4x16xf32>
+  %v = dt.reduce_sum %sq [1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4xf32>
+  return %v : tensor<1x4xf32>
+}
+
+// -----
+
+// Around kept axes, an operand that varies along a reduced axis (here N) is
+// not one value per channel: the sum stays a dt.reduce_sum.
+// CHECK-LABEL: func.func @around_other_operand
+func.func @around_other_operand(%x: tensor<1x8x4x16xf32>, %r: tensor<1x8x1x1xf32>) -> tensor<1x4xf32> {
+  // CHECK: dt.fused
+  // CHECK-NOT: reduce_axes
+  // CHECK: dt.reduce_sum
+  %rb = dt.broadcast_to %r : tensor<1x8x1x1xf32> -> tensor<1x8x4x16xf32>
+  %p = dt.mul %x, %rb : tensor<1x8x4x16xf32>
+  %v = dt.reduce_sum %p [1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4xf32>
+  return %v : tensor<1x4xf32>
+}

@@ -21,10 +21,12 @@
 //      every user could fuse with it is duplicated, one copy per user:
 //      recomputing it in each consumer's loop is cheaper than writing it out
 //      and reading it back.
-//   4. A sum (dt.reduce_sum over all, the leading or the trailing axes) whose
-//      operand is the one value a group makes is absorbed too: the group
-//      becomes a dt.fused with reduce_axes, and the summed values never reach
-//      memory.
+//   4. A sum (dt.reduce_sum over all, the leading or the trailing axes, or
+//      both around kept ones) whose operand is the one value a group makes is
+//      absorbed too: the group becomes a dt.fused with reduce_axes, and the
+//      summed values never reach memory. Around kept axes (a batch norm's
+//      statistics over N, H and W) the group may also read one value per kept
+//      element (the channel's mean).
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -60,7 +62,7 @@ bool isFusible(Operation *op) {
 }
 
 /// A sum a fused region can end in: of floats, over all, the leading or the
-/// trailing axes (what lowering vectorises).
+/// trailing axes, or both around kept ones (what lowering vectorises).
 bool isFusibleReduction(Operation *op) {
   auto r = llvm::dyn_cast_or_null<ReduceSumOp>(op);
   if (!r || !llvm::isa<FloatType>(r.getType().getElementType()))
@@ -73,7 +75,26 @@ bool isFusibleReduction(Operation *op) {
       axes.front() == 0 && axes.back() == static_cast<int64_t>(axes.size()) - 1;
   bool trailing = axes.back() == rank - 1 &&
                   axes.front() == rank - static_cast<int64_t>(axes.size());
-  return leading || trailing;
+  return leading || trailing ||
+         reducesAround(reductionRuns(shapeOf(r.getInput()), axes));
+}
+
+/// Whether `operand` (right-aligned to `shape`) varies along the kept
+/// dimensions of a sum around them only, and along all of them: a batch
+/// norm's per-channel mean or scale, which the lowering reads once per kept
+/// element.
+bool alongKeptOnly(ArrayRef<int64_t> operand, ArrayRef<int64_t> shape,
+                   ArrayRef<int64_t> axes) {
+  if (operand.size() > shape.size())
+    return false;
+  size_t lead = shape.size() - operand.size();
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t o = d < lead ? 1 : operand[d - lead];
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
+    if (o != (reduced ? 1 : size))
+      return false;
+  }
+  return true;
 }
 
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
@@ -209,7 +230,10 @@ struct FuseElementwisePass
     if (!out || !out.hasOneUse() ||
         !isFusibleReduction(*out.getUsers().begin()))
       return {};
+    auto sum = llvm::cast<ReduceSumOp>(*out.getUsers().begin());
     ArrayRef<int64_t> shape = shapeOf(out);
+    // Around kept axes, an operand may also be one value per kept element.
+    bool around = reducesAround(reductionRuns(shape, sum.getAxes()));
     for (Operation *op : ops)
       for (Value v : op->getOperands()) {
         Operation *def = v.getDefiningOp();
@@ -217,10 +241,11 @@ struct FuseElementwisePass
           continue;
         if (auto bc = v.getDefiningOp<BroadcastToOp>())
           v = bc.getInput();
-        if (!shapeOf(v).empty() && shapeOf(v) != shape && !isSplatConstant(v))
+        if (!shapeOf(v).empty() && shapeOf(v) != shape && !isSplatConstant(v) &&
+            !(around && alongKeptOnly(shapeOf(v), shape, sum.getAxes())))
           return {};
       }
-    return llvm::cast<ReduceSumOp>(*out.getUsers().begin());
+    return sum;
   }
 
   /// Replaces `ops` (in program order, one shape) by one dt.fused at the last

@@ -691,13 +691,17 @@ private:
   };
 
   /// Views (or loaded scalars) for `f`'s operands; `flat` views every
-  /// non-scalar operand as one dimension of `flat` elements.
+  /// non-scalar operand as one dimension of `flat` elements, but those that
+  /// `perKept` marks, as one of `kept`.
   SmallVector<FusedOperand>
-  prepareOperands(FusedOp f, std::optional<int64_t> flat, unsigned lanes) {
+  prepareOperands(FusedOp f, std::optional<int64_t> flat, unsigned lanes,
+                  ArrayRef<bool> perKept = {}, int64_t kept = 0) {
     SmallVector<FusedOperand> operands;
-    for (Value v : f.getInputs()) {
+    for (auto [i, v] : llvm::enumerate(f.getInputs())) {
       FusedOperand o;
-      if (!shapeOf(v).empty())
+      if (!perKept.empty() && perKept[i])
+        o.shape = {kept};
+      else if (!shapeOf(v).empty())
         o.shape = flat ? SmallVector<int64_t>{*flat}
                        : SmallVector<int64_t>(shapeOf(v));
       o.view = view(bufferOf(v), o.shape, elementOf(v));
@@ -860,6 +864,18 @@ private:
     return success();
   }
 
+  /// A zero vector of `lanes` accumulators for each of `elems`.
+  SmallVector<Value> zeroAccumulators(ArrayRef<Type> elems, unsigned lanes) {
+    SmallVector<Value> zeros;
+    for (Type elem : elems) {
+      Type acc = accumulatorOf(elem);
+      zeros.push_back(b.create<arith::ConstantOp>(
+          loc, DenseElementsAttr::get(VectorType::get({lanes}, acc),
+                                      b.getZeroAttr(acc))));
+    }
+    return zeros;
+  }
+
   /// Pattern: dt.fused {reduce_axes} => the body evaluated over the flattened
   /// iteration space and summed: over trailing axes in vector registers (one
   /// accumulator per result, a horizontal sum, the remainder), rows on the
@@ -875,6 +891,9 @@ private:
     bool flatOperands = llvm::all_of(f.getInputs(), [&](Value v) {
       return shapeOf(v).empty() || shapeOf(v) == shape;
     });
+    SmallVector<ReductionRun, 4> runs = reductionRuns(shape, axes);
+    if (!trailing && !leading && reducesAround(runs))
+      return lowerFusedReductionAround(f, runs);
     if ((!trailing && !leading) || !flatOperands)
       return f.emitOpError(
           "is a reduction the lowering does not vectorise (sums over the "
@@ -917,14 +936,8 @@ private:
           Value base = b.create<arith::MulIOp>(loc, o, index(n));
           SmallVector<Value> sums;
           if (vectorEnd > 0) {
-            SmallVector<Value> zeros;
-            for (Type elem : elems) {
-              Type acc = accumulatorOf(elem);
-              zeros.push_back(b.create<arith::ConstantOp>(
-                  loc, DenseElementsAttr::get(VectorType::get({lanes}, acc),
-                                              b.getZeroAttr(acc))));
-            }
-            for (Value v : accumulate(base, 0, vectorEnd, lanes, zeros))
+            for (Value v : accumulate(base, 0, vectorEnd, lanes,
+                                      zeroAccumulators(elems, lanes)))
               sums.push_back(b.create<vector::ReductionOp>(
                   loc, vector::CombiningKind::ADD, v));
           } else {
@@ -971,6 +984,103 @@ private:
     return success();
   }
 
+  /// Pattern: dt.fused {reduce_axes} around kept axes (a batch norm's
+  /// statistics: [lead, outer, n] summed over lead and n) => per kept element
+  /// o, on the pool, one vector accumulator per result over i < lead and the
+  /// vectors of j < n of the body at (i outer + o) n + j, a horizontal sum and
+  /// the scalar remainder (the order of dt.reduce_sum's own lowering). An
+  /// operand with one value per kept element is read once per o and splatted.
+  LogicalResult lowerFusedReductionAround(FusedOp f,
+                                          ArrayRef<ReductionRun> runs) {
+    ArrayRef<int64_t> shape = f.getIterationShape();
+    int64_t total = product(shape), lead = runs[0].size, outer = runs[1].size,
+            n = runs[2].size;
+    unsigned lanes = lanesFor(f);
+    int64_t vectorEnd = n - n % lanes;
+    SmallVector<int64_t> flat{total};
+    SmallVector<Type> elems;
+    for (Value r : f.getResults())
+      elems.push_back(elementOf(r));
+    // Which operands hold one value per kept element.
+    SmallVector<bool> perKept;
+    for (Value v : f.getInputs()) {
+      ArrayRef<int64_t> s = shapeOf(v);
+      bool full = s.empty() || s == shape;
+      if (!full && product(s) != outer)
+        return f.emitOpError("reads an operand of shape [")
+               << s << "] that is neither the iteration's nor one value per "
+               << "kept element";
+      perKept.push_back(!full);
+    }
+    auto sums = [&](Value begin, Value end) {
+      SmallVector<FusedOperand> operands =
+          prepareOperands(f, total, lanes, perKept, outer);
+      SmallVector<Value> outs;
+      for (auto [r, elem] : llvm::zip(f.getResults(), elems))
+        outs.push_back(view(bufferOf(r), {outer}, elem));
+      forLoop(begin, end, 1, [&](Value o) {
+        SmallVector<FusedOperand> at(operands);
+        for (auto [x, kept, v] : llvm::zip(at, perKept, f.getInputs()))
+          if (kept) {
+            x.shape.clear();
+            x.scalar = b.create<memref::LoadOp>(loc, x.view, ValueRange{o});
+            if (lanes > 1)
+              x.splat = b.create<vector::SplatOp>(
+                  loc, VectorType::get({lanes}, elementOf(v)), x.scalar);
+          }
+        // sum over i < lead and j in [lb, ub) of the body, `width` lanes at
+        // a time, onto accs.
+        auto accumulate = [&](int64_t lb, int64_t ub, unsigned width,
+                              SmallVector<Value> accs) -> SmallVector<Value> {
+          auto rows =
+              b.create<scf::ForOp>(loc, index(0), index(lead), index(1), accs);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(rows.getBody());
+          Value row = b.create<arith::AddIOp>(
+              loc,
+              b.create<arith::MulIOp>(loc, rows.getInductionVar(),
+                                      index(outer)),
+              o);
+          Value base = b.create<arith::MulIOp>(loc, row, index(n));
+          auto loop =
+              b.create<scf::ForOp>(loc, index(lb), index(ub), index(width),
+                                   rows.getRegionIterArgs());
+          b.setInsertionPointToStart(loop.getBody());
+          Value p = b.create<arith::AddIOp>(loc, base, loop.getInductionVar());
+          SmallVector<Value> next;
+          for (auto [acc, v] : llvm::zip(loop.getRegionIterArgs(),
+                                         evaluateBody(f, at, {p}, flat, width)))
+            next.push_back(b.create<arith::AddFOp>(
+                loc, acc, widen(v, getElementTypeOrSelf(acc.getType()))));
+          b.create<scf::YieldOp>(loc, next);
+          b.setInsertionPointAfter(loop);
+          b.create<scf::YieldOp>(loc, loop.getResults());
+          return SmallVector<Value>(rows.getResults());
+        };
+        SmallVector<Value> totals;
+        if (vectorEnd > 0) {
+          for (Value v :
+               accumulate(0, vectorEnd, lanes, zeroAccumulators(elems, lanes)))
+            totals.push_back(b.create<vector::ReductionOp>(
+                loc, vector::CombiningKind::ADD, v));
+        } else {
+          for (Type elem : elems)
+            totals.push_back(b.create<arith::ConstantOp>(
+                loc, b.getZeroAttr(accumulatorOf(elem))));
+        }
+        if (vectorEnd < n)
+          totals = accumulate(vectorEnd, n, 1, totals);
+        for (auto [sum, out, elem] : llvm::zip(totals, outs, elems))
+          write(narrow(sum, elem), out, {o}, 1);
+      });
+    };
+    if (worthParallel(outer, lead * n))
+      parallelLoop(outer, lead * n, sums);
+    else
+      sums(index(0), index(outer));
+    return success();
+  }
+
   /// Pattern: dt.reduce_sum over all axes, the trailing axes, the leading
   /// axes, or the leading and trailing axes around kept ones (a batch norm's
   /// statistics over N, H and W) of a float tensor => vector accumulation;
@@ -978,20 +1088,8 @@ private:
   LogicalResult lowerReduceSum(ReduceSumOp r) {
     ArrayRef<int64_t> shape = shapeOf(r.getInput());
     Type elem = elementOf(r.getResult());
-    // Collapse the shape to runs of reduced / kept dimensions (a dimension of
-    // one is either: it joins the run before it).
-    SmallVector<std::pair<bool, int64_t>> runs;
-    for (auto [d, size] : llvm::enumerate(shape)) {
-      bool reduced = llvm::is_contained(r.getAxes(), static_cast<int64_t>(d));
-      if (!runs.empty() && (runs.back().first == reduced || size == 1))
-        runs.back().second *= size;
-      else
-        runs.push_back({reduced, size});
-    }
-    // A leading dimension of one starts a run of the next kind.
-    if (runs.size() > 1 && runs.front().second == 1)
-      runs.erase(runs.begin());
-    bool around = runs.size() == 3 && runs[0].first;
+    SmallVector<ReductionRun, 4> runs = reductionRuns(shape, r.getAxes());
+    bool around = reducesAround(runs);
     if (!llvm::isa<FloatType>(elem) || (runs.size() > 2 && !around))
       return lowerReduceSumGeneric(r);
     unsigned lanes = lanesFor(elem.getIntOrFloatBitWidth());
@@ -999,12 +1097,12 @@ private:
     Value in = view(bufferOf(r.getInput()), {total}, elem);
     Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(elem));
 
-    if (runs.back().first) {
+    if (runs.back().reduced) {
       // Reduce the trailing run, and the leading one if any:
       // out[o] = sum_i sum_j in[(i * outer + o) * n + j], a vector accumulator
       // in registers per output element, then a horizontal sum and the
       // remainders.
-      int64_t n = runs.back().second, lead = around ? runs.front().second : 1,
+      int64_t n = runs.back().size, lead = around ? runs.front().size : 1,
               outer = total / n / lead, vectorEnd = n - n % lanes;
       Value out = view(bufferOf(r.getResult()), {outer}, elem);
       if (shapeOf(r.getResult()).empty())
@@ -1070,7 +1168,7 @@ private:
 
     // Reduce the leading run: out[j] = sum_i in[i * n + j], row by row into the
     // output (a bias gradient: the output row stays in cache).
-    int64_t n = runs.back().second, rows = total / n;
+    int64_t n = runs.back().size, rows = total / n;
     Value out = view(bufferOf(r.getResult()), {n}, elem);
     b.create<linalg::FillOp>(loc, zero, out);
     forLoop(0, rows, 1, [&](Value i) {

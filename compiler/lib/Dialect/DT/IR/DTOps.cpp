@@ -47,6 +47,21 @@ Operation *DTDialect::materializeConstant(OpBuilder &builder, Attribute value,
 // Helpers
 //===----------------------------------------------------------------------===//
 
+SmallVector<ReductionRun, 4> dt::reductionRuns(ArrayRef<int64_t> shape,
+                                               ArrayRef<int64_t> axes) {
+  SmallVector<ReductionRun, 4> runs;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
+    if (!runs.empty() && (runs.back().reduced == reduced || size == 1))
+      runs.back().size *= size;
+    else
+      runs.push_back({reduced, size});
+  }
+  if (runs.size() > 1 && runs.front().size == 1)
+    runs.erase(runs.begin());
+  return runs;
+}
+
 bool dt::isBroadcastable(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   if (from.size() > to.size())
     return false;

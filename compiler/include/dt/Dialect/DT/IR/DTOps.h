@@ -48,6 +48,25 @@ inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
 /// equal).
 bool isBroadcastable(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
 
+/// A run of a sum's dimensions that it reduces, or keeps, of `size` elements.
+struct ReductionRun {
+  bool reduced;
+  int64_t size;
+};
+
+/// A sum of `shape` over `axes` as runs of reduced and kept dimensions; a
+/// dimension of one joins the run before it (a leading one, the run after).
+/// [reduced, kept, reduced] is a batch norm's statistics over N, H and W
+/// around C.
+llvm::SmallVector<ReductionRun, 4> reductionRuns(llvm::ArrayRef<int64_t> shape,
+                                                 llvm::ArrayRef<int64_t> axes);
+
+/// Whether the runs reduce the leading and the trailing dimensions around
+/// kept ones.
+inline bool reducesAround(llvm::ArrayRef<ReductionRun> runs) {
+  return runs.size() == 3 && runs[0].reduced;
+}
+
 /// A splat constant of `type` holding `value` (converted to the element type).
 mlir::Value createSplat(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::RankedTensorType type, double value);
