@@ -220,6 +220,26 @@ public:
     return v->value_or(otherwise);
   }
 
+  /// An optional probability argument in [0, 1) (a dropout's), each of
+  /// what the builtin `drops` dropped with it; `otherwise` when it is absent
+  /// or not known yet.
+  FailureOr<double> probability(size_t i, llvm::StringRef what,
+                                llvm::StringRef drops, double otherwise) {
+    if (!given(i))
+      return otherwise;
+    FailureOr<std::optional<double>> v = number(i, what);
+    if (failed(v))
+      return failure();
+    double p = v->value_or(otherwise);
+    if (!(p >= 0 && p < 1)) {
+      ctx.error(loc(i), "'" + name + "' drops each " + drops +
+                            " with probability " + what +
+                            ", which must be in [0, 1), not " + shortNumber(p));
+      return failure();
+    }
+    return p;
+  }
+
   SemaContext &ctx;
   TensorOps &ops;
   llvm::StringRef name;
@@ -717,19 +737,10 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
       return failure();
     const EvalValue &x = c.value(0);
     PrimAttrs attrs;
-    attrs.p = 0.5;
-    if (c.given(1)) {
-      FailureOr<std::optional<double>> p = c.number(1, "p");
-      if (failed(p))
-        return failure();
-      attrs.p = p->value_or(0.5);
-      if (!(attrs.p >= 0 && attrs.p < 1)) {
-        ctx.error(c.loc(1), "'dropout' drops each element with probability "
-                            "p, which must be in [0, 1), not " +
-                                llvm::formatv("{0}", attrs.p).str());
-        return failure();
-      }
-    }
+    FailureOr<double> p = c.probability(1, "p", "element", 0.5);
+    if (failed(p))
+      return failure();
+    attrs.p = *p;
     return ops.emit1(PrimOp::Dropout, {x}, attrs, x.dtype, x.shape, loc);
   }
 
@@ -1376,19 +1387,10 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
     // Dropout on the attention probabilities, as transformers' attention
     // dropout (attn_pdrop, attention_dropout): a train pass then computes
     // the probabilities in full rather than in the fused kernel.
-    if (c.given(4)) {
-      FailureOr<std::optional<double>> p = c.number(4, "dropout");
-      if (failed(p))
-        return failure();
-      attrs.p = p->value_or(0.0);
-      if (!(attrs.p >= 0 && attrs.p < 1)) {
-        ctx.error(c.loc(4), "'attention' drops each probability with "
-                            "probability dropout, which must be in [0, 1), "
-                            "not " +
-                                shortNumber(attrs.p));
-        return failure();
-      }
-    }
+    FailureOr<double> p = c.probability(4, "dropout", "probability", 0.0);
+    if (failed(p))
+      return failure();
+    attrs.p = *p;
     if (isConcrete() && q.shape.hasRank() && q.shape.dims.size() >= 3)
       if (std::optional<int64_t> heads =
               q.shape.dims[q.shape.dims.size() - 3].getConstant())
