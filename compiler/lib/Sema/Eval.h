@@ -148,11 +148,33 @@ public:
 
   // --- models (Instantiate.cpp) -----------------------------------------
 
+  /// A model call resolved: the declaration it instantiates and its bound
+  /// arguments.
+  struct BoundModel {
+    const ModuleScope *scope = nullptr;
+    const ast::ModelDecl *decl = nullptr;
+    ArgList args;
+  };
+  /// Resolves and binds `call`, which `what` ("'model'", "'blocks'") must
+  /// make a call of a model; `checkDecl` runs the declaration's generic
+  /// check first. Standard-library calls may instantiate another declaration
+  /// than the one written (nn.ResNet's depth, nn.SequenceClassifier's
+  /// encoder; StdlibModels.cpp).
+  FailureOr<BoundModel> bindModelCall(const ast::CallExpr &call, Frame &frame,
+                                      llvm::StringRef what, bool checkDecl);
   /// Binds and type-checks a model constructor's arguments (defaults filled).
   FailureOr<ArgList> bindModelArgs(const ModuleScope &scope,
                                    const ast::ModelDecl &decl,
                                    llvm::ArrayRef<ast::Field> args,
                                    Frame &caller, llvm::SMLoc callLoc);
+  /// The second half of bindModelArgs: `bound` holds, per argument of
+  /// `decl`, the field that gives it or null; `configField`, if any, is a
+  /// `config = "config.json"` that gives the rest (HFConfig.cpp).
+  FailureOr<ArgList> bindModelFields(const ModuleScope &scope,
+                                     const ast::ModelDecl &decl,
+                                     llvm::ArrayRef<const ast::Field *> bound,
+                                     const ast::Field *configField,
+                                     Frame &caller, llvm::SMLoc callLoc);
   /// Checks `value` against an argument's declared type, converting ints to
   /// floats where a float is declared.
   FailureOr<EvalValue> checkArgType(const ast::ArgDecl &arg, EvalValue value,
@@ -190,6 +212,12 @@ public:
 
 private:
   friend class TensorOps;
+
+  /// nn.SequenceClassifier(encoder, classes) as the encoder family's
+  /// classifier (StdlibModels.cpp).
+  FailureOr<BoundModel> bindSequenceClassifier(const ModuleScope &nn,
+                                               const ast::CallExpr &call,
+                                               Frame &frame, bool checkDecl);
 
   FailureOr<EvalValue> evalName(const ast::NameExpr &expr, Frame &frame);
   FailureOr<EvalValue> evalMember(const ast::MemberExpr &expr, Frame &frame);

@@ -136,8 +136,9 @@ readKeys(const llvm::json::Object &config, llvm::ArrayRef<KeyArg> keys,
   return llvm::success();
 }
 
-/// BertConfig's keys and nn.Bert's arguments; the last five have
-/// BertConfig's defaults when absent.
+/// BertConfig's keys and nn.Bert's arguments (the last, classifier_dropout,
+/// nn.BertClassifier's only); the last six have BertConfig's defaults when
+/// absent.
 constexpr KeyArg kBertKeys[] = {
     {"vocab_size", "vocab", true},
     {"hidden_size", "width", true},
@@ -149,6 +150,7 @@ constexpr KeyArg kBertKeys[] = {
     {"layer_norm_eps", "eps", false},
     {"hidden_dropout_prob", "dropout_p", false},
     {"attention_probs_dropout_prob", "attention_dropout_p", false},
+    {"classifier_dropout", "classifier_dropout_p", false},
 };
 
 bool isBert(llvm::StringRef model) {
@@ -222,12 +224,16 @@ bertArgs(const llvm::json::Object &config, llvm::StringRef model,
     if (*pos != "absolute")
       return fail("position_embedding_type is '" + *pos + "'; nn." + model +
                   " builds absolute position embeddings only");
+  llvm::SmallVector<KeyArg> keys(std::begin(kBertKeys), std::end(kBertKeys));
+  if (model != "BertClassifier")
+    keys.pop_back(); // classifier_dropout
   return readKeys(
-      config, kBertKeys, model,
+      config, keys, model,
       [](llvm::StringRef key) {
-        // nn.Bert's defaults are BertConfig's.
+        // nn.Bert's defaults are BertConfig's; classifier_dropout is the
+        // hidden dropout when absent or null.
         return key == "type_vocab_size" || key == "layer_norm_eps" ||
-               key.ends_with("dropout_prob");
+               key.ends_with("dropout_prob") || key == "classifier_dropout";
       },
       values, fail);
 }

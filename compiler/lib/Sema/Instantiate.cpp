@@ -183,16 +183,36 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
                                             llvm::ArrayRef<ast::Field> args,
                                             Frame &caller,
                                             llvm::SMLoc callLoc) {
-  std::string name = scope.qualify(decl.getName());
   std::vector<ParamSpec> specs;
   for (const ast::ArgDecl &arg : decl.getArgs())
     specs.push_back({arg.name, arg.defaultValue == nullptr});
-  // `config = "config.json"` gives every size (nn.Llama, nn.LlamaTied).
-  std::optional<llvm::StringMap<EvalValue>> fromConfig;
+  // `config = "config.json"` gives every size (nn.Llama, nn.Bert, ...).
   const ast::Field *configField = nullptr;
   for (const ast::Field &f : args)
     if (f.name == "config" && takesHFConfig(scope, decl))
       configField = &f;
+  if (configField) {
+    // The file gives the required ones; what neither gives is reported later.
+    for (ParamSpec &spec : specs)
+      spec.required = false;
+    specs.push_back({"config", false});
+  }
+  FailureOr<std::vector<const ast::Field *>> bound =
+      bindCallArgs(ctx, args, specs, scope.qualify(decl.getName()), callLoc);
+  if (failed(bound))
+    return failure();
+  if (configField)
+    bound->pop_back();
+  return bindModelFields(scope, decl, *bound, configField, caller, callLoc);
+}
+
+FailureOr<ArgList>
+Evaluator::bindModelFields(const ModuleScope &scope, const ast::ModelDecl &decl,
+                           llvm::ArrayRef<const ast::Field *> bound,
+                           const ast::Field *configField, Frame &caller,
+                           llvm::SMLoc callLoc) {
+  std::string name = scope.qualify(decl.getName());
+  std::optional<llvm::StringMap<EvalValue>> fromConfig;
   if (configField) {
     FailureOr<EvalValue> path = eval(*configField->value, caller);
     if (failed(path))
@@ -209,29 +229,18 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
     if (failed(read))
       return failure();
     fromConfig = std::move(*read);
-    // The file gives the required ones; what neither gives is reported below.
-    for (ParamSpec &spec : specs)
-      spec.required = false;
-    specs.push_back({"config", false});
-  }
-  FailureOr<std::vector<const ast::Field *>> bound =
-      bindCallArgs(ctx, args, specs, name, callLoc);
-  if (failed(bound))
-    return failure();
-  if (configField) {
-    specs.pop_back();
     // Arguments beside it give what the file does not (a classifier's
     // classes); one the file sets too is ambiguous.
-    for (size_t i = 0; i < specs.size(); ++i)
-      if ((*bound)[i] && fromConfig->count(specs[i].name)) {
-        ctx.error((*bound)[i]->value->getLoc(),
-                  "'" + specs[i].name + "' of " + name +
+    for (size_t i = 0; i < bound.size(); ++i)
+      if (bound[i] && fromConfig->count(decl.getArgs()[i].name)) {
+        ctx.error(bound[i]->value->getLoc(),
+                  "'" + decl.getArgs()[i].name + "' of " + name +
                       " is also set by 'config'; give it in one place");
         return failure();
       }
   }
   ArgList result;
-  for (size_t i = 0; i < specs.size(); ++i) {
+  for (size_t i = 0; i < bound.size(); ++i) {
     const ast::ArgDecl &arg = decl.getArgs()[i];
     FailureOr<EvalValue> value;
     llvm::SMLoc at;
@@ -242,7 +251,7 @@ FailureOr<ArgList> Evaluator::bindModelArgs(const ModuleScope &scope,
     if (configured) {
       value = *configured;
       at = configField->value->getLoc();
-    } else if (const ast::Field *field = (*bound)[i]) {
+    } else if (const ast::Field *field = bound[i]) {
       value = eval(*field->value, caller);
       at = field->value->getLoc();
     } else if (!arg.defaultValue) {
@@ -489,27 +498,12 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
                   "nn.Linear(4, 2)");
     return failure();
   }
-  FailureOr<EvalValue> callee = eval(call->getCallee(), frame);
-  if (failed(callee) || callee->isUnknown())
+  FailureOr<BoundModel> bound =
+      bindModelCall(*call, frame, "'" + name.str() + "'", !isConcrete());
+  if (failed(bound))
     return failure();
-  if (callee->kind != EvalValue::Kind::Model) {
-    ctx.error(call->getLoc(), "'" + name + "' must be a call of a model, but " +
-                                  ast::toSource(call->getCallee()) + " is " +
-                                  describe(*callee, ctx.syms));
-    return failure();
-  }
-  const ModuleScope &scope = *callee->module;
-  const ast::ModelDecl &decl = *callee->model;
-  if (!isConcrete() && failed(checkModelDecl(ctx, scope, decl)))
-    return failure();
-  FailureOr<ArgList> args =
-      bindModelArgs(scope, decl, call->getArgs(), frame, call->getLoc());
-  if (failed(args))
-    return failure();
-  FailureOr<const ast::ModelDecl *> chosen = chooseStdlibModel(
-      ctx, scope, decl, *args, call->getArgs(), call->getLoc());
-  if (failed(chosen))
-    return failure();
+  const ModuleScope &scope = *bound->scope;
+  const ast::ModelDecl *chosen = bound->decl;
 
   InstanceChild child;
   child.member = &member;
@@ -543,14 +537,14 @@ LogicalResult Evaluator::instantiateChild(Instance &inst,
         inst, name, child.isList ? std::optional<int64_t>(i) : std::nullopt);
     SemaContext::SiteGuard site(ctx, member.getLoc(),
                                 "'" + path + "' (" +
-                                    scope.qualify((*chosen)->getName()) + ")");
+                                    scope.qualify(chosen->getName()) + ")");
     // A Linear that `adapters` targets is a LoraLinear with the adapter's
     // sizes.
-    const ast::ModelDecl *itemDecl = *chosen;
-    ArgList itemArgs = *args;
+    const ast::ModelDecl *itemDecl = chosen;
+    ArgList itemArgs = bound->args;
     if (auto it = ctx.adapted.find(path); it != ctx.adapted.end()) {
       itemDecl = scope.models.lookup("LoraLinear");
-      assert(scope.isStdlib && decl.getName() == "Linear" && itemDecl &&
+      assert(scope.isStdlib && chosen->getName() == "Linear" && itemDecl &&
              "adapters target the standard library's Linear layers");
       itemArgs.push_back(
           {"rank", EvalValue::getInt(SymExpr(it->second.rank))});

@@ -678,8 +678,10 @@ std::string bertConfig(const Job &job) {
       {"position_embedding_type", "absolute"},
       {"initializer_range", 0.02},
       {"torch_dtype", "float32"}};
-  if (classifier)
+  if (classifier) {
     config["num_labels"] = value("classes");
+    config["classifier_dropout"] = value("classifier_dropout_p");
+  }
   return configText(std::move(config));
 }
 

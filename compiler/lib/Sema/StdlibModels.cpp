@@ -10,7 +10,8 @@
 // builds BasicBlock stages whose block counts follow from depth 18 or 34, and
 // depth 50 instantiates `nn.ResNetBottleneck` (same arguments) instead. Any
 // other depth is an error at the argument, not a network torchvision does
-// not define.
+// not define. `nn.SequenceClassifier(encoder, classes)` is chosen by its
+// encoder's family (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,4 +49,129 @@ sema::chooseStdlibModel(SemaContext &ctx, const ModuleScope &scope,
                 "resnet50, so 'depth' is 18, 34 or 50, not " +
                     std::to_string(*depth));
   return failure();
+}
+
+FailureOr<Evaluator::BoundModel>
+Evaluator::bindModelCall(const ast::CallExpr &call, Frame &frame,
+                         llvm::StringRef what, bool checkDecl) {
+  // nn.SequenceClassifier is no declaration of nn.dt: its encoder argument
+  // is a model call, which the language's argument types cannot hold.
+  if (const auto *member = llvm::dyn_cast<ast::MemberExpr>(&call.getCallee()))
+    if (member->getName() == "SequenceClassifier") {
+      FailureOr<EvalValue> base = eval(member->getBase(), frame);
+      if (failed(base))
+        return failure();
+      if (base->kind == EvalValue::Kind::Module && base->module->isStdlib &&
+          base->module->name == "nn" &&
+          !base->module->models.lookup("SequenceClassifier"))
+        return bindSequenceClassifier(*base->module, call, frame, checkDecl);
+    }
+  FailureOr<EvalValue> callee = eval(call.getCallee(), frame);
+  if (failed(callee) || callee->isUnknown())
+    return failure();
+  if (callee->kind != EvalValue::Kind::Model) {
+    ctx.error(call.getLoc(), what + " must be a call of a model, but " +
+                                 ast::toSource(call.getCallee()) + " is " +
+                                 describe(*callee, ctx.syms));
+    return failure();
+  }
+  const ModuleScope &scope = *callee->module;
+  const ast::ModelDecl &decl = *callee->model;
+  if (checkDecl && failed(checkModelDecl(ctx, scope, decl)))
+    return failure();
+  FailureOr<ArgList> args =
+      bindModelArgs(scope, decl, call.getArgs(), frame, call.getLoc());
+  if (failed(args))
+    return failure();
+  FailureOr<const ast::ModelDecl *> chosen =
+      chooseStdlibModel(ctx, scope, decl, *args, call.getArgs(), call.getLoc());
+  if (failed(chosen))
+    return failure();
+  return BoundModel{&scope, *chosen, std::move(*args)};
+}
+
+// `nn.SequenceClassifier(encoder, classes)` is transformers'
+// AutoModelForSequenceClassification: the encoder's family chooses the
+// classifier, whose head and parameter names are that family's own
+// (BertForSequenceClassification's dropout and linear head under `bert.` and
+// `classifier.`; DistilBertForSequenceClassification's pre_classifier, ReLU,
+// dropout and classifier under `distilbert.`). So it binds the encoder
+// call's arguments, `config = ...` included, as nn.BertClassifier's or
+// nn.DistilBertClassifier's, with `classes` beside them: the program then
+// means exactly that classifier, and loads, exports and reports as it does.
+// A generic head over any encoder's output would need model-typed arguments
+// and would not match the checkpoints' names, so any other encoder is an
+// error naming the two families.
+FailureOr<Evaluator::BoundModel>
+Evaluator::bindSequenceClassifier(const ModuleScope &nn,
+                                  const ast::CallExpr &call, Frame &frame,
+                                  bool checkDecl) {
+  static constexpr llvm::StringLiteral kName = "nn.SequenceClassifier";
+  FailureOr<std::vector<const ast::Field *>> own = bindCallArgs(
+      ctx, call.getArgs(), {{"encoder"}, {"classes"}}, kName, call.getLoc());
+  if (failed(own))
+    return failure();
+  const ast::Expr &encoderExpr = *(*own)[0]->value;
+  auto notAnEncoder = [&](const llvm::Twine &what) {
+    ctx.error(encoderExpr.getLoc(),
+              "the encoder of nn.SequenceClassifier must be a call of "
+              "nn.Bert or nn.DistilBert (it builds transformers' "
+              "BertForSequenceClassification or "
+              "DistilBertForSequenceClassification), not " +
+                  what);
+    return failure();
+  };
+  const auto *encoder = llvm::dyn_cast<ast::CallExpr>(&encoderExpr);
+  if (!encoder)
+    return notAnEncoder(ast::toSource(encoderExpr));
+  FailureOr<EvalValue> callee = eval(encoder->getCallee(), frame);
+  if (failed(callee))
+    return failure();
+  if (callee->kind != EvalValue::Kind::Model || !callee->module->isStdlib ||
+      (callee->model->getName() != "Bert" &&
+       callee->model->getName() != "DistilBert"))
+    return notAnEncoder(ast::toSource(encoder->getCallee()));
+  const ast::ModelDecl &encoderDecl = *callee->model;
+  const ast::ModelDecl *classifier =
+      nn.models.lookup((encoderDecl.getName() + "Classifier").str());
+  assert(classifier && "nn.dt declares each encoder's classifier");
+  if (checkDecl && failed(checkModelDecl(ctx, nn, *classifier)))
+    return failure();
+
+  // The encoder's own arguments, checked against its own declaration (an
+  // argument only the classifier has is an error there).
+  std::vector<ParamSpec> specs;
+  const ast::Field *configField = nullptr;
+  for (const ast::Field &f : encoder->getArgs())
+    if (f.name == "config")
+      configField = &f;
+  for (const ast::ArgDecl &arg : encoderDecl.getArgs())
+    specs.push_back({arg.name, !configField && !arg.defaultValue});
+  if (configField)
+    specs.push_back({"config", false});
+  FailureOr<std::vector<const ast::Field *>> given =
+      bindCallArgs(ctx, encoder->getArgs(), specs,
+                   nn.qualify(encoderDecl.getName()), encoder->getLoc());
+  if (failed(given))
+    return failure();
+
+  // The same fields, by name, as the classifier's arguments.
+  std::vector<const ast::Field *> bound(classifier->getArgs().size(), nullptr);
+  auto bind = [&](llvm::StringRef name, const ast::Field *field) {
+    auto it = llvm::find_if(classifier->getArgs(), [&](const ast::ArgDecl &a) {
+      return a.name == name;
+    });
+    assert(it != classifier->getArgs().end() &&
+           "a classifier takes its encoder's arguments");
+    bound[it - classifier->getArgs().begin()] = field;
+  };
+  for (size_t i = 0; i < encoderDecl.getArgs().size(); ++i)
+    if ((*given)[i])
+      bind(encoderDecl.getArgs()[i].name, (*given)[i]);
+  bind("classes", (*own)[1]);
+  FailureOr<ArgList> args = bindModelFields(nn, *classifier, bound, configField,
+                                            frame, call.getLoc());
+  if (failed(args))
+    return failure();
+  return BoundModel{&nn, classifier, std::move(*args)};
 }

@@ -570,36 +570,20 @@ LogicalResult TrainChecker::checkModel(const ast::Expr &expr) {
                              "GPT(vocab = 256, ...)");
     return failure();
   }
-  FailureOr<EvalValue> callee = keys.ev.eval(call->getCallee(), keys.frame);
-  if (failed(callee))
-    return failure();
-  if (callee->kind != EvalValue::Kind::Model) {
-    ctx.error(call->getLoc(), "'model' must be a call of a model, but " +
-                                  ast::toSource(call->getCallee()) + " is " +
-                                  describe(*callee, ctx.syms));
-    return failure();
-  }
-  const ModuleScope &scope = *callee->module;
-  const ast::ModelDecl &decl = *callee->model;
   // The generic check ran for every declaration; a broken one was reported.
-  if (failed(checkModelDecl(ctx, scope, decl)))
+  FailureOr<Evaluator::BoundModel> bound =
+      keys.ev.bindModelCall(*call, keys.frame, "'model'", /*checkDecl=*/true);
+  if (failed(bound))
     return failure();
-  FailureOr<ArgList> args = keys.ev.bindModelArgs(scope, decl, call->getArgs(),
-                                                  keys.frame, call->getLoc());
-  if (failed(args))
-    return failure();
-  FailureOr<const ast::ModelDecl *> chosen = chooseStdlibModel(
-      ctx, scope, decl, *args, call->getArgs(), call->getLoc());
-  if (failed(chosen))
-    return failure();
+  const ModuleScope &scope = *bound->scope;
   ctx.instanceCount = 0;
   ctx.rootLoc = call->getLoc();
-  SemaContext::SiteGuard site(
-      ctx, call->getLoc(),
-      "'model' (" + scope.qualify((*chosen)->getName()) + ")");
+  SemaContext::SiteGuard site(ctx, call->getLoc(),
+                              "'model' (" +
+                                  scope.qualify(bound->decl->getName()) + ")");
   FailureOr<std::unique_ptr<Instance>> root =
-      keys.ev.instantiate(scope, **chosen, std::move(*args), "", nullptr,
-                          std::nullopt, call->getLoc());
+      keys.ev.instantiate(scope, *bound->decl, std::move(bound->args), "",
+                          nullptr, std::nullopt, call->getLoc());
   ctx.rootLoc = llvm::SMLoc();
   if (failed(root))
     return failure();
