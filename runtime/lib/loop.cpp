@@ -33,6 +33,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <map>
 #include <thread>
 
 namespace dtrt {
@@ -61,6 +62,7 @@ public:
     verdictWindow_.assign(ranks, RankTimes{});
     verdictTotal_.assign(ranks, RankTimes{});
     intervalRanks_.assign(ranks, RankTimes{});
+    stepRanks_.assign(ranks, RankTimes{});
     // A pipeline's stages meet in no collective: each stage's ranks reduce
     // among themselves, so the verdict looks for stragglers stage by stage.
     if (s.pipeline && s.comm && m_.pipeline) {
@@ -70,13 +72,28 @@ public:
           for (int r = 0; r < mesh.worldSize(); ++r)
             verdictGroups_.push_back(mesh.coordinates(r)[a]);
     }
-    // R:MS; a hook for the tests of the verdict, never set by a user.
+    // R:MS[@STEP],...; a hook for the tests of the verdict, never set by a
+    // user.
     if (const char *slow = std::getenv("DT_TEST_SLOW_RANK")) {
-      int rank = -1;
-      double ms = 0;
-      if (std::sscanf(slow, "%d:%lf", &rank, &ms) == 2 &&
-          rank == (s.comm ? s.comm->rank() : 0))
-        testSleep_ = ms * 1e-3;
+      int me = s.comm ? s.comm->rank() : 0;
+      for (const char *p = slow; *p;) {
+        int rank = -1, used = 0;
+        double ms = 0;
+        long long at = 0;
+        if (std::sscanf(p, "%d:%lf%n", &rank, &ms, &used) != 2)
+          break;
+        p += used;
+        if (*p == '@' && std::sscanf(p + 1, "%lld%n", &at, &used) == 1)
+          p += 1 + used;
+        if (rank == me) {
+          if (at > 0)
+            testStalls_[int64_t(at)] += ms * 1e-3;
+          else
+            testSleep_ = ms * 1e-3;
+        }
+        if (*p == ',')
+          ++p;
+      }
     }
   }
 
@@ -144,6 +161,10 @@ private:
   /// run, and the steps they cover.
   std::vector<RankTimes> verdictWindow_, verdictTotal_;
   int64_t verdictSteps_ = 0, verdictFirst_ = 0;
+  /// Who arrived last at each step's collectives, over the same steps (the
+  /// first rank only, which judges); `stepRanks_` holds one step's times.
+  Arrivals arrivalsWindow_, arrivalsTotal_;
+  std::vector<RankTimes> stepRanks_;
   /// Every rank's times since the last training record (timing.jsonl).
   std::vector<RankTimes> intervalRanks_;
   /// Which ranks meet in collectives (dtrt/verdict.h): a pipeline rank's
@@ -154,10 +175,12 @@ private:
   MetricsLog *timing_ = nullptr;
   void recordTiming(const nlohmann::ordered_json &record);
   /// DT_TEST_SLOW_RANK=R:MS (tests of the verdict): rank R sleeps MS ms in
-  /// each step's compute.
+  /// each step's compute; R:MS@STEP, in step STEP's only (a one-off stall).
+  /// Several are separated by commas.
   double testSleep_ = 0;
-  void printVerdict(const std::vector<RankTimes> &times, int64_t steps,
-                    int64_t first);
+  std::map<int64_t, double> testStalls_;
+  void printVerdict(const std::vector<RankTimes> &times,
+                    const Arrivals &arrivals, int64_t steps, int64_t first);
 };
 
 void Trainer::recordTiming(const nlohmann::ordered_json &record) {
@@ -228,6 +251,12 @@ Status Trainer::syncRanks(double seconds, double comm) {
     const int64_t *f = &all[size_t(kFields * r)];
     account(r, double(f[0]) * 1e-6, double(f[4]) * 1e-6, double(f[5]) * 1e-6,
             double(f[6]) * 1e-6);
+    stepRanks_[size_t(r)] = {double(f[0]) * 1e-6, double(f[4]) * 1e-6,
+                             double(f[5]) * 1e-6, double(f[6]) * 1e-6};
+  }
+  if (c.rank() == 0) {
+    arrivalsWindow_.add(stepRanks_, verdictGroups_);
+    arrivalsTotal_.add(stepRanks_, verdictGroups_);
   }
   intervalSlowest_ += double(slowest) * 1e-6;
   intervalSpread_ += double(slowest - fastest) * 1e-6;
@@ -269,8 +298,11 @@ Status Trainer::runStep() {
   auto begin = Clock::now();
   double commBefore = programCollectiveSeconds();
   stepInput_ = stepBubble_ = 0;
-  if (testSleep_ > 0)
-    std::this_thread::sleep_for(std::chrono::duration<double>(testSleep_));
+  double sleep = testSleep_;
+  if (auto it = testStalls_.find(step_ + 1); it != testStalls_.end())
+    sleep += it->second;
+  if (sleep > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
   double lossSum = 0;
   // The global micro-batch: every data rank stages its rows of it.
   int64_t micro = t.microBatch * t.dataParallel;
@@ -349,8 +381,9 @@ Status Trainer::runStep() {
   intervalComm_ += comm;
   if (int64_t every = s_.config->verdictEvery;
       every > 0 && step_ % every == 0 && step_ < s_.totalSteps) {
-    printVerdict(verdictWindow_, verdictSteps_, verdictFirst_);
+    printVerdict(verdictWindow_, arrivalsWindow_, verdictSteps_, verdictFirst_);
     verdictWindow_.assign(verdictWindow_.size(), RankTimes{});
+    arrivalsWindow_.clear();
     verdictSteps_ = 0;
     verdictFirst_ = step_;
   }
@@ -629,11 +662,12 @@ void Trainer::printMemory() {
                formatBytes(double(m_.arenaBytes)), each);
 }
 
-void Trainer::printVerdict(const std::vector<RankTimes> &times, int64_t steps,
+void Trainer::printVerdict(const std::vector<RankTimes> &times,
+                           const Arrivals &arrivals, int64_t steps,
                            int64_t first) {
   if (s_.comm && s_.comm->rank() != 0)
     return;
-  Verdict v = judge(times, steps, 0, s_.predicted, verdictGroups_);
+  Verdict v = judge(times, steps, 0, s_.predicted, verdictGroups_, &arrivals);
   std::string line = describe(v, first);
   if (line.empty())
     return;
@@ -793,7 +827,7 @@ Expected<int> Trainer::run() {
   printCollectives();
   printPipeline();
   printSummary();
-  printVerdict(verdictTotal_, step_ - firstStep_, firstStep_);
+  printVerdict(verdictTotal_, arrivalsTotal_, step_ - firstStep_, firstStep_);
   return int(kExitOk);
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 #include <utility>
 
 namespace dtrt {
@@ -129,7 +130,7 @@ PredictedStep predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
 
 Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
               std::optional<PredictedStep> predicted,
-              const std::vector<int> &groups) {
+              const std::vector<int> &groups, const Arrivals *arrivals) {
   Verdict v;
   v.steps = steps;
   v.rank = rank;
@@ -158,8 +159,12 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
         last = int(r);
     return last;
   };
-  double transfer = mean[size_t(lastOf(groupOf(size_t(rank))))].comm;
   const RankTimes &me = mean[size_t(rank)];
+  int myGroup = groupOf(size_t(rank));
+  double transfer =
+      arrivals && size_t(myGroup) < arrivals->leastComm.size()
+          ? std::min(me.comm, arrivals->leastComm[size_t(myGroup)] / n)
+          : mean[size_t(lastOf(myGroup))].comm;
   v.step = me.step;
   v.input = me.input;
   v.bubble = me.bubble;
@@ -180,37 +185,61 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
                 ->first;
 
   // How long the others of each group wait for its last rank at the
-  // collectives, per step; the group that waits longest names the straggler.
+  // collectives, per step; the group that waits longest says whether any
+  // straggler is worth naming.
   int last = -1;
   double waited = 0;
-  std::vector<double> inputs, computes;
   for (size_t g = 0; g < mean.size(); ++g) {
     int candidate = lastOf(int(g));
     if (candidate < 0)
       continue;
     double arrived = mean[size_t(candidate)].comm, wait = 0;
-    std::vector<double> in, comp;
+    size_t others = 0;
     for (size_t r = 0; r < mean.size(); ++r)
       if (groupOf(r) == int(g) && int(r) != candidate) {
         wait += mean[r].comm - arrived;
-        in.push_back(mean[r].input);
-        comp.push_back(computeOf(mean[r]));
+        ++others;
       }
-    if (in.empty())
+    if (!others)
       continue;
-    wait /= double(in.size());
+    wait /= double(others);
     if (last < 0 || wait > waited) {
       last = candidate;
       waited = wait;
-      inputs = std::move(in);
-      computes = std::move(comp);
     }
   }
   if (last < 0 || waited < kStragglerSeconds ||
       waited < kStragglerShare * me.step)
     return v;
+  double lateness = waited;
+  int64_t lateSteps = steps;
+  if (arrivals) {
+    // By the steps: the rank last in most of them (the longer median
+    // lateness breaking a tie), named only when that is at least half.
+    std::map<int, std::vector<double>> late;
+    for (const LastArrival &a : arrivals->last)
+      late[a.rank].push_back(a.lateness);
+    int best = -1;
+    for (const auto &[r, l] : late)
+      if (best < 0 || l.size() > late.at(best).size() ||
+          (l.size() == late.at(best).size() &&
+           median(l) > median(late.at(best))))
+        best = r;
+    if (best < 0 || int64_t(late[best].size()) * 2 < steps)
+      return v;
+    last = best;
+    lateness = median(late[best]);
+    lateSteps = int64_t(late[best].size());
+  }
   v.straggler = last;
-  v.lateness = waited;
+  v.lateness = lateness;
+  v.lateSteps = lateSteps;
+  std::vector<double> inputs, computes;
+  for (size_t r = 0; r < mean.size(); ++r)
+    if (groupOf(r) == groupOf(size_t(last)) && int(r) != last) {
+      inputs.push_back(mean[r].input);
+      computes.push_back(computeOf(mean[r]));
+    }
   const RankTimes &s = mean[size_t(last)];
   double extraInput = s.input - median(inputs),
          extraCompute = computeOf(s) - median(computes);
@@ -219,6 +248,42 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
           ? "its input staging takes " + comparedWith(s.input, median(inputs))
           : "its compute takes " + comparedWith(computeOf(s), median(computes));
   return v;
+}
+
+void Arrivals::add(const std::vector<RankTimes> &step,
+                   const std::vector<int> &groups) {
+  auto groupOf = [&](size_t r) {
+    return groups.size() == step.size() ? groups[r] : 0;
+  };
+  int count = 0;
+  for (size_t r = 0; r < step.size(); ++r)
+    count = std::max(count, groupOf(r) + 1);
+  if (leastComm.size() < size_t(count))
+    leastComm.resize(size_t(count), 0.0);
+  std::vector<double> steps;
+  for (int g = 0; g < count; ++g) {
+    int lastRank = -1;
+    steps.clear();
+    for (size_t r = 0; r < step.size(); ++r)
+      if (groupOf(r) == g) {
+        steps.push_back(step[r].step);
+        if (lastRank < 0 || step[r].comm < step[size_t(lastRank)].comm)
+          lastRank = int(r);
+      }
+    if (lastRank < 0)
+      continue;
+    double least = step[size_t(lastRank)].comm;
+    leastComm[size_t(g)] += least;
+    if (steps.size() < 2)
+      continue;
+    double wait = 0;
+    for (size_t r = 0; r < step.size(); ++r)
+      if (groupOf(r) == g && int(r) != lastRank)
+        wait += step[r].comm - least;
+    wait /= double(steps.size() - 1);
+    if (wait >= kStragglerSeconds && wait >= kStragglerShare * median(steps))
+      last.push_back({lastRank, wait});
+  }
 }
 
 std::string describe(const Verdict &v, int64_t firstStep) {
@@ -249,9 +314,13 @@ std::string describe(const Verdict &v, int64_t firstStep) {
     text += fmt::format(", pipeline bubble {:.0f} %", share(v.bubble));
   text += predicted;
   if (v.straggler >= 0)
-    text += fmt::format("; rank {} arrives {:.2f} ms late at the collectives "
-                        "of every step ({})",
-                        v.straggler, v.lateness * 1e3, v.why);
+    text += fmt::format(
+        "; rank {} arrives {:.2f} ms late at the collectives of {} ({})",
+        v.straggler, v.lateness * 1e3,
+        v.lateSteps >= v.steps
+            ? std::string("every step")
+            : fmt::format("{} of {} steps", v.lateSteps, v.steps),
+        v.why);
   return text;
 }
 
@@ -271,6 +340,7 @@ nlohmann::ordered_json toJson(const Verdict &v, int64_t firstStep) {
   if (v.straggler >= 0) {
     j["straggler"] = v.straggler;
     j["lateness_s"] = v.lateness;
+    j["late_steps"] = v.lateSteps;
     j["why"] = v.why;
   }
   if (v.predicted) {

@@ -19,8 +19,9 @@
 //   bubble          a pipeline rank's idle time between passes
 //
 // The largest part names the bound. When ranks wait for one another, the rank
-// that waits least is the one they wait for (it arrives last at every
-// collective); comparing its compute and input with the others' says why.
+// that waits least in a step is the one they waited for (it arrived last);
+// the rank last in most steps of a window, and in at least half, is the
+// straggler, and comparing its compute and input with the others' says why.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +53,34 @@ struct PredictedStep {
   double total() const { return compute + comm + bubble; }
 };
 
+/// Who the other ranks of a group waited for at one step's collectives: the
+/// rank that spent least time there (it arrived last), and how long the
+/// others spent there beyond it, on average.
+struct LastArrival {
+  int rank = -1;
+  double lateness = 0;
+};
+
+/// What the steps of a verdict's window say one by one, which their sums
+/// cannot: who arrived last at each step's collectives, and the time no rank
+/// avoided there (the least any rank of a group spent in them, step by step:
+/// a rank stalled once waits least in that step only).
+struct Arrivals {
+  /// One per step and group whose wait is above noise (5 % of the group's
+  /// median step, and 0.1 ms).
+  std::vector<LastArrival> last;
+  /// Per group (numbered as judge()'s `groups`), the least collective time of
+  /// its ranks, summed over the steps.
+  std::vector<double> leastComm;
+
+  /// Adds one step: the ranks' times in it (indexed by rank).
+  void add(const std::vector<RankTimes> &step, const std::vector<int> &groups);
+  void clear() {
+    last.clear();
+    leastComm.clear();
+  }
+};
+
 struct Verdict {
   int64_t steps = 0;
   /// The parts of `rank`'s mean step; they add up to `step`.
@@ -62,9 +91,12 @@ struct Verdict {
   /// "straggler-bound", "bubble-bound".
   std::string bound;
   /// The rank the others wait for (-1: none worth naming), how late it
-  /// arrives at the collectives on average per step, and why.
+  /// arrives at the collectives (the median over the steps it arrived last;
+  /// without per-step arrivals, the mean over all steps), in how many of the
+  /// steps it did, and why.
   int straggler = -1;
   double lateness = 0;
+  int64_t lateSteps = 0;
   std::string why;
   std::optional<PredictedStep> predicted;
 };
@@ -89,12 +121,21 @@ predictStep(const Manifest &m, const Mesh &mesh, double peakFlops,
 /// from 0; empty: one group) says which ranks meet in collectives: a
 /// pipeline's stages do not (each stage's ranks reduce among themselves), so
 /// the last to arrive and the wait for it are found within each group.
+/// `arrivals`, the same steps one by one, split the collective time by the
+/// steps themselves and name the straggler by them: the rank that arrived
+/// last in most of them, and in at least half, so that one long stall of a
+/// rank (the machine holding it up once) does not make it the straggler of
+/// a window. Without them, the sums decide: the rank the others waited for
+/// longest on average.
 Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
               std::optional<PredictedStep> predicted = std::nullopt,
-              const std::vector<int> &groups = {});
+              const std::vector<int> &groups = {},
+              const Arrivals *arrivals = nullptr);
 
-/// One line: "verdict (steps 1-100): communication-bound: 41 % of rank 0's
-/// 12.3 ms step is communication (predicted 12 %); compute 45 %, ...".
+/// One line: "verdict (steps 1-100): communication-bound: rank 0's 12.3 ms
+/// step is compute 45 %, communication 41 %, ...; rank 3 arrives 1.40 ms
+/// late at the collectives of 97 of 100 steps (its compute takes 1.6x the
+/// others')".
 std::string describe(const Verdict &v, int64_t firstStep);
 
 /// The verdict as a record of timing.jsonl (docs/operations.md): its parts

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace dtrt;
 
 namespace {
@@ -90,6 +92,107 @@ TEST(VerdictTest, OneRankAndPrediction) {
                   "step is compute 100 %, communication 0 %, straggler wait "
                   "0 %, input 0 %; predicted 8 ms a step (compute 100 %, "
                   "communication 0 %), measured 1.25x that");
+}
+
+/// Steps of data-parallel ranks that meet in one collective: the step ends
+/// when the last rank's compute and the transfer are done, so each rank's
+/// collective time is the step less its own compute.
+struct Steps {
+  std::vector<RankTimes> sums;
+  Arrivals arrivals;
+  int64_t count = 0;
+
+  void add(const std::vector<double> &computes, double transfer = 0.002) {
+    double step =
+        *std::max_element(computes.begin(), computes.end()) + transfer;
+    std::vector<RankTimes> times;
+    for (double c : computes)
+      times.push_back({step, 0, step - c, 0});
+    sums.resize(times.size());
+    for (size_t r = 0; r < times.size(); ++r) {
+      sums[r].step += times[r].step;
+      sums[r].comm += times[r].comm;
+    }
+    arrivals.add(times, {});
+    ++count;
+  }
+};
+
+TEST(VerdictTest, OneStallDoesNotMakeAStraggler) {
+  // Rank 3 computes 20 ms longer in every step; in the first, the machine
+  // holds rank 0 up for 1.5 s. On average the others waited longest for
+  // rank 0; step by step, rank 3 is last in three of the four.
+  Steps run;
+  run.add({1.510, 0.010, 0.010, 0.030});
+  for (int i = 0; i < 3; ++i)
+    run.add({0.010, 0.010, 0.010, 0.030});
+  ASSERT_EQ(run.arrivals.last.size(), 4u);
+  EXPECT_EQ(run.arrivals.last[0].rank, 0);
+  EXPECT_NEAR(run.arrivals.last[0].lateness, 1.5 - 0.020 / 3, 1e-9);
+  EXPECT_EQ(judge(run.sums, run.count, 1).straggler, 0);
+  Verdict v = judge(run.sums, run.count, 1, std::nullopt, {}, &run.arrivals);
+  EXPECT_EQ(v.straggler, 3);
+  EXPECT_EQ(v.lateSteps, 3);
+  EXPECT_NEAR(v.lateness, 0.020, 1e-9);
+  EXPECT_NEAR(v.compute + v.comm + v.stragglerWait + v.input + v.bubble, v.step,
+              1e-12);
+  // Rank 0 waited for rank 3 in three steps: 15 ms a step on average. By the
+  // sums alone it waited for nobody (it spent least in the collectives).
+  Verdict zero = judge(run.sums, run.count, 0, std::nullopt, {}, &run.arrivals);
+  EXPECT_NEAR(zero.comm, 0.002, 1e-9);
+  EXPECT_NEAR(zero.stragglerWait, 0.015, 1e-9);
+  EXPECT_NEAR(judge(run.sums, run.count, 0).stragglerWait, 0.0, 1e-12);
+  std::string line = describe(v, 0);
+  EXPECT_NE(line.find("rank 3 arrives 20.00 ms late at the collectives of 3 "
+                      "of 4 steps"),
+            std::string::npos)
+      << line;
+}
+
+TEST(VerdictTest, EveryStepWhenLastInAll) {
+  Steps run;
+  for (int i = 0; i < 5; ++i)
+    run.add({0.010, 0.025 + 0.001 * i, 0.010});
+  Verdict v = judge(run.sums, run.count, 0, std::nullopt, {}, &run.arrivals);
+  EXPECT_EQ(v.straggler, 1);
+  EXPECT_EQ(v.lateSteps, 5);
+  EXPECT_NEAR(v.lateness, 0.017, 1e-9); // the median of 15 ... 19 ms
+  EXPECT_NE(describe(v, 0).find("late at the collectives of every step"),
+            std::string::npos);
+}
+
+TEST(VerdictTest, NoStragglerWhenNoRankIsLastInHalfTheSteps) {
+  // Ranks 1 and 2 are 30 ms late in two of five steps each, rank 3 in one:
+  // the others wait, but for no one rank.
+  Steps run;
+  for (int late : {1, 1, 2, 2, 3}) {
+    std::vector<double> computes(4, 0.010);
+    computes[size_t(late)] = 0.040;
+    run.add(computes);
+  }
+  EXPECT_EQ(run.arrivals.last.size(), 5u);
+  Verdict v = judge(run.sums, run.count, 0, std::nullopt, {}, &run.arrivals);
+  EXPECT_EQ(v.straggler, -1);
+  EXPECT_NEAR(v.stragglerWait, 0.030, 1e-9);
+  // On average, rank 1 would be named.
+  EXPECT_EQ(judge(run.sums, run.count, 0).straggler, 1);
+}
+
+TEST(VerdictTest, LastArrivalsPerGroupAndAboveNoise) {
+  // Ranks 0 and 2 meet, 1 and 3 meet. In group 0 rank 2 is 6 ms late; in
+  // group 1 rank 1 is 0.5 ms late, below 5 % of the step.
+  std::vector<RankTimes> step = {{0.1, 0, 0.0070, 0},
+                                 {0.1, 0, 0.0010, 0},
+                                 {0.1, 0, 0.0010, 0},
+                                 {0.1, 0, 0.0015, 0}};
+  Arrivals a;
+  a.add(step, {0, 1, 0, 1});
+  ASSERT_EQ(a.last.size(), 1u);
+  EXPECT_EQ(a.last[0].rank, 2);
+  EXPECT_NEAR(a.last[0].lateness, 0.006, 1e-12);
+  ASSERT_EQ(a.leastComm.size(), 2u);
+  EXPECT_NEAR(a.leastComm[0], 0.001, 1e-12);
+  EXPECT_NEAR(a.leastComm[1], 0.001, 1e-12);
 }
 
 } // namespace
