@@ -9,7 +9,8 @@
 # xz archive (OpenBLAS alone is 36 MB; the device tool carries 64 MiB). Then:
 #   run carry=["build/gpu.tar.xz"]
 #       command="tar xJf build/gpu.tar.xz -C build && build/gpu/run-tests.sh &&
-#                build/gpu/run-gpt-tiny.sh && build/gpu/run-gpt2.sh"
+#                build/gpu/run-gpt-tiny.sh && build/gpu/run-layers.sh &&
+#                build/gpu/run-gpt2.sh"
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,10 +24,34 @@ sed -e 's/^  seed      = 1337$/&\n  precision = bf16/' "$root/examples/gpt_tiny.
 grep -q "^  precision = bf16" "$out/gpt_tiny_bf16.dt"
 DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_bf16.dt" -o "$out/gpt_tiny_bf16"
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
+# LLaMA's layers (RMS norms, rotary embeddings, SwiGLU, grouped-query attention) and
+# GPT-2's dropouts (residual and attention) on the GPU.
+DT_GPU=on "$build/bin/dtc" "$root/examples/llama_tiny.dt" -o "$out/llama_tiny"
+sed -e 's/nn.Block(width, heads)/nn.Block(width, heads, dropout_p = 0.1, attention_dropout_p = 0.1)/' \
+  "$root/examples/gpt_tiny.dt" > "$out/gpt_tiny_dropout.dt"
+grep -q "attention_dropout_p = 0.1" "$out/gpt_tiny_dropout.dt"
+DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_dropout.dt" -o "$out/gpt_tiny_dropout"
+# A CNN's convolutions, pooling and batch norms, on the first 2048 training and 512
+# test images of Fashion-MNIST (the whole set would not fit the carry).
+DT_GPU=on "$build/bin/dtc" "$root/examples/cnn_fashion.dt" -o "$out/cnn_fashion"
+mkdir -p "$out/data/fashion"
+python3 - "$root/data/fashion" "$out/data/fashion" <<'PY'
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for name, keep in [("train", 2048), ("t10k", 512)]:
+    for kind, header in [("images-idx3", 16), ("labels-idx1", 8)]:
+        data = gzip.open(f"{src}/{name}-{kind}-ubyte.gz").read()
+        item = 784 if kind.startswith("images") else 1
+        head = bytearray(data[:header])
+        struct.pack_into(">I", head, 4, keep)
+        with gzip.open(f"{dst}/{name}-{kind}-ubyte.gz", "wb") as f:
+            f.write(bytes(head) + data[header:header + keep * item])
+PY
 cp -r "$root/data/text" "$out/data/"
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
-for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu; do
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu \
+    llama_tiny gpt_tiny_dropout cnn_fashion; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
   ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -69,6 +94,27 @@ python3 compare-losses.py runs/gpt_tiny-cuda/metrics.jsonl runs/gpt_tiny-cpu/met
 python3 compare-losses.py runs/gpt_tiny_bf16-cuda/metrics.jsonl runs/gpt_tiny_bf16-cpu/metrics.jsonl 5e-3 || status=1
 exit $status
 RUN
+cat > "$out/run-layers.sh" <<'RUN'
+#!/bin/sh
+# examples/llama_tiny.dt, gpt_tiny with both dropouts at 0.1 and examples/cnn_fashion.dt,
+# STEPS (16) steps on the GPU and on the CPU from the same initialisation and batches:
+# the GPU's RMS norm, rotary embedding, dropout (the CPU's masks), convolution and
+# pooling kernels and its batch norms give the CPU's losses within 1e-3 relative.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+steps=${STEPS:-16}
+status=0
+mkdir -p runs
+for program in llama_tiny gpt_tiny_dropout cnn_fashion; do
+  for backend in cuda cpu; do
+    timeout 300 ./$program --backend $backend --steps "$steps" --log-every 1 --eval-every 0 \
+      --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \
+      --log-dir "runs/$program-$backend" > "runs/$program-$backend.txt" || { tail -5 "runs/$program-$backend.txt"; status=1; }
+  done
+  python3 compare-losses.py runs/$program-cuda/metrics.jsonl runs/$program-cpu/metrics.jsonl 1e-3 || status=1
+done
+exit $status
+RUN
 cat > "$out/run-gpt2.sh" <<'RUN'
 #!/bin/sh
 # The GPU benchmark: GPT-2 124M (bf16, 16 x 1024 tokens a step) by dt and by
@@ -87,6 +133,6 @@ DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
   --log-dir runs/profile
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-gpt2-profile.sh"
+  "$out/run-gpt2-profile.sh" "$out/run-layers.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"

@@ -10,6 +10,7 @@
  *===----------------------------------------------------------------------===*/
 
 #include "dtk/kernels.h"
+#include "dtk/rope_scaling.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,26 +42,6 @@ static void rope_rows(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* Hugging Face's rope_scaling of one inverse frequency: "linear" divides
- * every one by the factor; "llama3" divides those of long wavelengths,
- * keeps those of short ones and blends the band between. */
-static double scaled(double inv_freq, double factor, double low_freq_factor,
-                     double high_freq_factor, double original) {
-  if (factor == 1.0)
-    return inv_freq;
-  if (original == 0.0)
-    return inv_freq / factor;
-  const double pi = 3.14159265358979323846;
-  double wavelen = 2 * pi / inv_freq;
-  if (wavelen > original / low_freq_factor)
-    return inv_freq / factor;
-  if (wavelen < original / high_freq_factor)
-    return inv_freq;
-  double smooth = (original / wavelen - low_freq_factor) /
-                  (high_freq_factor - low_freq_factor);
-  return (1 - smooth) * inv_freq / factor + smooth * inv_freq;
-}
-
 void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
                   int64_t d, float theta, float factor, float low_freq_factor,
                   float high_freq_factor, float original, int32_t inverse) {
@@ -73,8 +54,8 @@ void dtk_rope_f32(const float *x, float *y, int64_t outer, int64_t t,
   for (int64_t i = 0; i < half; ++i) {
     /* Hugging Face's inv_freq, 1 / theta^(2i/D), in float as it computes it */
     double base = 1.0 / pow((double)theta, (double)(2 * i) / d);
-    float inv_freq = (float)scaled(base, factor, low_freq_factor,
-                                   high_freq_factor, original);
+    float inv_freq = (float)dtk_rope_scaled(base, factor, low_freq_factor,
+                                            high_freq_factor, original);
     for (int64_t p = 0; p < t; ++p) {
       double angle = (double)((float)p * inv_freq);
       cos_t[p * half + i] = (float)cos(angle);

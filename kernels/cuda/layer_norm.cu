@@ -4,13 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// dtk_layer_norm_f32 and dtk_layer_norm_grad_f32 on the GPU. Forward and the
-// input gradient take one block per row (two block sums for the statistics,
-// two for the gradient's means). The weight and bias gradients sum over rows,
-// from the statistics the first kernel left in `stats`: a block per 32
-// columns and 256 rows (8 rows at a time) leaves partial sums in `stats`
-// after them, and a last kernel adds each column's partials in order, so no
-// atomics and the same bits every run.
+// dtk_layer_norm_f32 and dtk_layer_norm_grad_f32 on the GPU, and RMS norm
+// (LLaMA's: the mean taken as zero, no bias), which the same kernels compute
+// with `Rms` set. Forward and the input gradient take one block per row (two
+// block sums for the statistics, two for the gradient's means). The weight
+// and bias gradients sum over rows, from the statistics the first kernel left
+// in `stats`: a block per 32 columns and 256 rows (8 rows at a time) leaves
+// partial sums in `stats` after them, and a last kernel adds each column's
+// partials in order, so no atomics and the same bits every run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,13 +26,17 @@ constexpr int kColumns = 32, kRowLanes = 8;
 constexpr int64_t kChunkRows = 256; // dtk_cuda_layer_norm_grad_f32's contract
 
 /// The mean and 1/std of row `xr` (biased variance, two passes as the CPU
-/// kernel does).
+/// kernel does); with `Rms`, the mean is taken as zero.
+template <bool Rms>
 __device__ void rowStats(const float *xr, int64_t cols, float eps,
                          float *shared, float &mean, float &rstd) {
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    s += xr[j];
-  mean = dtk::blockSum(s, shared) / float(cols);
+  mean = 0.0f;
+  if (!Rms) {
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      s += xr[j];
+    mean = dtk::blockSum(s, shared) / float(cols);
+  }
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float d = xr[j] - mean;
@@ -40,18 +45,22 @@ __device__ void rowStats(const float *xr, int64_t cols, float eps,
   rstd = 1.0f / sqrtf(dtk::blockSum(ss, shared) / float(cols) + eps);
 }
 
+/// `b` is null with `Rms`.
+template <bool Rms>
 __global__ void layerNorm(const float *x, const float *w, const float *b,
                           float *y, int64_t cols, float eps) {
   __shared__ float shared[32];
   const float *xr = x + blockIdx.x * cols; // (cols)
   float *yr = y + blockIdx.x * cols;
   float mean, rstd;
-  rowStats(xr, cols, eps, shared, mean, rstd);
+  rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    yr[j] = (xr[j] - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]);
 }
 
 // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w
+// (RMS norm: without the mean(dxhat) term, its xhat being uncentred)
+template <bool Rms>
 __global__ void layerNormInputGrad(const float *x, const float *w,
                                    const float *dy, float *dx, float *stats,
                                    int64_t cols, float eps) {
@@ -60,14 +69,15 @@ __global__ void layerNormInputGrad(const float *x, const float *w,
   const float *xr = x + r * cols, *dyr = dy + r * cols; // (cols)
   float *dxr = dx + r * cols;
   float mean, rstd;
-  rowStats(xr, cols, eps, shared, mean, rstd);
+  rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   float sd = 0.0f, sdx = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float d = dyr[j] * w[j];
     sd += d;
     sdx += d * ((xr[j] - mean) * rstd);
   }
-  float md = dtk::blockSum(sd, shared) / float(cols);
+  // (Rms is the same for the whole block, so every thread takes the sum.)
+  float md = Rms ? 0.0f : dtk::blockSum(sd, shared) / float(cols);
   float mdx = dtk::blockSum(sdx, shared) / float(cols);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float xhat = (xr[j] - mean) * rstd;
@@ -81,7 +91,7 @@ __global__ void layerNormInputGrad(const float *x, const float *w,
 
 /// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
 /// eight rows at a time, summed in a fixed order into `partW` and `partB`
-/// (row y of each, `cols` wide).
+/// (row y of each, `cols` wide; `partB` null for RMS norm).
 __global__ void layerNormParamPartials(const float *x, const float *dy,
                                        const float *stats, float *partW,
                                        float *partB, int64_t rows,
@@ -108,11 +118,13 @@ __global__ void layerNormParamPartials(const float *x, const float *dy,
       sb += lanesB[k][threadIdx.x];
     }
     partW[blockIdx.y * cols + c] = sw;
-    partB[blockIdx.y * cols + c] = sb;
+    if (partB)
+      partB[blockIdx.y * cols + c] = sb;
   }
 }
 
-/// dw and db: each column's partial sums, chunk by chunk in order.
+/// dw and db (null for RMS norm): each column's partial sums, chunk by
+/// chunk in order.
 __global__ void layerNormParamSum(const float *partW, const float *partB,
                                   float *dw, float *db, int64_t chunks,
                                   int64_t cols) {
@@ -122,10 +134,37 @@ __global__ void layerNormParamSum(const float *partW, const float *partB,
   float sw = 0.0f, sb = 0.0f;
   for (int64_t k = 0; k < chunks; ++k) {
     sw += partW[k * cols + c];
-    sb += partB[k * cols + c];
+    if (partB)
+      sb += partB[k * cols + c];
   }
   dw[c] = sw;
-  db[c] = sb;
+  if (db)
+    db[c] = sb;
+}
+
+/// Both gradients; `db` is null for RMS norm, whose scratch then holds no
+/// bias partials.
+template <bool Rms>
+void normGrad(const float *x, const float *w, const float *dy, float *dx,
+              float *dw, float *db, float *stats, int64_t rows, int64_t cols,
+              float eps, dtk_stream stream) {
+  if (rows > 0)
+    layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
+        x, w, dy, dx, stats, cols, eps);
+  if (cols == 0)
+    return;
+  // The rows' sums go by chunks of kChunkRows over the whole GPU, then
+  // chunk by chunk per column (rows == 0: no chunks, zero gradients).
+  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  float *partW = stats + 2 * rows,
+        *partB = Rms ? nullptr : partW + chunks * cols;
+  unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
+  if (chunks > 0)
+    layerNormParamPartials<<<dim3(columnBlocks, unsigned(chunks)),
+                             dim3(kColumns, kRowLanes), 0, stream>>>(
+        x, dy, stats, partW, partB, rows, cols);
+  layerNormParamSum<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0,
+                      stream>>>(partW, partB, dw, db, chunks, cols);
 }
 
 } // namespace
@@ -136,7 +175,8 @@ extern "C" void dtk_cuda_layer_norm_f32(const float *x, const float *w,
                                         dtk_stream stream) {
   if (rows == 0)
     return;
-  layerNorm<<<unsigned(rows), kThreads, 0, stream>>>(x, w, b, y, cols, eps);
+  layerNorm<false>
+      <<<unsigned(rows), kThreads, 0, stream>>>(x, w, b, y, cols, eps);
 }
 
 extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
@@ -144,20 +184,22 @@ extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                              float *dw, float *db, float *stats,
                                              int64_t rows, int64_t cols,
                                              float eps, dtk_stream stream) {
-  if (rows > 0)
-    layerNormInputGrad<<<unsigned(rows), kThreads, 0, stream>>>(
-        x, w, dy, dx, stats, cols, eps);
-  if (cols == 0)
+  normGrad<false>(x, w, dy, dx, dw, db, stats, rows, cols, eps, stream);
+}
+
+extern "C" void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
+                                      int64_t rows, int64_t cols, float eps,
+                                      dtk_stream stream) {
+  if (rows == 0)
     return;
-  // The rows' sums go by chunks of kChunkRows over the whole GPU, then
-  // chunk by chunk per column (rows == 0: no chunks, zero gradients).
-  int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
-  float *partW = stats + 2 * rows, *partB = partW + chunks * cols;
-  unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
-  if (chunks > 0)
-    layerNormParamPartials<<<dim3(columnBlocks, unsigned(chunks)),
-                             dim3(kColumns, kRowLanes), 0, stream>>>(
-        x, dy, stats, partW, partB, rows, cols);
-  layerNormParamSum<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0,
-                      stream>>>(partW, partB, dw, db, chunks, cols);
+  layerNorm<true>
+      <<<unsigned(rows), kThreads, 0, stream>>>(x, w, nullptr, y, cols, eps);
+}
+
+extern "C" void dtk_cuda_rms_norm_grad_f32(const float *x, const float *w,
+                                           const float *dy, float *dx,
+                                           float *dw, float *stats,
+                                           int64_t rows, int64_t cols,
+                                           float eps, dtk_stream stream) {
+  normGrad<true>(x, w, dy, dx, dw, nullptr, stats, rows, cols, eps, stream);
 }

@@ -242,6 +242,104 @@ private:
                      offsetOf(l.getWeightGrad()), offsetOf(l.getBiasGrad())},
                     {rows, shape.back()}, {l.getEps().convertToDouble()}));
         })
+        .Case([&](RMSNormOp l) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(l, {l.getInput(), l.getWeight()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(l.getInput());
+          return emit(thunk("rms_norm",
+                            {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                             offsetOf(l.getResult())},
+                            {product(shape.drop_back()), shape.back()},
+                            {l.getEps().convertToDouble()}));
+        })
+        .Case([&](RMSNormGradOp l) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(
+                  l, {l.getInput(), l.getWeight(), l.getResultGrad()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(l.getInput());
+          int64_t rows = product(shape.drop_back());
+          // Each row's statistics, then the weight's partial sums of 256
+          // rows (dtk/cuda_kernels.h).
+          scratch((2 * rows + ((rows + 255) / 256) * shape.back()) * 4);
+          return emit(
+              thunk("rms_norm_grad",
+                    {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                     offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
+                     offsetOf(l.getWeightGrad())},
+                    {rows, shape.back()}, {l.getEps().convertToDouble()}));
+        })
+        .Case([&](RopeOp r) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(r, {r.getInput()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(r.getInput());
+          int64_t t = shape[shape.size() - 2], d = shape.back();
+          // No scaling: factor 1 (the others then do not matter).
+          SmallVector<double, 4> scaling{1.0, 1.0, 4.0, 0.0};
+          if (std::optional<ArrayRef<double>> s = r.getScaling())
+            scaling.assign(s->begin(), s->end());
+          scratch(2 * t * (d / 2) * 4); // the angles' cosines and sines
+          return emit(thunk(
+              "rope", {offsetOf(r.getInput()), offsetOf(r.getResult())},
+              {product(shape.drop_back(2)), t, d, int64_t(r.getInverse())},
+              {r.getTheta().convertToDouble(), scaling[0], scaling[1],
+               scaling[2], scaling[3]}));
+        })
+        .Case([&](DropoutOp d) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(d, {d.getInput()}))
+            return bad;
+          DropoutIndexing indexing = d.getIndexing();
+          if (indexing.runs.size() > 4 || d.getFirsts().size() > 4)
+            return Unsupported{d, "a dropout of a tensor of rank above 4 "
+                                  "does not run on the GPU yet"};
+          auto runs = indexing.runs;
+          runs.insert(runs.begin(), 4 - runs.size(), {1, 0});
+          // The scalars the kernel reads in the arena: the step, the
+          // micro-batch and the block's offsets (none: the micro-batch's
+          // offset again, with stride 0).
+          SmallVector<int64_t> p{offsetOf(d.getInput()),
+                                 offsetOf(d.getResult()), offsetOf(d.getStep()),
+                                 offsetOf(d.getMicro())};
+          SmallVector<int64_t> ints;
+          for (auto [n, s] : runs)
+            ints.push_back(n);
+          for (auto [n, s] : runs)
+            ints.push_back(s);
+          ints.push_back(indexing.elements);
+          for (size_t i = 0; i < 4; ++i) {
+            bool given = i < d.getFirsts().size();
+            p.push_back(given ? offsetOf(d.getFirsts()[i])
+                              : offsetOf(d.getMicro()));
+            ints.push_back(given ? indexing.strides[i] : 0);
+          }
+          ints.append({int64_t(d.getSeed()), int64_t(d.getSite())});
+          return emit(thunk("dropout", p, ints, {d.getP().convertToDouble()}));
+        })
+        .Case([&](Conv2dOp c) {
+          return conv(c, "conv2d", c.getInput(), c.getWeight(), c.getResult(),
+                      out);
+        })
+        .Case([&](Conv2dInputGradOp c) {
+          return conv(c, "conv2d_input_grad", c.getResultGrad(), c.getWeight(),
+                      c.getInputGrad(), out);
+        })
+        .Case([&](Conv2dWeightGradOp c) {
+          return conv(c, "conv2d_weight_grad", c.getInput(), c.getResultGrad(),
+                      c.getWeightGrad(), out);
+        })
+        .Case([&](MaxPool2dOp p) {
+          return pool(p, "max_pool2d", {p.getInput(), p.getResult()}, out);
+        })
+        .Case([&](MaxPool2dGradOp p) {
+          return pool(p, "max_pool2d_grad",
+                      {p.getInput(), p.getResultGrad(), p.getInputGrad()}, out);
+        })
+        .Case([&](AvgPool2dOp p) {
+          return pool(p, "avg_pool2d", {p.getInput(), p.getResult()}, out);
+        })
+        .Case([&](AvgPool2dGradOp p) {
+          return pool(p, "avg_pool2d_grad",
+                      {p.getResultGrad(), p.getInputGrad()}, out);
+        })
         .Case([&](EmbeddingOp e) -> std::optional<Unsupported> {
           if (auto bad = requireF32(e, {e.getTable()}))
             return bad;
@@ -319,6 +417,41 @@ private:
           return Unsupported{o, "'" + o->getName().getStringRef().str() +
                                     "' has no GPU implementation yet"};
         });
+  }
+
+  /// A convolution kernel: (a, b, out, then the sizes and attributes), as
+  /// the CPU kernel takes them. Its scratch holds every sample's unrolled
+  /// windows and an output-sized buffer (dtk_cuda_conv2d_scratch_floats).
+  template <typename Op>
+  std::optional<Unsupported> conv(Op op, StringRef name, Value a, Value b,
+                                  Value result, json::Array &out) {
+    if (auto bad = requireF32(op, {a, b}))
+      return bad;
+    Conv2dShape s = op.getConv2dShape();
+    scratch((s.c * s.kh * s.kw + s.o) * s.n * s.oh * s.ow * 4);
+    out.push_back(thunk(name, {offsetOf(a), offsetOf(b), offsetOf(result)},
+                        {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.oh, s.ow,
+                         s.stride[0], s.stride[1], s.padding[0], s.padding[1],
+                         s.dilation[0], s.dilation[1], s.groups}));
+    return std::nullopt;
+  }
+
+  /// A pooling kernel: its tensors, then the planes and the window, as the
+  /// CPU kernel takes them.
+  template <typename Op>
+  std::optional<Unsupported> pool(Op op, StringRef name,
+                                  ArrayRef<Value> tensors, json::Array &out) {
+    if (auto bad = requireF32(op, tensors))
+      return bad;
+    Conv2dShape s = op.getPool2dShape();
+    SmallVector<int64_t> p;
+    for (Value t : tensors)
+      p.push_back(offsetOf(t));
+    out.push_back(
+        thunk(name, p,
+              {s.n * s.c, s.h, s.w, s.oh, s.ow, s.kh, s.kw, s.stride[0],
+               s.stride[1], s.padding[0], s.padding[1]}));
+    return std::nullopt;
   }
 
   /// cross_entropy, its gradient and count_correct: (logits, labels[, g],

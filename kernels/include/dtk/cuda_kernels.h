@@ -50,6 +50,97 @@ void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                   float *db, float *stats, int64_t rows,
                                   int64_t cols, float eps, dtk_stream stream);
 
+/* RMS norm: as the layer norm without centring or bias. `stats`: 2 * rows
+ * floats, then ceil(rows / 256) * cols (the weight gradient's partial sums). */
+void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
+                           int64_t rows, int64_t cols, float eps,
+                           dtk_stream stream);
+void dtk_cuda_rms_norm_grad_f32(const float *x, const float *w, const float *dy,
+                                float *dx, float *dw, float *stats,
+                                int64_t rows, int64_t cols, float eps,
+                                dtk_stream stream);
+
+/* Rotary position embedding (dtk_rope_f32). `table`: 2 * t * (d / 2) floats
+ * (the angles' cosines and sines). */
+void dtk_cuda_rope_f32(const float *x, float *y, float *table, int64_t outer,
+                       int64_t t, int64_t d, float theta, float factor,
+                       float low_freq_factor, float high_freq_factor,
+                       float original, int32_t inverse, dtk_stream stream);
+
+/* Inverted dropout (dtk_dropout_f32), its masks the CPU kernel's. The scalars
+ * the CPU kernel takes as values are device pointers here: the step, the
+ * micro-batch, and up to four block offsets (null: none), so that the base
+ * index is micro * elements + sum of first_i * f_i. */
+void dtk_cuda_dropout_f32(const float *x, float *y, const int64_t *step,
+                          const int64_t *micro, const int64_t *first0,
+                          const int64_t *first1, const int64_t *first2,
+                          const int64_t *first3, int64_t n0, int64_t n1,
+                          int64_t n2, int64_t n3, int64_t s0, int64_t s1,
+                          int64_t s2, int64_t s3, int64_t elements, int64_t f0,
+                          int64_t f1, int64_t f2, int64_t f3, int64_t seed,
+                          int64_t site, float p, dtk_stream stream);
+
+/* A product the caller runs (cuBLAS, in the runtime): C = op(A) op(B) for
+ * `batch` consecutive row-major matrices, op(A) M x K and op(B) K x N, on
+ * the kernels' stream; C += with `accumulate`. Returns 0, or an error code
+ * the kernels pass on. */
+typedef int (*dtk_cuda_gemm)(void *ctx, const float *a, const float *b,
+                             float *c, int64_t batch, int64_t m, int64_t n,
+                             int64_t k, int32_t trans_a, int32_t trans_b,
+                             int32_t accumulate);
+
+/* 2-D convolution (dtk_conv2d_f32 and its gradients) as one product a group
+ * through `gemm`: the windows of all samples unrolled, then the product,
+ * then NCHW order. `scratch`: dtk_cuda_conv2d_scratch_floats(...) floats,
+ * (C kh kw + O) N oh ow. Each returns 0 or `gemm`'s error. */
+int64_t dtk_cuda_conv2d_scratch_floats(int64_t n, int64_t c, int64_t h,
+                                       int64_t w, int64_t o, int64_t kh,
+                                       int64_t kw, int64_t oh, int64_t ow,
+                                       int64_t sh, int64_t sw, int64_t ph,
+                                       int64_t pw, int64_t dh, int64_t dw,
+                                       int64_t groups);
+int dtk_cuda_conv2d_f32(const float *x, const float *w, float *y,
+                        float *scratch, int64_t n, int64_t c, int64_t h,
+                        int64_t wd, int64_t o, int64_t kh, int64_t kw,
+                        int64_t oh, int64_t ow, int64_t sh, int64_t sw,
+                        int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                        int64_t groups, dtk_cuda_gemm gemm, void *ctx,
+                        dtk_stream stream);
+int dtk_cuda_conv2d_input_grad_f32(const float *dy, const float *w, float *dx,
+                                   float *scratch, int64_t n, int64_t c,
+                                   int64_t h, int64_t wd, int64_t o, int64_t kh,
+                                   int64_t kw, int64_t oh, int64_t ow,
+                                   int64_t sh, int64_t sw, int64_t ph,
+                                   int64_t pw, int64_t dh, int64_t dw,
+                                   int64_t groups, dtk_cuda_gemm gemm,
+                                   void *ctx, dtk_stream stream);
+int dtk_cuda_conv2d_weight_grad_f32(
+    const float *x, const float *dy, float *dw_out, float *scratch, int64_t n,
+    int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kh, int64_t kw,
+    int64_t oh, int64_t ow, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+    int64_t dh, int64_t dw, int64_t groups, dtk_cuda_gemm gemm, void *ctx,
+    dtk_stream stream);
+
+/* 2-D pooling (dtk_max_pool2d_f32, ...): the CPU kernels' choices and bits. */
+void dtk_cuda_max_pool2d_f32(const float *x, float *y, int64_t planes,
+                             int64_t h, int64_t w, int64_t oh, int64_t ow,
+                             int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                             int64_t ph, int64_t pw, dtk_stream stream);
+void dtk_cuda_max_pool2d_grad_f32(const float *x, const float *dy, float *dx,
+                                  int64_t planes, int64_t h, int64_t w,
+                                  int64_t oh, int64_t ow, int64_t kh,
+                                  int64_t kw, int64_t sh, int64_t sw,
+                                  int64_t ph, int64_t pw, dtk_stream stream);
+void dtk_cuda_avg_pool2d_f32(const float *x, float *y, int64_t planes,
+                             int64_t h, int64_t w, int64_t oh, int64_t ow,
+                             int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                             int64_t ph, int64_t pw, dtk_stream stream);
+void dtk_cuda_avg_pool2d_grad_f32(const float *dy, float *dx, int64_t planes,
+                                  int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                  int64_t kh, int64_t kw, int64_t sh,
+                                  int64_t sw, int64_t ph, int64_t pw,
+                                  dtk_stream stream);
+
 void dtk_cuda_embedding_f32(const float *table, const int32_t *ids, float *out,
                             int64_t n, int64_t count, int64_t width,
                             dtk_stream stream);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 namespace dtrt::cuda {
 
@@ -35,6 +36,17 @@ constexpr KindInfo kKinds[] = {
     {"softmax", Thunk::Softmax, 2, 3, 0},
     {"layer_norm", Thunk::LayerNorm, 4, 2, 1},
     {"layer_norm_grad", Thunk::LayerNormGrad, 6, 2, 1},
+    {"rms_norm", Thunk::RMSNorm, 3, 2, 1},
+    {"rms_norm_grad", Thunk::RMSNormGrad, 5, 2, 1},
+    {"rope", Thunk::Rope, 2, 4, 5},
+    {"dropout", Thunk::Dropout, 8, 15, 1},
+    {"conv2d", Thunk::Conv2d, 3, 16, 0},
+    {"conv2d_input_grad", Thunk::Conv2dInputGrad, 3, 16, 0},
+    {"conv2d_weight_grad", Thunk::Conv2dWeightGrad, 3, 16, 0},
+    {"max_pool2d", Thunk::MaxPool, 2, 11, 0},
+    {"max_pool2d_grad", Thunk::MaxPoolGrad, 3, 11, 0},
+    {"avg_pool2d", Thunk::AvgPool, 2, 11, 0},
+    {"avg_pool2d_grad", Thunk::AvgPoolGrad, 2, 11, 0},
     {"embedding", Thunk::Embedding, 3, 3, 0},
     {"embedding_grad", Thunk::EmbeddingGrad, 3, 3, 0},
     {"cross_entropy", Thunk::CrossEntropy, 3, 2, 0},
@@ -42,6 +54,25 @@ constexpr KindInfo kKinds[] = {
     {"count_correct", Thunk::CountCorrect, 3, 2, 0},
     {"attention", Thunk::Attention, 4, 4, 0},
     {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
+};
+
+/// The products of a convolution's kernels (dtk_cuda_gemm) through cuBLAS,
+/// in f32; the first failure is kept for the message.
+struct ConvProducts {
+  Blas *blas;
+  std::optional<Error> failure;
+
+  static int gemm(void *ctx, const float *a, const float *b, float *c,
+                  int64_t batch, int64_t m, int64_t n, int64_t k,
+                  int32_t transA, int32_t transB, int32_t accumulate) {
+    auto *self = static_cast<ConvProducts *>(ctx);
+    Status s = self->blas->matmul(a, b, c, batch, m, n, k, transA != 0,
+                                  transB != 0, accumulate != 0, Operands::F32);
+    if (s)
+      return 0;
+    self->failure = s.error();
+    return 1;
+  }
 };
 
 Error planError(const std::string &what) {
@@ -271,6 +302,61 @@ Status Executor::launch(const Thunk &t, char *arena) {
   case Thunk::LayerNormGrad:
     dtk_cuda_layer_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), f32(5),
                                  scratch, i[0], i[1], float(t.f[0]), s);
+    return Status::ok();
+  case Thunk::RMSNorm:
+    dtk_cuda_rms_norm_f32(f32(0), f32(1), f32(2), i[0], i[1], float(t.f[0]), s);
+    return Status::ok();
+  case Thunk::RMSNormGrad:
+    dtk_cuda_rms_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), scratch,
+                               i[0], i[1], float(t.f[0]), s);
+    return Status::ok();
+  case Thunk::Rope:
+    dtk_cuda_rope_f32(f32(0), f32(1), scratch, i[0], i[1], i[2], float(t.f[0]),
+                      float(t.f[1]), float(t.f[2]), float(t.f[3]),
+                      float(t.f[4]), int32_t(i[3]), s);
+    return Status::ok();
+  case Thunk::Dropout: {
+    // The step, the micro-batch and the block's offsets are i64 scalars in
+    // the arena; an absent offset has stride 0.
+    auto scalar = [&](size_t k) {
+      return reinterpret_cast<const int64_t *>(arena + t.p[k]);
+    };
+    dtk_cuda_dropout_f32(f32(0), f32(1), scalar(2), scalar(3), scalar(4),
+                         scalar(5), scalar(6), scalar(7), i[0], i[1], i[2],
+                         i[3], i[4], i[5], i[6], i[7], i[8], i[9], i[10], i[11],
+                         i[12], i[13], i[14], float(t.f[0]), s);
+    return Status::ok();
+  }
+  case Thunk::Conv2d:
+  case Thunk::Conv2dInputGrad:
+  case Thunk::Conv2dWeightGrad: {
+    ConvProducts products{blas_.get(), std::nullopt};
+    auto kernel = t.kind == Thunk::Conv2d ? dtk_cuda_conv2d_f32
+                  : t.kind == Thunk::Conv2dInputGrad
+                      ? dtk_cuda_conv2d_input_grad_f32
+                      : dtk_cuda_conv2d_weight_grad_f32;
+    if (kernel(f32(0), f32(1), f32(2), scratch, i[0], i[1], i[2], i[3], i[4],
+               i[5], i[6], i[7], i[8], i[9], i[10], i[11], i[12], i[13], i[14],
+               i[15], ConvProducts::gemm, &products, s) != 0)
+      return products.failure ? *products.failure
+                              : Error("a convolution's product failed");
+    return Status::ok();
+  }
+  case Thunk::MaxPool:
+    dtk_cuda_max_pool2d_f32(f32(0), f32(1), i[0], i[1], i[2], i[3], i[4], i[5],
+                            i[6], i[7], i[8], i[9], i[10], s);
+    return Status::ok();
+  case Thunk::MaxPoolGrad:
+    dtk_cuda_max_pool2d_grad_f32(f32(0), f32(1), f32(2), i[0], i[1], i[2], i[3],
+                                 i[4], i[5], i[6], i[7], i[8], i[9], i[10], s);
+    return Status::ok();
+  case Thunk::AvgPool:
+    dtk_cuda_avg_pool2d_f32(f32(0), f32(1), i[0], i[1], i[2], i[3], i[4], i[5],
+                            i[6], i[7], i[8], i[9], i[10], s);
+    return Status::ok();
+  case Thunk::AvgPoolGrad:
+    dtk_cuda_avg_pool2d_grad_f32(f32(0), f32(1), i[0], i[1], i[2], i[3], i[4],
+                                 i[5], i[6], i[7], i[8], i[9], i[10], s);
     return Status::ok();
   case Thunk::Embedding:
     dtk_cuda_embedding_f32(f32(0), i32(1), f32(2), i[0], i[1], i[2], s);

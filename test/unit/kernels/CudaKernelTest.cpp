@@ -15,6 +15,7 @@
 
 #include "dtk/cuda_kernels.h"
 #include "dtk/kernels.h"
+#include "dtrt/cuda/blas.h"
 
 #include "RandomVector.h"
 
@@ -145,6 +146,228 @@ TEST(CudaKernelTest, LayerNormAndItsGradients) {
     expectClose(gdx.read(), dx, 1e-4, "dx");
     expectClose(gdw.read(), dw, 1e-4, "dw");
     expectClose(gdb.read(), db, 1e-4, "db");
+  }
+}
+
+TEST(CudaKernelTest, RMSNormAndItsGradients) {
+  REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{33, 768},
+                            {1000, 37},
+                            {5, 4100},
+                            {2000, 300}}) {
+    std::vector<float> x = randomVector(size_t(rows * cols), 22, 2.0f),
+                       w = randomVector(size_t(cols), 23),
+                       dy = randomVector(size_t(rows * cols), 24);
+    std::vector<float> y(x.size()), dx(x.size()), dw(static_cast<size_t>(cols));
+    dtk_rms_norm_f32(x.data(), w.data(), y.data(), rows, cols, 1e-6f);
+    dtk_rms_norm_grad_f32(x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                          rows, cols, 1e-6f);
+    DeviceBuffer<float> gx(x), gw(w), gdy(dy), gy(x.size()), gdx(x.size()),
+        gdw(static_cast<size_t>(cols)),
+        stats(static_cast<size_t>(2 * rows + ((rows + 255) / 256) * cols));
+    dtk_cuda_rms_norm_f32(gx.get(), gw.get(), gy.get(), rows, cols, 1e-6f,
+                          nullptr);
+    dtk_cuda_rms_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),
+                               gdw.get(), stats.get(), rows, cols, 1e-6f,
+                               nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(gy.read(), y, 1e-5, "y");
+    expectClose(gdx.read(), dx, 1e-4, "dx");
+    expectClose(gdw.read(), dw, 1e-4, "dw");
+  }
+}
+
+TEST(CudaKernelTest, RotaryEmbeddingScalingsAndInverse) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t outer, t, d;
+    float theta, factor, low, high, original;
+  };
+  // Plain, "linear" and "llama3" scalings, on odd sizes and LLaMA's.
+  for (Case c : {Case{6, 37, 64, 10000.0f, 1.0f, 1.0f, 4.0f, 0.0f},
+                 Case{3, 100, 18, 500000.0f, 4.0f, 1.0f, 4.0f, 0.0f},
+                 Case{2, 300, 128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192.0f}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "t=" << c.t << " d=" << c.d << " factor=" << c.factor);
+    size_t n = size_t(c.outer * c.t * c.d);
+    std::vector<float> x = randomVector(n, 25), y(n), back(n);
+    dtk_rope_f32(x.data(), y.data(), c.outer, c.t, c.d, c.theta, c.factor,
+                 c.low, c.high, c.original, 0);
+    dtk_rope_f32(y.data(), back.data(), c.outer, c.t, c.d, c.theta, c.factor,
+                 c.low, c.high, c.original, 1);
+    DeviceBuffer<float> gx(x), gy(n), gback(n),
+        table(static_cast<size_t>(2 * c.t * (c.d / 2)));
+    dtk_cuda_rope_f32(gx.get(), gy.get(), table.get(), c.outer, c.t, c.d,
+                      c.theta, c.factor, c.low, c.high, c.original, 0, nullptr);
+    std::vector<float> got = gy.read();
+    // The inverse of the CPU's rotation, so both directions are compared.
+    DeviceBuffer<float> gyCpu(y);
+    dtk_cuda_rope_f32(gyCpu.get(), gback.get(), table.get(), c.outer, c.t, c.d,
+                      c.theta, c.factor, c.low, c.high, c.original, 1, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(got, y, 1e-6, "y");
+    expectClose(gback.read(), back, 1e-6, "inverse");
+  }
+}
+
+TEST(CudaKernelTest, DropoutDrawsTheCpuMasks) {
+  REQUIRE_GPU();
+  // A [4, 6, 50, 10] tensor of which this rank holds the block [2, 3, 50, 5]
+  // at (2, 3, 0, 5): runs of 2, 3 x 50 (the third dimension whole) and 5, as
+  // DropoutIndexing makes them.
+  const int64_t strides[4] = {6 * 50 * 10, 50 * 10, 10, 1};
+  const int64_t firsts[4] = {2, 3, 0, 5};
+  const int64_t elements = 4 * 6 * 50 * 10, micro = 3, step = 17;
+  int64_t base = micro * elements;
+  for (int i = 0; i < 4; ++i)
+    base += firsts[i] * strides[i];
+  const int64_t n[4] = {1, 2, 3 * 50, 5}, s[4] = {0, 6 * 50 * 10, 10, 1};
+  size_t count = size_t(n[0] * n[1] * n[2] * n[3]);
+  for (float p : {0.1f, 0.5f, 0.0f}) {
+    std::vector<float> x = randomVector(count, 26), y(count);
+    dtk_dropout_f32(x.data(), y.data(), n[0], n[1], n[2], n[3], s[0], s[1],
+                    s[2], s[3], base, 42, 7, step, p);
+    DeviceBuffer<float> gx(x), gy(count);
+    DeviceBuffer<int64_t> gstep(std::vector<int64_t>{step}),
+        gmicro(std::vector<int64_t>{micro}),
+        gfirsts(std::vector<int64_t>(firsts, firsts + 4));
+    int64_t *f = gfirsts.get();
+    dtk_cuda_dropout_f32(gx.get(), gy.get(), gstep.get(), gmicro.get(), f,
+                         f + 1, f + 2, f + 3, n[0], n[1], n[2], n[3], s[0],
+                         s[1], s[2], s[3], elements, strides[0], strides[1],
+                         strides[2], strides[3], 42, 7, p, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    std::vector<float> got = gy.read();
+    size_t dropped = 0;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(got[i], y[i]) << "p=" << p << " element " << i;
+      dropped += y[i] == 0.0f;
+    }
+    // The masks are real: about p of the elements dropped.
+    EXPECT_NEAR(double(dropped) / double(count), p, 0.05) << p;
+  }
+}
+
+/// The convolutions' products through the runtime's cuBLAS, as a program
+/// runs them (dtk_cuda_gemm).
+int gemmThroughBlas(void *ctx, const float *a, const float *b, float *c,
+                    int64_t batch, int64_t m, int64_t n, int64_t k,
+                    int32_t transA, int32_t transB, int32_t accumulate) {
+  auto *blas = static_cast<dtrt::cuda::Blas *>(ctx);
+  dtrt::Status s =
+      blas->matmul(a, b, c, batch, m, n, k, transA != 0, transB != 0,
+                   accumulate != 0, dtrt::cuda::Operands::F32);
+  EXPECT_TRUE(bool(s)) << (s ? "" : s.error().message());
+  return s ? 0 : 1;
+}
+
+TEST(CudaKernelTest, ConvolutionsAndTheirGradients) {
+  REQUIRE_GPU();
+  auto blas = dtrt::cuda::Blas::open(nullptr);
+  ASSERT_TRUE(bool(blas)) << blas.error().message();
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  };
+  // cnn_fashion's 3x3, ResNet's strided 7x7 stem and 1x1 downsample, groups
+  // with a dilation, odd sizes throughout.
+  for (Case v : {Case{5, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1},
+                 Case{2, 3, 33, 29, 8, 7, 7, 2, 2, 3, 3, 1, 1, 1},
+                 Case{3, 12, 9, 9, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1},
+                 Case{2, 6, 11, 13, 9, 3, 2, 1, 2, 2, 1, 2, 1, 3}}) {
+    SCOPED_TRACE(testing::Message()
+                 << v.c << "->" << v.o << " " << v.kh << "x" << v.kw << " /"
+                 << v.sh << " groups " << v.groups);
+    int64_t oh = (v.h + 2 * v.ph - v.dh * (v.kh - 1) - 1) / v.sh + 1,
+            ow = (v.w + 2 * v.pw - v.dw * (v.kw - 1) - 1) / v.sw + 1;
+    size_t xs = size_t(v.n * v.c * v.h * v.w),
+           ws = size_t(v.o * (v.c / v.groups) * v.kh * v.kw),
+           ys = size_t(v.n * v.o * oh * ow);
+    std::vector<float> x = randomVector(xs, 29), wt = randomVector(ws, 30),
+                       dy = randomVector(ys, 31);
+    std::vector<float> y(ys), dx(xs), dw(ws);
+#define CONV_SIZES                                                             \
+  v.n, v.c, v.h, v.w, v.o, v.kh, v.kw, oh, ow, v.sh, v.sw, v.ph, v.pw, v.dh,   \
+      v.dw, v.groups
+    dtk_conv2d_f32(x.data(), wt.data(), y.data(), CONV_SIZES);
+    dtk_conv2d_input_grad_f32(dy.data(), wt.data(), dx.data(), CONV_SIZES);
+    dtk_conv2d_weight_grad_f32(x.data(), dy.data(), dw.data(), CONV_SIZES);
+    DeviceBuffer<float> gx(x), gw(wt), gdy(dy), gy(ys), gdx(xs), gdw(ws),
+        scratch(size_t(dtk_cuda_conv2d_scratch_floats(CONV_SIZES)));
+    void *ctx = blas->get();
+    EXPECT_EQ(dtk_cuda_conv2d_f32(gx.get(), gw.get(), gy.get(), scratch.get(),
+                                  CONV_SIZES, gemmThroughBlas, ctx, nullptr),
+              0);
+    EXPECT_EQ(dtk_cuda_conv2d_input_grad_f32(gdy.get(), gw.get(), gdx.get(),
+                                             scratch.get(), CONV_SIZES,
+                                             gemmThroughBlas, ctx, nullptr),
+              0);
+    EXPECT_EQ(dtk_cuda_conv2d_weight_grad_f32(gx.get(), gdy.get(), gdw.get(),
+                                              scratch.get(), CONV_SIZES,
+                                              gemmThroughBlas, ctx, nullptr),
+              0);
+#undef CONV_SIZES
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(gy.read(), y, 1e-5, "y");
+    expectClose(gdx.read(), dx, 1e-5, "dx");
+    expectClose(gdw.read(), dw, 1e-5, "dw");
+  }
+}
+
+TEST(CudaKernelTest, PoolingGivesTheCpuBits) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t planes, h, w, kh, kw, sh, sw, ph, pw;
+  };
+  // 2x2 tiles (the CPU's pairs path), ResNet's 3x3 /2 stem with padding,
+  // overlapping windows on odd sizes, a window larger than its stride.
+  for (Case c :
+       {Case{6, 28, 28, 2, 2, 2, 2, 0, 0}, Case{5, 17, 23, 3, 3, 2, 2, 1, 1},
+        Case{3, 9, 11, 3, 2, 1, 1, 1, 0}, Case{2, 15, 15, 5, 5, 3, 3, 2, 2}}) {
+    SCOPED_TRACE(testing::Message() << c.h << "x" << c.w << " window " << c.kh
+                                    << "x" << c.kw << " /" << c.sh);
+    int64_t oh = (c.h + 2 * c.ph - c.kh) / c.sh + 1,
+            ow = (c.w + 2 * c.pw - c.kw) / c.sw + 1;
+    size_t in = size_t(c.planes * c.h * c.w), outs = size_t(c.planes * oh * ow);
+    std::vector<float> x = randomVector(in, 27), dy = randomVector(outs, 28);
+    // Ties between neighbours and NaNs, which the choices must break as the
+    // CPU does.
+    for (size_t i = 0; i < in; i += 3)
+      x[i] = float((i * 7919 / 3) % 3);
+    x[5] = x[in / 2] = std::nanf("");
+    std::vector<float> ymax(outs), yavg(outs), dxmax(in), dxavg(in);
+    dtk_max_pool2d_f32(x.data(), ymax.data(), c.planes, c.h, c.w, oh, ow, c.kh,
+                       c.kw, c.sh, c.sw, c.ph, c.pw);
+    dtk_max_pool2d_grad_f32(x.data(), dy.data(), dxmax.data(), c.planes, c.h,
+                            c.w, oh, ow, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw);
+    dtk_avg_pool2d_f32(x.data(), yavg.data(), c.planes, c.h, c.w, oh, ow, c.kh,
+                       c.kw, c.sh, c.sw, c.ph, c.pw);
+    dtk_avg_pool2d_grad_f32(dy.data(), dxavg.data(), c.planes, c.h, c.w, oh, ow,
+                            c.kh, c.kw, c.sh, c.sw, c.ph, c.pw);
+    DeviceBuffer<float> gx(x), gdy(dy), gymax(outs), gyavg(outs), gdxmax(in),
+        gdxavg(in);
+    dtk_cuda_max_pool2d_f32(gx.get(), gymax.get(), c.planes, c.h, c.w, oh, ow,
+                            c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, nullptr);
+    dtk_cuda_max_pool2d_grad_f32(gx.get(), gdy.get(), gdxmax.get(), c.planes,
+                                 c.h, c.w, oh, ow, c.kh, c.kw, c.sh, c.sw, c.ph,
+                                 c.pw, nullptr);
+    dtk_cuda_avg_pool2d_f32(gx.get(), gyavg.get(), c.planes, c.h, c.w, oh, ow,
+                            c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, nullptr);
+    dtk_cuda_avg_pool2d_grad_f32(gdy.get(), gdxavg.get(), c.planes, c.h, c.w,
+                                 oh, ow, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw,
+                                 nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    auto same = [](const std::vector<float> &got,
+                   const std::vector<float> &want, const char *what) {
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_TRUE(got[i] == want[i] ||
+                    (got[i] != got[i] && want[i] != want[i]))
+            << what << "[" << i << "]: " << got[i] << " against " << want[i];
+    };
+    same(gymax.read(), ymax, "max");
+    same(gdxmax.read(), dxmax, "max gradient");
+    same(gyavg.read(), yavg, "average");
+    same(gdxavg.read(), dxavg, "average gradient");
   }
 }
 

@@ -1528,38 +1528,26 @@ private:
   }
 
   /// dtk_dropout_f32 walks the local tensor as four nested runs of global
-  /// indices: a dimension joins its inner neighbour's run when that one is
-  /// whole, so only split dimensions start new runs.
+  /// indices (DropoutIndexing).
   LogicalResult lowerDropout(DropoutOp d) {
     if (failed(requireF32(d, {d.getInput()})))
       return failure();
-    ArrayRef<int64_t> local = shapeOf(d.getInput()), global = d.getShape();
-    size_t rank = local.size();
-    SmallVector<int64_t> stride(rank, 1);
-    for (size_t i = rank; i-- > 1;)
-      stride[i - 1] = stride[i] * global[i];
+    DropoutIndexing indexing = d.getIndexing();
     // The block's first index in the step's batch: the micro-batches before
     // it, then the block's offsets.
     Value base = b.create<arith::MulIOp>(loc, loadScalar(d.getMicro()),
-                                         i64(product(global)));
+                                         i64(indexing.elements));
     for (auto [i, first] : llvm::enumerate(d.getFirsts()))
       base = b.create<arith::AddIOp>(
           loc, base,
-          b.create<arith::MulIOp>(loc, loadScalar(first), i64(stride[i])));
-    SmallVector<std::pair<int64_t, int64_t>, 4> runs; // innermost first
-    for (size_t i = rank; i-- > 0;) {
-      if (!runs.empty() && local[i + 1] == global[i + 1])
-        runs.back().first *= local[i];
-      else
-        runs.push_back({local[i], stride[i]});
-    }
+          b.create<arith::MulIOp>(loc, loadScalar(first),
+                                  i64(indexing.strides[i])));
+    SmallVector<std::pair<int64_t, int64_t>, 4> runs = indexing.runs;
     if (runs.size() > 4)
       return d.emitOpError("is split along ")
              << runs.size() - 1
              << " dimensions after its first; the CPU kernel takes three";
-    while (runs.size() < 4)
-      runs.push_back({1, 0});
-    std::reverse(runs.begin(), runs.end());
+    runs.insert(runs.begin(), 4 - runs.size(), {1, 0});
     SmallVector<Value> args{pointerOf(d.getInput()), pointerOf(d.getResult())};
     for (auto [n, s] : runs)
       args.push_back(i64(n));

@@ -34,9 +34,31 @@ class Blas;
 /// One recorded launch, its arguments resolved.
 struct Thunk {
   enum Kind {
-    Kernel, Copy, Matmul, MatmulBias, Softmax, LayerNorm, LayerNormGrad,
-    Embedding, EmbeddingGrad, CrossEntropy, CrossEntropyGrad, CountCorrect,
-    Attention, AttentionGrad
+    Kernel,
+    Copy,
+    Matmul,
+    MatmulBias,
+    Softmax,
+    LayerNorm,
+    LayerNormGrad,
+    RMSNorm,
+    RMSNormGrad,
+    Rope,
+    Dropout,
+    Conv2d,
+    Conv2dInputGrad,
+    Conv2dWeightGrad,
+    MaxPool,
+    MaxPoolGrad,
+    AvgPool,
+    AvgPoolGrad,
+    Embedding,
+    EmbeddingGrad,
+    CrossEntropy,
+    CrossEntropyGrad,
+    CountCorrect,
+    Attention,
+    AttentionGrad
   } kind;
   cudaKernel_t kernel = nullptr;
   /// The generated kernel's name (profiles).

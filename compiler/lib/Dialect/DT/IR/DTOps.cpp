@@ -698,6 +698,24 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+DropoutIndexing DropoutOp::getIndexing() {
+  ArrayRef<int64_t> local = shapeOf(getInput()), global = getShape();
+  size_t rank = local.size();
+  DropoutIndexing d;
+  d.strides.assign(rank, 1);
+  for (size_t i = rank; i-- > 1;)
+    d.strides[i - 1] = d.strides[i] * global[i];
+  d.elements = rank ? d.strides[0] * global[0] : 1;
+  for (size_t i = rank; i-- > 0;) { // innermost first, then reversed
+    if (!d.runs.empty() && local[i + 1] == global[i + 1])
+      d.runs.back().first *= local[i];
+    else
+      d.runs.push_back({local[i], d.strides[i]});
+  }
+  std::reverse(d.runs.begin(), d.runs.end());
+  return d;
+}
+
 /// A lookup's table [count, width] (`tableName`), its ids and the rows it
 /// reads or writes (`rowsName`, ids + [width]); a block of a table of `total`
 /// rows when given.

@@ -32,6 +32,19 @@ struct Conv2dShape {
   /// a value below 1 when the window does not fit.
   int64_t outputSize(int dim) const;
 };
+
+/// How dt.dropout's kernels find a local element's global index g (its
+/// index in the optimizer step's batch): the local tensor is walked as
+/// nested runs, outermost first, run r of runs[r].first elements whose
+/// indices step by runs[r].second (a dimension joins its inner neighbour's
+/// run when that one is whole, so only split dimensions start runs); the
+/// first element's index is micro * elements + sum of firsts[i] *
+/// strides[i].
+struct DropoutIndexing {
+  llvm::SmallVector<std::pair<int64_t, int64_t>, 4> runs;
+  llvm::SmallVector<int64_t, 4> strides;
+  int64_t elements = 0;
+};
 } // namespace dt
 
 #define GET_OP_CLASSES

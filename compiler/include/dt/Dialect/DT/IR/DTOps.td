@@ -592,6 +592,11 @@ def DT_DropoutOp : DT_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>,
     `:` type($result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// How the kernels find each local element's index in the step's batch
+    /// (DropoutIndexing; the CPU kernel and the GPU's take the same).
+    DropoutIndexing getIndexing();
+  }];
 }
 
 class DT_Conv2dOpBase<string mnemonic, list<Trait> traits = []>
