@@ -6,7 +6,10 @@
 //
 // dt-fused-golden OUTDIR: the CPU half of the check that every GPU kernel
 // dtc generates computes what the CPU path computes. For a small GPT in f32,
-// bf16 and f16 it plans the program through the real pipeline, emits its
+// bf16 and f16, the same GPT with both dropouts (attention's causal mask and
+// probabilities in generated kernels), a small LLaMA (SwiGLU, grouped-query
+// heads) and a small CNN (batch norms: sums around the channels) it plans
+// the program through the real pipeline, emits its
 // kernels as PTX (dtc --emit=ptx's code), and runs two optimizer steps of the
 // planned module in the reference interpreter (the oracle the compiled CPU
 // code is tested against) on random parameters and tokens. Every time an op
@@ -46,7 +49,7 @@ using dt::interp::Tensor;
 
 namespace {
 
-const std::string kProgram = std::string(kGptModel) + R"(
+const std::string kGptProgram = std::string(kGptModel) + R"(
 train fused_gpt {
   model     = GPT(vocab = 256, ctx = 16, width = 64, depth = 2, heads = 2)
   data      = nn.tokens(path = "data/text/train.bin", seq = 16)
@@ -60,6 +63,77 @@ train fused_gpt {
   PRECISION
 }
 )";
+
+const char *const kLlamaProgram = R"(
+import nn
+train fused_llama {
+  model     = nn.Llama(vocab = 256, width = 32, depth = 2, heads = 4, kv_heads = 2,
+                       hidden = 48, eps = 1e-5)
+  data      = nn.tokens(path = "data/text/train.bin", seq = 16)
+  loss      = cross_entropy(model(data.x), data.y)
+  batch     = 2
+  steps     = 10
+  optimizer = AdamW(lr = 1e-3, weight_decay = 0.1)
+  clip      = 1.0
+  seed      = 1
+}
+)";
+
+const char *const kCnnProgram = R"(
+import nn
+model Net() {
+  stem = nn.Conv2d(1, 4, 3, padding = 1, bias = false)
+  bn   = nn.BatchNorm2d(4)
+  pool = nn.MaxPool2d(2)
+  conv = nn.Conv2d(4, 4, 3, padding = 1, bias = false)
+  bn2  = nn.BatchNorm2d(4)
+  fc   = nn.Linear(4 * 14 * 14, 10)
+  forward(x: f32[B, 784]) -> f32[B, 10] {
+    h = pool(relu(bn(stem(reshape(x, [B, 1, 28, 28])))))
+    h = relu(h + bn2(conv(h)))
+    return fc(reshape(h, [B, 4 * 14 * 14]))
+  }
+}
+train fused_cnn {
+  model     = Net()
+  data      = nn.idx(images = "data/fashion/train-images-idx3-ubyte.gz",
+                     labels = "data/fashion/train-labels-idx1-ubyte.gz", scale = 1.0 / 255)
+  loss      = cross_entropy(model(data.x), data.y)
+  batch     = 3
+  steps     = 10
+  optimizer = AdamW(lr = 1e-3, weight_decay = 0.01)
+  seed      = 1
+}
+)";
+
+/// One program of the golden set: its name (the files' and the GPU test's),
+/// its source, and the bound of its integer inputs (tokens, labels).
+struct GoldenProgram {
+  std::string name, source;
+  int bound;
+};
+
+std::vector<GoldenProgram> goldenPrograms() {
+  std::vector<GoldenProgram> programs;
+  for (const char *precision : {"f32", "bf16", "f16"}) {
+    std::string source = kGptProgram;
+    source.replace(source.find("PRECISION"), 9,
+                   std::string(precision) == "f32"
+                       ? ""
+                       : std::string("precision = ") + precision);
+    programs.push_back({std::string("gpt_") + precision, source, 256});
+  }
+  std::string dropout = kGptProgram;
+  dropout.replace(dropout.find("PRECISION"), 9, "");
+  const std::string block = "nn.Block(width, heads)";
+  dropout.replace(dropout.find(block), block.size(),
+                  "nn.Block(width, heads, dropout_p = 0.1, "
+                  "attention_dropout_p = 0.1)");
+  programs.push_back({"gpt_dropout", dropout, 256});
+  programs.push_back({"llama", kLlamaProgram, 256});
+  programs.push_back({"cnn", kCnnProgram, 10});
+  return programs;
+}
 
 // Recorded evaluations of one kernel (a kernel in the step's loop runs once
 // per step; two are enough).
@@ -133,15 +207,12 @@ int64_t offsetOf(Value v) {
   return op && op->hasAttr("dt.offsets") ? dt::plannedOffset(v) : -1;
 }
 
-bool writeProgram(const std::string &dir, const std::string &name,
-                  const std::string &precision) {
+bool writeProgram(const std::string &dir, const GoldenProgram &program) {
+  const std::string &name = program.name;
   MLIRContext ctx;
   loadPipelineDialects(ctx);
-  std::string source = kProgram;
-  source.replace(source.find("PRECISION"), 9,
-                 precision == "f32" ? "" : "precision = " + precision);
   std::string messages;
-  OwningOpRef<ModuleOp> planned = planProgram(ctx, source, messages);
+  OwningOpRef<ModuleOp> planned = planProgram(ctx, program.source, messages);
   if (!planned) {
     fprintf(stderr, "%s: the program does not plan:\n%s", name.c_str(),
             messages.c_str());
@@ -208,19 +279,23 @@ bool writeProgram(const std::string &dir, const std::string &name,
     cases.push_back(std::move(c));
   };
 
-  // Random parameters (N(0, 0.3)), tokens below the vocabulary, the step at 0
-  // of 10; gradients and optimizer state start at zero as in a real run.
+  // Random parameters and real-valued inputs (N(0, 0.3)), tokens and labels
+  // below their bound, the step at 0 of 10; gradients and optimizer state
+  // start at zero as in a real run.
   std::mt19937_64 rng(3);
   std::normal_distribution<double> normal(0.0, 0.3);
   for (dt::GlobalOp g : planned->getOps<dt::GlobalOp>()) {
     RankedTensorType t = g.getTensorType();
     Tensor value(t.getShape());
+    bool input = g.getRole() == dt::Role::input &&
+                 t.getElementType().isF32() &&
+                 g.getSymName().starts_with("in/");
     for (double &v : value.data) {
       if (t.getElementType().isInteger(32))
-        v = double(rng() % 256);
+        v = double(rng() % uint64_t(program.bound));
       else if (g.getSymName() == "in/total_steps")
         v = 10;
-      else if (g.getRole() == dt::Role::param)
+      else if (g.getRole() == dt::Role::param || input)
         v = double(float(normal(rng)));
     }
     interp.globals[g.getSymName().str()] = value;
@@ -282,7 +357,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   bool ok = true;
-  for (const char *precision : {"f32", "bf16", "f16"})
-    ok &= writeProgram(argv[1], std::string("gpt_") + precision, precision);
+  for (const GoldenProgram &program : goldenPrograms())
+    ok &= writeProgram(argv[1], program);
   return ok ? 0 : 1;
 }

@@ -247,7 +247,8 @@ TEST_P(CudaFused, EveryKernelMatchesTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaFused,
-                         ::testing::Values("gpt_f32", "gpt_bf16", "gpt_f16"),
+                         ::testing::Values("gpt_f32", "gpt_bf16", "gpt_f16",
+                                           "gpt_dropout", "llama", "cnn"),
                          [](const auto &info) {
                            return std::string(info.param);
                          });
