@@ -53,6 +53,12 @@ FailureOr<llvm::StringMap<EvalValue>>
 argsFromHFConfig(SemaContext &ctx, llvm::StringRef model, llvm::StringRef path,
                  llvm::SMLoc loc);
 
+/// The `model_type` of the Hugging Face config.json at `path` (which
+/// nn.SequenceClassifier(config = ...) chooses its classifier by); a located
+/// error at `loc` for a missing file, no JSON or no model_type.
+FailureOr<std::string> hfModelType(SemaContext &ctx, llvm::StringRef path,
+                                   llvm::SMLoc loc);
+
 /// Where names are looked up.
 struct Frame {
   const ModuleScope *module = nullptr;
@@ -218,6 +224,12 @@ private:
   FailureOr<BoundModel> bindSequenceClassifier(const ModuleScope &nn,
                                                const ast::CallExpr &call,
                                                Frame &frame, bool checkDecl);
+  /// nn.SequenceClassifier(config = ..., classes): by the file's model_type.
+  FailureOr<BoundModel> bindClassifierFromConfig(const ModuleScope &nn,
+                                                 const ast::CallExpr &call,
+                                                 const ast::Field &configField,
+                                                 const ast::Field &classes,
+                                                 Frame &frame, bool checkDecl);
 
   FailureOr<EvalValue> evalName(const ast::NameExpr &expr, Frame &frame);
   FailureOr<EvalValue> evalMember(const ast::MemberExpr &expr, Frame &frame);

@@ -247,9 +247,10 @@ bool sema::takesHFConfig(const ModuleScope &scope,
           isBert(decl.getName()) || isDistilBert(decl.getName()));
 }
 
-FailureOr<llvm::StringMap<EvalValue>>
-sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
-                       llvm::StringRef path, llvm::SMLoc loc) {
+/// The config.json at `path` as JSON; a located error at `loc` when it is
+/// missing or no JSON object.
+static FailureOr<llvm::json::Value>
+readConfig(SemaContext &ctx, llvm::StringRef path, llvm::SMLoc loc) {
   auto fail = [&](const llvm::Twine &why) {
     ctx.error(loc, "config '" + path + "': " + why);
     return failure();
@@ -264,9 +265,39 @@ sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
       llvm::json::parse((*text)->getBuffer());
   if (!json)
     return fail("not JSON: " + llvm::toString(json.takeError()));
-  const llvm::json::Object *config = json->getAsObject();
-  if (!config)
+  if (!json->getAsObject())
     return fail("not a JSON object");
+  return std::move(*json);
+}
+
+FailureOr<std::string> sema::hfModelType(SemaContext &ctx,
+                                         llvm::StringRef path,
+                                         llvm::SMLoc loc) {
+  FailureOr<llvm::json::Value> json = readConfig(ctx, path, loc);
+  if (failed(json))
+    return failure();
+  std::optional<llvm::StringRef> type =
+      json->getAsObject()->getString("model_type");
+  if (!type) {
+    ctx.error(loc, "config '" + path + "': it has no 'model_type', by "
+                                       "which nn.SequenceClassifier chooses "
+                                       "the classifier");
+    return failure();
+  }
+  return type->str();
+}
+
+FailureOr<llvm::StringMap<EvalValue>>
+sema::argsFromHFConfig(SemaContext &ctx, llvm::StringRef model,
+                       llvm::StringRef path, llvm::SMLoc loc) {
+  auto fail = [&](const llvm::Twine &why) {
+    ctx.error(loc, "config '" + path + "': " + why);
+    return failure();
+  };
+  FailureOr<llvm::json::Value> json = readConfig(ctx, path, loc);
+  if (failed(json))
+    return failure();
+  const llvm::json::Object *config = json->getAsObject();
   if (isBert(model) || isDistilBert(model)) {
     llvm::StringMap<EvalValue> values;
     if (failed(isBert(model) ? bertArgs(*config, model, values, fail)

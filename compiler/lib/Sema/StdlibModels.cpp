@@ -101,17 +101,37 @@ Evaluator::bindModelCall(const ast::CallExpr &call, Frame &frame,
 // means exactly that classifier, and loads, exports and reports as it does.
 // A generic head over any encoder's output would need model-typed arguments
 // and would not match the checkpoints' names, so any other encoder is an
-// error naming the two families.
+// error naming the two families. `config = "config.json"` instead of an
+// encoder chooses by the file's model_type, as from_pretrained does.
 FailureOr<Evaluator::BoundModel>
 Evaluator::bindSequenceClassifier(const ModuleScope &nn,
                                   const ast::CallExpr &call, Frame &frame,
                                   bool checkDecl) {
   static constexpr llvm::StringLiteral kName = "nn.SequenceClassifier";
   FailureOr<std::vector<const ast::Field *>> own = bindCallArgs(
-      ctx, call.getArgs(), {{"encoder"}, {"classes"}}, kName, call.getLoc());
+      ctx, call.getArgs(), {{"encoder", false}, {"classes"}, {"config", false}},
+      kName, call.getLoc());
   if (failed(own))
     return failure();
-  const ast::Expr &encoderExpr = *(*own)[0]->value;
+  const ast::Field *encoderField = (*own)[0], *classes = (*own)[1],
+                   *configField = (*own)[2];
+  if (encoderField && configField) {
+    ctx.error(configField->getLoc(),
+              "nn.SequenceClassifier takes an encoder or a config, not both "
+              "(an encoder's config goes in its call: nn.Bert(config = "
+              "\"...\"))");
+    return failure();
+  }
+  if (configField)
+    return bindClassifierFromConfig(nn, call, *configField, *classes, frame,
+                                    checkDecl);
+  if (!encoderField) {
+    ctx.error(call.getLoc(), "nn.SequenceClassifier needs an encoder "
+                             "(nn.Bert(...) or nn.DistilBert(...)) or "
+                             "config = \"config.json\"");
+    return failure();
+  }
+  const ast::Expr &encoderExpr = *encoderField->value;
   auto notAnEncoder = [&](const llvm::Twine &what) {
     ctx.error(encoderExpr.getLoc(),
               "the encoder of nn.SequenceClassifier must be a call of "
@@ -141,13 +161,13 @@ Evaluator::bindSequenceClassifier(const ModuleScope &nn,
   // The encoder's own arguments, checked against its own declaration (an
   // argument only the classifier has is an error there).
   std::vector<ParamSpec> specs;
-  const ast::Field *configField = nullptr;
+  const ast::Field *encoderConfig = nullptr;
   for (const ast::Field &f : encoder->getArgs())
     if (f.name == "config")
-      configField = &f;
+      encoderConfig = &f;
   for (const ast::ArgDecl &arg : encoderDecl.getArgs())
-    specs.push_back({arg.name, !configField && !arg.defaultValue});
-  if (configField)
+    specs.push_back({arg.name, !encoderConfig && !arg.defaultValue});
+  if (encoderConfig)
     specs.push_back({"config", false});
   FailureOr<std::vector<const ast::Field *>> given =
       bindCallArgs(ctx, encoder->getArgs(), specs,
@@ -168,9 +188,51 @@ Evaluator::bindSequenceClassifier(const ModuleScope &nn,
   for (size_t i = 0; i < encoderDecl.getArgs().size(); ++i)
     if ((*given)[i])
       bind(encoderDecl.getArgs()[i].name, (*given)[i]);
-  bind("classes", (*own)[1]);
-  FailureOr<ArgList> args = bindModelFields(nn, *classifier, bound, configField,
-                                            frame, call.getLoc());
+  bind("classes", classes);
+  FailureOr<ArgList> args = bindModelFields(
+      nn, *classifier, bound, encoderConfig, frame, call.getLoc());
+  if (failed(args))
+    return failure();
+  return BoundModel{&nn, classifier, std::move(*args)};
+}
+
+FailureOr<Evaluator::BoundModel> Evaluator::bindClassifierFromConfig(
+    const ModuleScope &nn, const ast::CallExpr &call,
+    const ast::Field &configField, const ast::Field &classes, Frame &frame,
+    bool checkDecl) {
+  FailureOr<EvalValue> path = eval(*configField.value, frame);
+  if (failed(path))
+    return failure();
+  if (path->kind != EvalValue::Kind::String || !path->stringValue) {
+    ctx.error(configField.value->getLoc(),
+              "'config' must be the path of a config.json, not " +
+                  describe(*path, ctx.syms));
+    return failure();
+  }
+  FailureOr<std::string> type =
+      hfModelType(ctx, *path->stringValue, configField.value->getLoc());
+  if (failed(type))
+    return failure();
+  const char *name = *type == "bert"         ? "BertClassifier"
+                     : *type == "distilbert" ? "DistilBertClassifier"
+                                             : nullptr;
+  if (!name) {
+    ctx.error(configField.value->getLoc(),
+              "config '" + *path->stringValue + "': model_type is '" + *type +
+                  "'; nn.SequenceClassifier builds BERT's and DistilBERT's "
+                  "classifiers (model_type bert or distilbert)");
+    return failure();
+  }
+  const ast::ModelDecl *classifier = nn.models.lookup(name);
+  assert(classifier && "nn.dt declares each encoder's classifier");
+  if (checkDecl && failed(checkModelDecl(ctx, nn, *classifier)))
+    return failure();
+  std::vector<const ast::Field *> bound(classifier->getArgs().size(), nullptr);
+  for (size_t i = 0; i < bound.size(); ++i)
+    if (classifier->getArgs()[i].name == "classes")
+      bound[i] = &classes;
+  FailureOr<ArgList> args = bindModelFields(nn, *classifier, bound,
+                                            &configField, frame, call.getLoc());
   if (failed(args))
     return failure();
   return BoundModel{&nn, classifier, std::move(*args)};
