@@ -343,6 +343,67 @@ std::optional<double> scalarMath(llvm::StringRef name, double x,
   }
   return r;
 }
+/// adaptive_avg_pool2d(x, size) where a size does not divide the input's:
+/// PyTorch's windows, output i of n inputs averaging [floor(i n / o),
+/// ceil((i + 1) n / o)), which overlap. An average over a window is the
+/// average over its rows of the averages over its columns, so each spatial
+/// dimension in turn becomes the concatenation of the means of its window
+/// slices: ops that have gradients, sharding rules and GPU kernels already.
+/// A trace's sizes are constants; `x` is [N, C, H, W].
+FailureOr<EvalValue> adaptiveAvgPool(TensorOps &ops, SemaContext &ctx,
+                                     const EvalValue &x,
+                                     const std::array<SymExpr, 2> &size,
+                                     llvm::SMLoc loc) {
+  // Checking a declaration (no trace) needs only the type.
+  if (!ops.tracing()) {
+    Shape pooled = x.shape;
+    pooled.dims[2] = size[0];
+    pooled.dims[3] = size[1];
+    return EvalValue::getTensor(x.dtype, pooled);
+  }
+  EvalValue h = x;
+  for (int d = 0; d < 2; ++d) {
+    int64_t axis = 2 + d;
+    std::optional<int64_t> n = ctx.syms.resolve(h.shape.dims[axis])
+                                   .getConstant(),
+                           o = size[d].getConstant();
+    if (!n || !o) {
+      ctx.error(loc, "'adaptive_avg_pool2d' with overlapping windows needs a "
+                     "constant image size, not " +
+                         str(x.dtype, x.shape, ctx.syms));
+      return failure();
+    }
+    std::vector<EvalValue> means;
+    for (int64_t i = 0; i < *o; ++i) {
+      int64_t start = i * *n / *o, end = ((i + 1) * *n + *o - 1) / *o;
+      PrimAttrs slice;
+      slice.axis = axis;
+      slice.start = start;
+      slice.count = end - start;
+      Shape window = h.shape;
+      window.dims[axis] = SymExpr(end - start);
+      EvalValue part =
+          ops.emit1(PrimOp::Slice, {h}, slice, h.dtype, window, loc);
+      PrimAttrs mean;
+      mean.axis = axis;
+      Shape reduced = window;
+      reduced.dims.erase(reduced.dims.begin() + axis);
+      EvalValue m =
+          ops.emit1(PrimOp::Mean, {part}, mean, h.dtype, reduced, loc);
+      Shape kept = window;
+      kept.dims[axis] = SymExpr(1);
+      means.push_back(ops.reshape(m, kept, loc));
+    }
+    PrimAttrs concat;
+    concat.axis = axis;
+    Shape pooled = h.shape;
+    pooled.dims[axis] = SymExpr(*o);
+    h = means.size() == 1
+            ? means[0]
+            : ops.emit1(PrimOp::Concat, means, concat, h.dtype, pooled, loc);
+  }
+  return h;
+}
 } // namespace
 
 FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
@@ -616,7 +677,8 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
   if (name == "max_pool2d" || name == "avg_pool2d" ||
       name == "adaptive_avg_pool2d") {
     // PyTorch's poolings, NCHW. The adaptive one is an average pooling
-    // whose windows tile the image exactly (the sizes must divide).
+    // whose windows tile the image when the sizes divide; otherwise its
+    // windows overlap (adaptivePool).
     bool adaptive = name == "adaptive_avg_pool2d";
     std::vector<ParamSpec> specs = {{"x"}};
     if (adaptive)
@@ -647,21 +709,25 @@ FailureOr<EvalValue> Evaluator::callBuiltin(llvm::StringRef name,
           windowPair(1, "output_size", 1);
       if (failed(size))
         return failure();
+      for (const SymExpr &e : *size)
+        if (std::optional<int64_t> v = e.getConstant(); v && *v < 1) {
+          ctx.error(c.loc(1), "'adaptive_avg_pool2d' needs an output size of "
+                              "at least 1, not " +
+                                  std::to_string(*v));
+          return failure();
+        }
+      bool tiles = true;
       for (int d = 0; d < 2; ++d) {
         SymContext::Quotient q = ctx.syms.divide(xs[2 + d], (*size)[d]);
         if (q.kind != SymContext::Quotient::Kind::Exact &&
             q.kind != SymContext::Quotient::Kind::Atom) {
-          ctx.error(c.loc(1), "'adaptive_avg_pool2d' to " +
-                                  ctx.syms.str((*size)[d]) + " from " +
-                                  ctx.syms.str(xs[2 + d]) +
-                                  " is not supported yet: the output size "
-                                  "must divide the input's, so that the "
-                                  "windows do not overlap");
-          return failure();
+          tiles = false;
         }
         kernel[d] = stride[d] = q.value;
         out.dims.push_back((*size)[d]);
       }
+      if (!tiles)
+        return adaptiveAvgPool(ops, ctx, x, *size, loc);
     } else {
       FailureOr<std::array<SymExpr, 2>> k = windowPair(1, "kernel", 1);
       if (failed(k))

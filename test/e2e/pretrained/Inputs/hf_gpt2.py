@@ -462,7 +462,8 @@ def pool_train(a):
         h = F.avg_pool2d(F.max_pool2d(h, 3, stride=2, padding=1), 2, stride=1)
         tall = F.avg_pool2d(h, (2, 1), stride=1, padding=(1, 0))
         pooled = F.adaptive_avg_pool2d(h, 1).reshape(b, 1, 8).expand(b, n, 8)
-        logits = torch.cat([tall.reshape(b, n, -1), pooled], -1) @ t["head.weight"].T
+        odd = F.adaptive_avg_pool2d(h, (9, 2)).reshape(b, 1, 144).expand(b, n, 144)
+        logits = torch.cat([tall.reshape(b, n, -1), pooled, odd], -1) @ t["head.weight"].T
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
     compare_losses(a.run_output, train_steps(opt, a.steps, loss))
 
