@@ -8,9 +8,9 @@
 # statically; cuBLAS and the driver are the machine's. The folder goes as one
 # xz archive (OpenBLAS alone is 36 MB; the device tool carries 64 MiB). Then:
 #   run carry=["build/gpu.tar.xz"]
-#       command="tar xJf build/gpu.tar.xz -C build && build/gpu/run-tests.sh &&
-#                build/gpu/run-gpt-tiny.sh && build/gpu/run-layers.sh &&
-#                build/gpu/run-gpt2.sh"
+#       command="tar xJf build/gpu.tar.xz -C build && build/gpu/run-all.sh"
+# (run-all.sh runs run-tests.sh, run-layers.sh, run-gpt-tiny.sh and run-gpt2.sh,
+# each under its own time limit, and leaves their logs in $OUT.)
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -132,7 +132,35 @@ DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
   --log-every 1 --checkpoint-every 0 --checkpoint-dir ckpt/profile \
   --log-dir runs/profile
 RUN
+cat > "$out/run-all.sh" <<'RUN'
+#!/bin/sh
+# Every check, in order of what a short GPU session must not miss: the kernels
+# against their CPU twins, the newer layers' losses, gpt_tiny's, then the GPT-2
+# benchmark. Each part has its own time limit and the script goes on after a
+# failure; the summary names what failed. Logs go to $OUT (the device tool's
+# folder) when it is set, else to logs/.
+cd "$(dirname "$0")"
+logs=${OUT:-logs}
+mkdir -p "$logs"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
+  > "$logs/gpu.txt" 2>&1
+failed=""
+run() {  # NAME SECONDS COMMAND...
+  name=$1 limit=$2
+  shift 2
+  start=$(date +%s)
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1 || failed="$failed $name"
+  echo "$name: $(( $(date +%s) - start )) s" | tee -a "$logs/summary.txt"
+  tail -n 3 "$logs/$name.log"
+}
+run tests 120 ./run-tests.sh
+run layers 150 ./run-layers.sh
+run gpt-tiny 90 ./run-gpt-tiny.sh
+run gpt2 200 ./run-gpt2.sh
+echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
+[ -z "$failed" ]
+RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-gpt2-profile.sh" "$out/run-layers.sh"
+  "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-all.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"
