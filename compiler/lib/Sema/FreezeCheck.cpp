@@ -94,6 +94,38 @@ bool expand(const Job &job, llvm::StringRef pattern, std::string done,
   return true;
 }
 
+/// What a pattern that names nothing may have meant: `candidates` and, for a
+/// pattern `*.a.b` written against the end of paths (as transformers'
+/// module names are, `*.attention.self.query`), `*.` and the same number of
+/// trailing components of each candidate or a layer above it
+/// (`*.attention.attn.query`, `*.mlp`), shallower layers first.
+std::vector<std::string> suffixCandidates(llvm::StringRef pattern,
+                                          llvm::ArrayRef<std::string> paths) {
+  std::vector<std::string> out(paths.begin(), paths.end());
+  llvm::StringRef tail = pattern;
+  if (!tail.consume_front("*."))
+    return out;
+  size_t parts = size_t(tail.count('.')) + 1;
+  std::vector<llvm::SmallVector<llvm::StringRef>> split(paths.size());
+  size_t deepest = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    llvm::StringRef(paths[i]).split(split[i], '.');
+    deepest = std::max(deepest, split[i].size());
+  }
+  std::set<std::string> seen;
+  for (size_t depth = parts; depth <= deepest; ++depth)
+    for (const auto &pieces : split) {
+      if (pieces.size() < depth)
+        continue;
+      std::string suffix = "*";
+      for (size_t i = depth - parts; i < depth; ++i)
+        suffix += "." + pieces[i].str();
+      if (seen.insert(suffix).second)
+        out.push_back(suffix);
+    }
+  return out;
+}
+
 } // namespace
 
 std::vector<std::string> dt::sema::parameterPaths(const Job &job) {
@@ -158,9 +190,11 @@ FailureOr<std::vector<bool>> dt::sema::matchModelPaths(
         }
     }
     if (valid && !any) {
-      ctx.error(item->getLoc(), "'" + *text + "' in " + what + " names no " +
-                                    noun + " of the model" +
-                                    suggest(expanded.front(), candidates));
+      ctx.error(item->getLoc(),
+                "'" + *text + "' in " + what + " names no " + noun +
+                    " of the model" +
+                    suggest(expanded.front(),
+                            suffixCandidates(expanded.front(), candidates)));
       ok = false;
     }
   }
