@@ -124,6 +124,7 @@ Expected<PipelineRunner> PipelineRunner::create(const Program &program,
   int64_t ranks = int64_t(spec.apply.size());
   r.holdsLoss_ = (int64_t(spec.stages.size()) - 1) % ranks == r.ppRank_;
   r.lossBuf_ = m.find("out/loss");
+  r.microBuf_ = m.find("in/micro_index");
   auto buffers = [&](const std::vector<std::string> &names) {
     std::vector<const BufferDesc *> out;
     for (const std::string &n : names)
@@ -255,6 +256,8 @@ Status PipelineRunner::pass(const PipelineAction &a,
     }
     if (st.readsBatch)
       stageBatch(a.microbatch);
+    if (microBuf_)
+      arena_->writeI64(*microBuf_, a.microbatch);
     if (Status s = receive(st.recv, -1, true); !s)
       return s;
     if (Status s = run(st.forward, "a pipeline stage's forward",

@@ -813,15 +813,10 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Job &job,
       traceLoss(job, DataRole::Train, microBatch, train);
   if (failed(loss) || train.hasFailed())
     return nullptr;
-  // Pipeline stages would each need the micro-batch index of their pass.
+  // Dropout's micro-batch index is an input the pipeline's runner sets before
+  // each forward (its backward takes it from the stash); a batch norm's
+  // running statistics would be updated by every stage's pass out of order.
   if (job.parallel.pipeline) {
-    WalkResult dropped = lossFn.walk([](DropoutOp d) {
-      d.emitError("dropout in a pipelined program is not supported yet: "
-                  "remove the pipeline key, or use dropout 0");
-      return WalkResult::interrupt();
-    });
-    if (dropped.wasInterrupted())
-      return nullptr;
     WalkResult updated = lossFn.walk([](StoreOp s) {
       s.emitError("batch_norm in a pipelined program is not supported yet: "
                   "remove the pipeline key");

@@ -131,6 +131,10 @@ private:
   int ppRank_ = 0;
   bool holdsLoss_ = false;
   const BufferDesc *lossBuf_ = nullptr;
+  /// `in/micro_index` (programs with dropout): set to a forward's micro-batch
+  /// before it runs, so that its masks are the ones a run without a pipeline
+  /// draws; its backward takes the forward's value from the stash.
+  const BufferDesc *microBuf_ = nullptr;
   Program::Entry apply_ = nullptr;
   std::vector<Stage> stages_;
   double busy_ = 0, total_ = 0, wait_ = 0;
