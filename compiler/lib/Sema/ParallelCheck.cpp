@@ -525,6 +525,15 @@ LogicalResult ParallelChecker::run() {
   if (const ast::Expr *pipeline = get("pipeline"))
     if (failed(checkPipeline(*pipeline)))
       return failure();
+  // The statistics' partial sums would cross stages unevenly sharded.
+  if (p.syncBatchNorm && p.pipeline) {
+    ctx.error(get("sync_batchnorm")->getLoc(),
+              "sync_batchnorm in a pipelined program is not supported yet: "
+              "remove one of 'sync_batchnorm' and 'pipeline' (without "
+              "sync_batchnorm each data rank keeps its own statistics, as "
+              "DDP does)");
+    return failure();
+  }
   if (!root)
     return success();
   if (!p.tensorAxis.empty() && failed(checkTensorSplits(tensorLoc)))
