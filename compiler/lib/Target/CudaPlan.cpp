@@ -11,6 +11,8 @@
 //   {"op": "copy", "p": [from, to], "i": [bytes]}          device to device
 //   {"op": "<kernel>", "p": [offsets...], "i": [...], "f": [...]}
 //
+// and each record of an op that is a span of the trace carries its number,
+// "span": N (the manifest's `spans` name it).
 // where <kernel> names a kernels/cuda kernel or the cuBLAS product, and its
 // pointers, integers and floats are the CPU kernel's arguments in its order
 // (the lowering in DTToKernels.cpp makes the same lists); `"tf32": true` on
@@ -114,9 +116,15 @@ public:
         continue;
       json::Array thunks;
       for (Operation &op : fn.getBody().front()) {
+        size_t before = thunks.size();
         std::optional<Unsupported> failed = lower(&op, thunks);
         if (failed)
           return *failed;
+        // The op's span (dt-number-spans): the runtime names the launches'
+        // NVTX ranges as the trace names the span.
+        if (auto span = op.getAttrOfType<IntegerAttr>(names::kSpanAttr))
+          for (size_t i = before; i < thunks.size(); ++i)
+            thunks[i].getAsObject()->try_emplace("span", span.getInt());
       }
       entries[fn.getSymName()] = std::move(thunks);
     }

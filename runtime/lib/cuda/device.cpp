@@ -182,7 +182,8 @@ Expected<std::unique_ptr<Device>> openCudaDevice(const Launch &launch,
   if ((e = cudaGetDeviceProperties(&props, ordinal)) != cudaSuccess)
     return cudaFailure(fmt::format("cannot query GPU {}", ordinal), e);
   Expected<std::unique_ptr<Executor>> executor =
-      Executor::create(program.cudaImage, program.cudaPlan);
+      Executor::create(program.cudaImage, program.cudaPlan,
+                       program.manifest ? program.manifest : "");
   if (!executor)
     return executor.error();
   return std::unique_ptr<Device>(

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -75,6 +76,14 @@ struct ConvProducts {
   }
 };
 
+/// A launch's NVTX range: its span's name, or `fallback` (its kind).
+std::string rangeName(const std::map<int64_t, std::string> &spans,
+                      const nlohmann::json &thunk,
+                      const std::string &fallback) {
+  auto it = spans.find(thunk.value("span", int64_t(-1)));
+  return it != spans.end() ? it->second : fallback;
+}
+
 Error planError(const std::string &what) {
   return Error("the program's GPU plan is malformed (" + what +
                "); rebuild it with this runtime's dtc");
@@ -82,11 +91,32 @@ Error planError(const std::string &what) {
 
 } // namespace
 
-Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
-                                                     const std::string &plan) {
+/// The trace's name of each span of the manifest ("matmul fc"), by number.
+static std::map<int64_t, std::string> spanNames(const std::string &manifest) {
+  std::map<int64_t, std::string> names;
+  nlohmann::json m = nlohmann::json::parse(manifest, nullptr, false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("spans") ||
+      !m["spans"].is_array())
+    return names;
+  for (const nlohmann::json &s : m["spans"]) {
+    if (!s.is_object() || !s.contains("id"))
+      continue;
+    std::string name = s.value("op", "");
+    std::string layer = s.value("layer", "");
+    if (!layer.empty())
+      name += " " + layer;
+    names[s.value("id", int64_t(-1))] = name;
+  }
+  return names;
+}
+
+Expected<std::unique_ptr<Executor>>
+Executor::create(const std::string &image, const std::string &plan,
+                 const std::string &manifest) {
   nlohmann::json j = nlohmann::json::parse(plan, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("entries"))
     return planError("not a JSON object with entries");
+  std::map<int64_t, std::string> spans = spanNames(manifest);
   std::unique_ptr<Executor> e(new Executor);
   cudaError_t err = cudaStreamCreate(&e->stream_);
   if (err != cudaSuccess)
@@ -118,7 +148,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
     std::vector<Thunk> thunks;
     for (const nlohmann::json &t : list) {
       std::string op = t.value("op", "");
-      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, Operands::F32};
+      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, Operands::F32, op};
       if (op == "kernel") {
         std::string kernel = t.value("name", "");
         auto it = kernels.find(kernel);
@@ -131,6 +161,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
         thunk.kernel = it->second;
         thunk.name = kernel;
         thunk.i = {t.value("n", int64_t(1))};
+        thunk.range = rangeName(spans, t, kernel);
         thunks.push_back(std::move(thunk));
         continue;
       }
@@ -161,6 +192,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const std::string &image,
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
+      thunk.range = rangeName(spans, t, op);
       thunks.push_back(std::move(thunk));
     }
     e->entries_.emplace_back(name, std::move(thunks));
@@ -191,7 +223,15 @@ Status Executor::run(const std::string &name, char *arena) {
   for (const auto &[entry, thunks] : entries_) {
     if (entry != name)
       continue;
+    // Host-side ranges: Nsight Systems ties the launches queued inside one
+    // to it.
+    nvtxRangePushA(entry.c_str());
+    struct PopRange {
+      ~PopRange() { nvtxRangePop(); }
+    } entryRange;
     for (const Thunk &t : thunks) {
+      nvtxRangePushA(t.range.c_str());
+      PopRange launchRange;
       cudaEvent_t begin = nullptr, end = nullptr;
       if (profile_) {
         cudaEventCreate(&begin);

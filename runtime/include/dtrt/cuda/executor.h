@@ -68,14 +68,19 @@ struct Thunk {
   /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
   /// attention's "bf16" (BF16: bf16 tensor cores on bf16-valued inputs).
   Operands operands = Operands::F32;
+  /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
+  /// "fused(mul,add) bn"), else the launch's kind.
+  std::string range;
 };
 
 class Executor {
 public:
   /// Reads `plan`, loads `image` and cuBLAS, and allocates the scratch the
-  /// plan asks for, on the current device.
-  static Expected<std::unique_ptr<Executor>> create(const std::string &image,
-                                                    const std::string &plan);
+  /// plan asks for, on the current device. `manifest` (the program's) names
+  /// the spans whose launches run as NVTX ranges.
+  static Expected<std::unique_ptr<Executor>>
+  create(const std::string &image, const std::string &plan,
+         const std::string &manifest = "");
   ~Executor();
 
   /// The bytes the device arena needs: the planned arena's and, past it,
@@ -84,7 +89,9 @@ public:
   /// Whether the plan has entry point `name` (grad_step, apply_step, ...).
   bool has(const std::string &name) const;
   /// Queues entry point `name` over the device arena at `arena`; errors of
-  /// the launches themselves surface at the next synchronize.
+  /// the launches themselves surface at the next synchronize. The entry
+  /// point and each launch are NVTX ranges (NVTX 3: no-ops unless a tool
+  /// such as Nsight Systems is attached), named as the trace's spans.
   Status run(const std::string &name, char *arena);
   /// Waits for everything queued; the first failure of any launch.
   Status synchronize();
