@@ -9,8 +9,10 @@
 # xz archive (OpenBLAS alone is 36 MB; the device tool carries 64 MiB). Then:
 #   run carry=["build/gpu.tar.xz"]
 #       command="tar xJf build/gpu.tar.xz -C build && build/gpu/run-all.sh"
-# (run-all.sh runs run-tests.sh, run-layers.sh, run-gpt-tiny.sh and run-gpt2.sh,
-# each under its own time limit, and leaves their logs in $OUT.)
+# (run-all.sh runs run-tests.sh, run-layers.sh, run-gpt-tiny.sh, run-sharded.sh and
+# run-gpt2.sh, each under its own time limit, and leaves their logs in $OUT; a device
+# call lasts at most 600 s, so run it as `run-all.sh tests layers gpt-tiny sharded`,
+# then `run-all.sh gpt2`.)
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,10 +50,35 @@ for name, keep in [("train", 2048), ("t10k", 512)]:
             f.write(bytes(head) + data[header:header + keep * item])
 PY
 cp -r "$root/data/text" "$out/data/"
+# Sharded programs, whose ranks share the one GPU there (their collectives take the
+# host engine: NCCL refuses ranks that share a GPU): data parallel with ZeRO-1 and
+# ZeRO-3, and data x tensor parallel with vocabulary-parallel embeddings.
+DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/mlp_fashion_dp.dt" -o "$out/mlp_fashion_dp"
+DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/zero3_synthetic.dt" -o "$out/zero3_synthetic"
+DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tp.dt" -o "$out/gpt_tp"
+# Open MPI's launcher, relocated (OPAL_PREFIX, PMIX_INSTALL_PREFIX): the GPU machine
+# has none. Its plugins, PMIx's, and every library they load go in ompi/.
+ompi="$out/ompi"
+mkdir -p "$ompi/bin" "$ompi/lib/x86_64-linux-gnu/openmpi/lib" "$ompi/share" \
+  "$ompi/pmix2/lib" "$ompi/libs"
+cp /usr/bin/orterun /usr/bin/orted "$ompi/bin/"
+cp -r /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 "$ompi/lib/x86_64-linux-gnu/openmpi/lib/"
+cp -r /usr/share/openmpi "$ompi/share/"
+cp -r /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix "$ompi/pmix2/lib/"
+cp -r /usr/lib/x86_64-linux-gnu/pmix2/share "$ompi/pmix2/"
+for so in "$ompi"/bin/* "$ompi"/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so \
+    "$ompi"/pmix2/lib/pmix/*.so; do
+  ldd "$so" 2>/dev/null | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+    *) cp -L "$lib" "$ompi/libs/" ;;
+  esac
+done
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
-for binary in dt-cuda-kernel-tests dt-cuda-fused-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu \
-    llama_tiny gpt_tiny_dropout cnn_fashion; do
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu \
+    llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp zero3_synthetic gpt_tp; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
   ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -70,6 +97,14 @@ limit=${TEST_TIMEOUT:-300}
 status=0
 timeout "$limit" ./dt-cuda-kernel-tests "$@" || status=1
 timeout "$limit" ./dt-cuda-fused-tests || status=1
+# NCCL over one rank, and the host engine: the machine's NCCL is a Python wheel's
+# (nvidia-nccl-cu13) unless the toolkit has one.
+if [ -z "${DT_NCCL_LIBRARY:-}" ]; then
+  wheel=$(python3 -c "import nvidia.nccl as n; print(list(n.__path__)[0])" 2>/dev/null || true)
+  [ -n "$wheel" ] && [ -f "$wheel/lib/libnccl.so.2" ] && export DT_NCCL_LIBRARY="$wheel/lib/libnccl.so.2"
+fi
+echo "NCCL: ${DT_NCCL_LIBRARY:-the loader's libnccl.so.2}"
+timeout "$limit" ./dt-cuda-comm-tests || status=1
 exit $status
 RUN
 cat > "$out/run-gpt-tiny.sh" <<'RUN'
@@ -115,6 +150,44 @@ for program in llama_tiny gpt_tiny_dropout cnn_fashion; do
 done
 exit $status
 RUN
+cat > "$out/run-sharded.sh" <<'RUN'
+#!/bin/sh
+# Sharded programs on this one GPU: 4 ranks each (the carried Open MPI starts them),
+# sharing it, so --collectives auto takes the host engine and says why (NCCL refuses
+# ranks that share a GPU); STEPS (8) steps on the GPU and on the CPU from the same
+# initialisation and batches give the same losses within 1e-3 relative: the GPU
+# plan's collectives, shards, block starts and vocabulary-parallel kernels (gpt_tp).
+# Then --collectives nccl must stop with a message, not hang.
+cd "$(dirname "$0")"
+here=$PWD
+export LD_LIBRARY_PATH="$here:$here/ompi/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$here/ompi" PMIX_INSTALL_PREFIX="$here/ompi/pmix2"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun() {
+  "$here/ompi/bin/orterun" -n 4 --oversubscribe --bind-to none \
+    --mca btl_vader_single_copy_mechanism none "$@"
+}
+steps=${STEPS:-8}
+status=0
+mkdir -p runs
+for program in mlp_fashion_dp zero3_synthetic gpt_tp; do
+  for backend in cuda cpu; do
+    timeout 120 mpirun ./$program --backend $backend --steps "$steps" --log-every 1 \
+      --eval-every 0 --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \
+      --log-dir "runs/$program-$backend" > "runs/$program-$backend.txt" 2>&1 \
+      || { tail -5 "runs/$program-$backend.txt"; status=1; }
+  done
+  head -3 "runs/$program-cuda.txt"
+  python3 compare-losses.py runs/$program-cuda/metrics.jsonl runs/$program-cpu/metrics.jsonl 1e-3 || status=1
+done
+if timeout 60 mpirun ./mlp_fashion_dp --backend cuda --collectives nccl --steps 1 \
+    --checkpoint-every 0 --checkpoint-dir ckpt/nccl --log-dir runs/nccl > runs/nccl.txt 2>&1; then
+  echo "--collectives nccl with ranks sharing a GPU did not fail"; status=1
+elif ! grep -q "which NCCL refuses" runs/nccl.txt; then
+  echo "--collectives nccl failed without saying why:"; tail -5 runs/nccl.txt; status=1
+fi
+exit $status
+RUN
 cat > "$out/run-gpt2.sh" <<'RUN'
 #!/bin/sh
 # The GPU benchmark: GPT-2 124M (bf16, 16 x 1024 tokens a step) by dt and by
@@ -153,14 +226,23 @@ run() {  # NAME SECONDS COMMAND...
   echo "$name: $(( $(date +%s) - start )) s" | tee -a "$logs/summary.txt"
   tail -n 3 "$logs/$name.log"
 }
-run tests 120 ./run-tests.sh
-run layers 150 ./run-layers.sh
-run gpt-tiny 90 ./run-gpt-tiny.sh
-run gpt2 200 ./run-gpt2.sh
+# `run-all.sh PART...` runs those parts only (a device call lasts at most 600 s:
+# `run-all.sh tests layers gpt-tiny sharded`, then `run-all.sh gpt2`).
+parts=${*:-tests layers gpt-tiny sharded gpt2}
+for part in $parts; do
+  case $part in
+    tests) run tests 120 ./run-tests.sh ;;
+    layers) run layers 150 ./run-layers.sh ;;
+    gpt-tiny) run gpt-tiny 90 ./run-gpt-tiny.sh ;;
+    sharded) run sharded 150 ./run-sharded.sh ;;
+    gpt2) run gpt2 200 ./run-gpt2.sh ;;
+    *) echo "unknown part '$part'"; failed="$failed $part" ;;
+  esac
+done
 echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 [ -z "$failed" ]
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-all.sh"
+  "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"

@@ -15,11 +15,12 @@
 
 #include "dtk/cuda_kernels.h"
 
+#include "labelled.cuh"
 #include "reduce.cuh"
 
 namespace {
 
-constexpr int kThreads = 256, kSumThreads = 1024;
+constexpr int kThreads = 256, kSumThreads = dtk::kLabelledThreads;
 
 __device__ void checkLabel(int32_t label, int64_t classes) {
   if (label >= classes)
@@ -53,34 +54,6 @@ __global__ void rowLosses(const float *logits, const int32_t *labels,
   float lse = logSumExp(row, classes, shared);
   if (threadIdx.x == 0)
     rowLoss[r] = lse - row[label];
-}
-
-/// out = sum of values over rows labelled >= 0, divided by their number when
-/// `mean`; one block.
-__global__ void sumLabelled(const float *values, const int32_t *labels,
-                            float *out, int64_t rows, bool mean) {
-  __shared__ double shared[32];
-  double s = 0.0, n = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    if (labels[r] >= 0) {
-      s += values[r];
-      n += 1.0;
-    }
-  s = dtk::blockSum(s, shared);
-  n = dtk::blockSum(n, shared);
-  if (threadIdx.x == 0)
-    *out = mean ? (n > 0 ? float(s / n) : 0.0f) : float(s);
-}
-
-__global__ void countLabelled(const int32_t *labels, float *count,
-                              int64_t rows) {
-  __shared__ float shared[32];
-  float n = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    n += labels[r] >= 0 ? 1.0f : 0.0f;
-  n = dtk::blockSum(n, shared);
-  if (threadIdx.x == 0)
-    *count = n;
 }
 
 // dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere.
@@ -148,15 +121,15 @@ extern "C" void dtk_cuda_cross_entropy_f32(const float *logits,
   if (rows > 0)
     rowLosses<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, scratch,
                                                        classes);
-  sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, loss, rows,
-                                             /*mean=*/true);
+  dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, loss, rows,
+                                                  /*mean=*/true);
 }
 
 extern "C" void dtk_cuda_cross_entropy_grad_f32(
     const float *logits, const int32_t *labels, const float *dloss,
     float *dlogits, float *scratch, int64_t rows, int64_t classes,
     dtk_stream stream) {
-  countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
+  dtk::countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
   if (rows > 0)
     rowGrads<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, dloss,
                                                       scratch, dlogits,
@@ -171,6 +144,7 @@ extern "C" void dtk_cuda_count_correct_f32(const float *logits,
   if (rows > 0)
     rowHits<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, scratch,
                                                      classes);
-  sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, correct, rows,
-                                             /*mean=*/false);
+  dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, correct,
+                                                  rows,
+                                                  /*mean=*/false);
 }

@@ -42,6 +42,17 @@ Expected<Backend> parseBackend(std::string_view name) {
                kExitUsage);
 }
 
+Expected<CollectiveEngine> parseCollectiveEngine(std::string_view name) {
+  if (name == "auto")
+    return CollectiveEngine::Auto;
+  if (name == "nccl")
+    return CollectiveEngine::Nccl;
+  if (name == "host")
+    return CollectiveEngine::Host;
+  return Error(fmt::format("--collectives {} is not auto, nccl or host", name),
+               kExitUsage);
+}
+
 namespace {
 
 class HostDevice final : public Device {
@@ -137,9 +148,9 @@ std::string whyNoGpuCode(const Program *program) {
 #endif
 }
 
-Expected<std::unique_ptr<Device>> openDevice(Backend backend,
-                                             const Launch &launch,
-                                             const Program *program) {
+Expected<std::unique_ptr<Device>>
+openDevice(Backend backend, const Launch &launch, const Program *program,
+           const CollectiveSetup &collectives) {
   std::string unusedGpu;
   if (backend != Backend::Cpu) {
     GpuProbe gpus = probeGpus();
@@ -147,7 +158,7 @@ Expected<std::unique_ptr<Device>> openDevice(Backend backend,
 #if defined(DTRT_HAVE_CUDA) && !defined(DTRT_CHECKED)
     if (gpus.count > 0 && why.empty()) {
       Expected<std::unique_ptr<Device>> gpu =
-          cuda::openCudaDevice(launch, *program);
+          cuda::openCudaDevice(launch, *program, collectives);
       if (gpu || backend == Backend::Cuda) {
         if (!gpu)
           return Error(gpu.error().message() + "; or run with --backend cpu",
@@ -174,6 +185,7 @@ Expected<std::unique_ptr<Device>> openDevice(Backend backend,
       unusedGpu = fmt::format("{} unused: {}", gpus.name, why);
   }
   (void)launch; // the host device is the same for every local rank
+  (void)collectives; // the host's collectives are the communicator's
   return std::unique_ptr<Device>(std::make_unique<HostDevice>(unusedGpu));
 }
 

@@ -340,7 +340,7 @@ Expected<std::vector<std::string>> Exporter::run(uint64_t shardBytes,
       isFactor[layer.a] = isFactor[layer.b] = true;
   int64_t passes = arena_.readI64(*m_.find("step")) * m_.train.accumulation;
   for (const CheckpointName &n : m_.checkpointNames) {
-    OutTensor t{n.name, m_.find(n.param), n.transposed};
+    OutTensor t{n.name, m_.find(n.param), n.transposed, std::nullopt};
     if (std::optional<std::string> counter = counterBeside(n.name);
         counter && t.buffer->buffer) {
       OutTensor c;

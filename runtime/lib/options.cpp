@@ -48,6 +48,7 @@ enum class Opt {
   Threads,
   Timeout,
   BackendOpt,
+  Collectives,
   InjectOverflow,
   Init,
   Export,
@@ -84,6 +85,7 @@ const OptionRow kOptions[] = {
     {Opt::Threads, "threads", "N"},
     {Opt::Timeout, "timeout", "SECONDS"},
     {Opt::BackendOpt, "backend", "cpu|cuda|auto"},
+    {Opt::Collectives, "collectives", "auto|nccl|host"},
     {Opt::InjectOverflow, "inject-overflow", "STEP"},
     {Opt::Init, "init", "PATH"},
     {Opt::Export, "export", "DIR"},
@@ -293,6 +295,13 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
       o.backend = *b;
       break;
     }
+    case Opt::Collectives: {
+      Expected<CollectiveEngine> e = parseCollectiveEngine(value);
+      if (!e)
+        return usageError(e.error().message());
+      o.collectives = *e;
+      break;
+    }
     case Opt::InjectOverflow:
       s = count(1, o.injectOverflow);
       break;
@@ -443,6 +452,12 @@ std::string usageText(const std::string &prog, const Manifest &m) {
   line("--backend cpu|cuda|auto",
        "where to train; auto: a GPU if this build and machine have one,");
   line("", "else the CPU (default: auto; the first line says which)");
+  if (!m.mesh.names.empty()) {
+    line("--collectives auto|nccl|host",
+         "what carries the collectives between GPUs: NCCL, or OpenMPI");
+    line("", "through host memory (slow; lets ranks share a GPU); auto: NCCL");
+    line("", "where it loads on every rank (default: auto)");
+  }
   if (m.find("out/loss_scale")) {
     line("--inject-overflow STEP",
          "make step STEP's gradients overflow (tests dynamic loss");

@@ -194,7 +194,9 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!launch_.isLeader())
     silenceStdout();
   Expected<std::unique_ptr<Device>> device =
-      openDevice(config_.backend, launch_, &program_);
+      openDevice(config_.backend, launch_, &program_,
+                 CollectiveSetup{comm_.get(), config_.collectives,
+                                 std::chrono::seconds(config_.timeoutSeconds)});
   if (!device)
     return device.error();
   device_ = std::move(*device);

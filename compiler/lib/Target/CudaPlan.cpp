@@ -19,10 +19,16 @@
 // a product or attention says its inputs are 16-bit values widened to f32,
 // so the GPU may take tensor cores for it, and `"half": "bf16"` on a
 // product that its operands' widenings left them 16-bit (narrowedWidenings).
-// What a GPU cannot
-// run yet (collectives, pipeline stages, kernels without a GPU twin, 16-bit
-// products) makes the whole program CPU-only, with the first such op's
-// location as the reason.
+// Collectives are records too, with the arguments of the runtime's C entry
+// points (dtrt/collectives.h): {"op": "all_reduce", "p": [src, dst],
+// "i": [count, dtype, axis mask, id]}; reduce_scatter, all_gather and
+// all_to_all add the group's size after the count, take_shard has (total,
+// count, ...), and "shard_start" (a rank's first row of a block) names its
+// axes and block size for the runtime to work out. An asynchronous
+// collective's dt.wait is {"op": "wait", "i": [id]}. What a GPU cannot run
+// yet (pipeline stages, kernels without a GPU twin, 16-bit products) makes
+// the whole program CPU-only, with the first such op's location as the
+// reason.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +39,10 @@
 #include "dt/Target/PTXEmitter.h"
 #include "dt/Transforms/Passes.h"
 
+#include "dt/Dialect/DT/IR/Sharding.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -102,6 +111,8 @@ public:
     forEachGeneratedKernel(
         module, [&](Operation *op, const std::string &n) { kernelOf[op] = n; });
     narrowed = narrowedWidenings(module);
+    if (auto mesh = module.lookupSymbol<mesh::MeshOp>("mesh"))
+      meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
   }
 
   /// The plan as JSON, or the first op it cannot launch.
@@ -190,6 +201,42 @@ private:
           return std::nullopt;
         })
         .Case([&](ReshapeOp) { return std::nullopt; })
+        .Case([&](mesh::AllReduceOp c) {
+          return collective(c, "all_reduce", c.getInput(), c.getResult(),
+                            c.getMeshAxes(), out);
+        })
+        .Case([&](mesh::ReduceScatterOp c) {
+          return collective(c, "reduce_scatter", c.getInput(), c.getResult(),
+                            c.getMeshAxes(), out);
+        })
+        .Case([&](mesh::AllGatherOp c) {
+          return collective(c, "all_gather", c.getInput(), c.getResult(),
+                            c.getMeshAxes(), out);
+        })
+        .Case([&](mesh::AllToAllOp c) {
+          return collective(c, "all_to_all", c.getInput(), c.getResult(),
+                            c.getMeshAxes(), out);
+        })
+        .Case([&](mesh::AllSliceOp c) {
+          return collective(c, "take_shard", c.getInput(), c.getResult(),
+                            c.getMeshAxes(), out);
+        })
+        .Case([&](WaitOp w) -> std::optional<Unsupported> {
+          auto id = w.getPending().getDefiningOp()->getAttrOfType<IntegerAttr>(
+              "dt.id");
+          if (!id)
+            return Unsupported{w, "waits for a collective without a dt.id"};
+          return emit(thunk("wait", {}, {id.getInt()}));
+        })
+        .Case([&](ShardStartOp s) -> std::optional<Unsupported> {
+          // The runtime knows the rank's coordinates: the axes and the
+          // block size, and where the i64 goes.
+          SmallVector<int64_t> axes(s.getAxes().begin(), s.getAxes().end());
+          json::Object t = thunk("shard_start", {offsetOf(s.getResult())},
+                                 {int64_t(s.getSize())});
+          t["axes"] = json::Array(axes);
+          return emit(std::move(t));
+        })
         .Case([&](func::ReturnOp) { return std::nullopt; })
         .Case<MatmulOp, MatmulBiasOp>([&](auto m)
                                           -> std::optional<Unsupported> {
@@ -368,6 +415,59 @@ private:
                      offsetOf(e.getTableGrad())},
                     {product(shapeOf(e.getIds())), table[0], table[1]}));
         })
+        .Case([&](EmbeddingShardOp e) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(e, {e.getTable()}))
+            return bad;
+          ArrayRef<int64_t> table = shapeOf(e.getTable());
+          return emit(thunk("embedding_shard",
+                            {offsetOf(e.getTable()), offsetOf(e.getIds()),
+                             offsetOf(e.getResult()), offsetOf(e.getFirst())},
+                            {product(shapeOf(e.getIds())), table[0],
+                             int64_t(e.getRows()), table[1]}));
+        })
+        .Case([&](EmbeddingGradShardOp e) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(e, {e.getResultGrad()}))
+            return bad;
+          ArrayRef<int64_t> table = shapeOf(e.getTableGrad());
+          return emit(
+              thunk("embedding_grad_shard",
+                    {offsetOf(e.getIds()), offsetOf(e.getResultGrad()),
+                     offsetOf(e.getTableGrad()), offsetOf(e.getFirst())},
+                    {product(shapeOf(e.getIds())), table[0],
+                     int64_t(e.getRows()), table[1]}));
+        })
+        .Case([&](ClassStatsOp c) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(c, {c.getLogits(), c.getResult()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(c.getLogits());
+          return emit(thunk("class_stats",
+                            {offsetOf(c.getLogits()), offsetOf(c.getLabels()),
+                             offsetOf(c.getResult()), offsetOf(c.getFirst())},
+                            {product(shape.drop_back()), shape.back(),
+                             int64_t(c.getClasses())}));
+        })
+        .Case([&](CrossEntropyStatsOp c) {
+          return fromStats(c, "cross_entropy_stats", c.getStats(),
+                           c.getLabels(), c.getResult(), out);
+        })
+        .Case([&](CountCorrectStatsOp c) {
+          return fromStats(c, "count_correct_stats", c.getStats(),
+                           c.getLabels(), c.getResult(), out);
+        })
+        .Case([&](CrossEntropyGradShardOp c) -> std::optional<Unsupported> {
+          if (auto bad = requireF32(
+                  c, {c.getLogits(), c.getStats(), c.getResultGrad()}))
+            return bad;
+          ArrayRef<int64_t> shape = shapeOf(c.getLogits());
+          scratch(4); // the count of labelled rows
+          return emit(
+              thunk("cross_entropy_grad_shard",
+                    {offsetOf(c.getLogits()), offsetOf(c.getLabels()),
+                     offsetOf(c.getStats()), offsetOf(c.getResultGrad()),
+                     offsetOf(c.getLogitsGrad()), offsetOf(c.getFirst())},
+                    {shapeOf(c.getStats())[0], product(shape.drop_back()),
+                     shape.back(), int64_t(c.getClasses())}));
+        })
         .Case([&](CrossEntropyOp c) {
           return logits(c, "cross_entropy", c.getLogits(), c.getLabels(), {},
                         c.getResult(), out);
@@ -427,6 +527,40 @@ private:
         });
   }
 
+  /// A collective, with the arguments DTToKernels gives the runtime's
+  /// entry point of the same name (the partitioner leaves every collective
+  /// along axis 0, summing).
+  std::optional<Unsupported> collective(Operation *op, StringRef name, Value in,
+                                        Value result, ArrayRef<int16_t> axes,
+                                        json::Array &out) {
+    auto id = op->getAttrOfType<IntegerAttr>("dt.id");
+    if (!id)
+      return Unsupported{op, "a collective without a dt.id"};
+    std::optional<int32_t> dtype = collectiveDTypeCode(
+        llvm::cast<RankedTensorType>(in.getType()).getElementType());
+    if (!dtype)
+      return Unsupported{op, "a collective of elements the runtime cannot "
+                             "move"};
+    int64_t mask = 0, group = 1;
+    for (int16_t a : axes) {
+      mask |= int64_t(1) << a;
+      group *= a < int16_t(meshShape.size()) ? meshShape[a] : 1;
+    }
+    int64_t inCount = product(shapeOf(in)), outCount = product(shapeOf(result));
+    SmallVector<int64_t> ints;
+    if (name == "all_reduce")
+      ints = {inCount};
+    else if (name == "reduce_scatter" || name == "all_gather")
+      ints = {std::min(inCount, outCount), group};
+    else if (name == "all_to_all")
+      ints = {inCount / group, group};
+    else // take_shard
+      ints = {inCount, outCount};
+    ints.append({int64_t(*dtype), mask, id.getInt()});
+    out.push_back(thunk(name, {offsetOf(in), offsetOf(result)}, ints));
+    return std::nullopt;
+  }
+
   /// A convolution kernel: (a, b, out, then the sizes and attributes), as
   /// the CPU kernel takes them. Its scratch holds every sample's unrolled
   /// windows and an output-sized buffer (dtk_cuda_conv2d_scratch_floats).
@@ -462,6 +596,21 @@ private:
     return std::nullopt;
   }
 
+  /// cross_entropy_stats and count_correct_stats: (stats, labels, out),
+  /// the blocks and the rows; a float per row of scratch.
+  std::optional<Unsupported> fromStats(Operation *op, StringRef name,
+                                       Value stats, Value labels, Value result,
+                                       json::Array &out) {
+    if (auto bad = requireF32(op, {stats, result}))
+      return bad;
+    int64_t rows = product(shapeOf(labels));
+    scratch(rows * 4);
+    out.push_back(thunk(name,
+                        {offsetOf(stats), offsetOf(labels), offsetOf(result)},
+                        {shapeOf(stats)[0], rows}));
+    return std::nullopt;
+  }
+
   /// cross_entropy, its gradient and count_correct: (logits, labels[, g],
   /// out) and their scratch.
   std::optional<Unsupported> logits(Operation *op, StringRef name, Value logits,
@@ -484,6 +633,7 @@ private:
   llvm::StringMap<int64_t> globals;
   llvm::DenseMap<Operation *, std::string> kernelOf;
   llvm::DenseSet<Operation *> narrowed;
+  SmallVector<int64_t> meshShape;
   int64_t scratchBytes = 0;
 };
 

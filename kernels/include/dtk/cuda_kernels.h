@@ -162,6 +162,42 @@ void dtk_cuda_count_correct_f32(const float *logits, const int32_t *labels,
                                 float *correct, float *scratch, int64_t rows,
                                 int64_t classes, dtk_stream stream);
 
+/* Vocabulary parallelism (kernels.h's dtk_embedding_shard_f32, ...): the
+ * rank's block of `count` rows (or `classes` classes) of `total` starts at
+ * `*first`, a device scalar the runtime computes per rank. Ids and labels are
+ * checked against `total`. */
+void dtk_cuda_embedding_shard_f32(const float *table, const int32_t *ids,
+                                  float *out, int64_t n, const int64_t *first,
+                                  int64_t count, int64_t total, int64_t width,
+                                  dtk_stream stream);
+/* The same bits as the CPU kernel (each row's terms added in index order). */
+void dtk_cuda_embedding_grad_shard_f32(const int32_t *ids, const float *dout,
+                                       float *dtable, int64_t n,
+                                       const int64_t *first, int64_t count,
+                                       int64_t total, int64_t width,
+                                       dtk_stream stream);
+/* `stats`: [4, rows], as dtk_class_stats_f32 lays them out. */
+void dtk_cuda_class_stats_f32(const float *logits, const int32_t *labels,
+                              float *stats, int64_t rows, int64_t classes,
+                              const int64_t *first, int64_t total,
+                              dtk_stream stream);
+/* `stats`: [blocks, 4, rows]. `scratch`: `rows` floats. */
+void dtk_cuda_cross_entropy_stats_f32(const float *stats, const int32_t *labels,
+                                      float *loss, float *scratch,
+                                      int64_t blocks, int64_t rows,
+                                      dtk_stream stream);
+/* `scratch`: one float. */
+void dtk_cuda_cross_entropy_grad_shard_f32(
+    const float *logits, const int32_t *labels, const float *stats,
+    const float *dloss, float *dlogits, float *scratch, int64_t blocks,
+    int64_t rows, int64_t classes, const int64_t *first, int64_t total,
+    dtk_stream stream);
+/* `scratch`: `rows` floats. */
+void dtk_cuda_count_correct_stats_f32(const float *stats, const int32_t *labels,
+                                      float *correct, float *scratch,
+                                      int64_t blocks, int64_t rows,
+                                      dtk_stream stream);
+
 /* FlashAttention's algorithm: the t x t scores are never in global memory;
  * each query row runs an online softmax over tiles of keys. d <= 256.
  * `scratch` of the gradient: 2 * slices * t floats (each query row's

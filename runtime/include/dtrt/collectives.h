@@ -87,6 +87,9 @@ void setProgramCommunicator(Communicator *comm,
 /// waiting for asynchronous ones, since the communicator was installed (time
 /// waiting for other ranks included): the communication its steps exposed.
 double programCollectiveSeconds();
+/// Adds collectives' time that another engine measured: a GPU plan's, run
+/// on the device's stream rather than through the functions above.
+void addProgramCollectiveSeconds(double seconds);
 /// An error when asynchronous collectives are still running after entry point
 /// `entry` returned (every dtrt_*_start has its dtrt_wait in the same call).
 Status checkCollectivesDone(const char *entry);

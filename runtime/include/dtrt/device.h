@@ -21,6 +21,7 @@
 #include "dtrt/error.h"
 #include "dtrt/launch.h"
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -45,6 +46,23 @@ GpuProbe probeGpus();
 
 /// Parses "cpu" / "cuda" / "auto".
 Expected<Backend> parseBackend(std::string_view name);
+
+/// The `--collectives` choices: what carries a GPU plan's collectives
+/// (dtrt/cuda/collectives.h). Auto is NCCL where it loads on every rank,
+/// else the host engine.
+enum class CollectiveEngine { Auto, Nccl, Host };
+/// Parses "auto" / "nccl" / "host".
+Expected<CollectiveEngine> parseCollectiveEngine(std::string_view name);
+
+class Communicator;
+/// What a GPU needs for a sharded program's collectives.
+struct CollectiveSetup {
+  /// The rank's communicator (null: one rank).
+  Communicator *host = nullptr;
+  CollectiveEngine engine = CollectiveEngine::Auto;
+  /// How long a step may wait for its collectives.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+};
 
 /// Memory and execution for one rank.
 class Device {
@@ -87,9 +105,10 @@ public:
 /// Opens the device `backend` names for this rank: auto is the GPU when
 /// there is one and `program` carries GPU code, else the host. Fails with a
 /// usage error, saying why, when cuda is asked for and cannot be had.
-Expected<std::unique_ptr<Device>> openDevice(Backend backend,
-                                             const Launch &launch,
-                                             const Program *program = nullptr);
+Expected<std::unique_ptr<Device>>
+openDevice(Backend backend, const Launch &launch,
+           const Program *program = nullptr,
+           const CollectiveSetup &collectives = {});
 
 /// Why `program` cannot run on a GPU ("" when it can).
 std::string whyNoGpuCode(const Program *program);

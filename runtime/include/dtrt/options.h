@@ -58,6 +58,7 @@ struct Options {
   /// Seconds a collective may wait for the other ranks.
   std::optional<int64_t> timeout;
   std::optional<Backend> backend;
+  std::optional<CollectiveEngine> collectives;
   std::optional<int64_t> evalEvery;
   /// Fault injection for f16 programs: the step whose gradients are made to
   /// overflow.

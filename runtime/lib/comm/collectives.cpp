@@ -130,6 +130,10 @@ Status checkCollectivesDone(const char *entry) {
 
 double programCollectiveSeconds() { return programCommSeconds; }
 
+void addProgramCollectiveSeconds(double seconds) {
+  programCommSeconds += seconds;
+}
+
 } // namespace dtrt
 
 using namespace dtrt;

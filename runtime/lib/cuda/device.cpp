@@ -60,8 +60,10 @@ public:
   std::string describe() const override {
     size_t freeBytes = 0, total = 0;
     cudaMemGetInfo(&freeBytes, &total);
-    return fmt::format("cuda:{} ({}, {})", ordinal_, name_,
-                       formatBytes(double(total)));
+    std::string engine = executor_->collectivesEngine();
+    return fmt::format("cuda:{} ({}, {}{})", ordinal_, name_,
+                       formatBytes(double(total)),
+                       engine.empty() ? "" : "; collectives: " + engine);
   }
   Backend backend() const override { return Backend::Cuda; }
 
@@ -115,10 +117,14 @@ public:
 
   void release(char *memory) override { cudaFree(memory); }
 
+  // The copies wait for the stream first, through the executor: a step
+  // whose collectives stall then ends with a message, not in cudaMemcpy.
   void copyIn(char *dst, const void *src, size_t bytes) override {
+    synchronize();
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "a copy in");
   }
   void copyOut(void *dst, const char *src, size_t bytes) override {
+    synchronize();
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "a copy out");
   }
   void synchronize() override {
@@ -169,8 +175,9 @@ private:
 
 } // namespace
 
-Expected<std::unique_ptr<Device>> openCudaDevice(const Launch &launch,
-                                                 const Program &program) {
+Expected<std::unique_ptr<Device>>
+openCudaDevice(const Launch &launch, const Program &program,
+               const CollectiveSetup &collectives) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0)
@@ -181,9 +188,19 @@ Expected<std::unique_ptr<Device>> openCudaDevice(const Launch &launch,
   cudaDeviceProp props;
   if ((e = cudaGetDeviceProperties(&props, ordinal)) != cudaSuccess)
     return cudaFailure(fmt::format("cannot query GPU {}", ordinal), e);
+  ExecutorSetup setup;
+  setup.manifest = program.manifest ? program.manifest : "";
+  setup.host = collectives.host;
+  setup.engine = collectives.engine;
+  setup.timeout = collectives.timeout;
+  // NCCL refuses two ranks of one communicator on one GPU.
+  if (launch.localWorldSize > count)
+    setup.ncclObstacle = fmt::format(
+        "the {} ranks on this machine share its {} GPU{}, which NCCL "
+        "refuses",
+        launch.localWorldSize, count, count == 1 ? "" : "s");
   Expected<std::unique_ptr<Executor>> executor =
-      Executor::create(program.cudaImage, program.cudaPlan,
-                       program.manifest ? program.manifest : "");
+      Executor::create(program.cudaImage, program.cudaPlan, setup);
   if (!executor)
     return executor.error();
   return std::unique_ptr<Device>(

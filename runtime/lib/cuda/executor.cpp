@@ -11,7 +11,6 @@
 #include "dtk/cuda_kernels.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -22,40 +21,6 @@
 namespace dtrt::cuda {
 
 namespace {
-
-/// Each thunk kind: its name in the plan and how many pointers, integers and
-/// floats it takes (the CPU kernel's arguments, in order).
-struct KindInfo {
-  const char *name;
-  Thunk::Kind kind;
-  size_t pointers, ints, floats;
-};
-constexpr KindInfo kKinds[] = {
-    {"copy", Thunk::Copy, 2, 1, 0},
-    {"matmul", Thunk::Matmul, 3, 6, 0},
-    {"matmul_bias", Thunk::MatmulBias, 4, 6, 0},
-    {"softmax", Thunk::Softmax, 2, 3, 0},
-    {"layer_norm", Thunk::LayerNorm, 4, 2, 1},
-    {"layer_norm_grad", Thunk::LayerNormGrad, 6, 2, 1},
-    {"rms_norm", Thunk::RMSNorm, 3, 2, 1},
-    {"rms_norm_grad", Thunk::RMSNormGrad, 5, 2, 1},
-    {"rope", Thunk::Rope, 2, 4, 5},
-    {"dropout", Thunk::Dropout, 8, 15, 1},
-    {"conv2d", Thunk::Conv2d, 3, 16, 0},
-    {"conv2d_input_grad", Thunk::Conv2dInputGrad, 3, 16, 0},
-    {"conv2d_weight_grad", Thunk::Conv2dWeightGrad, 3, 16, 0},
-    {"max_pool2d", Thunk::MaxPool, 2, 11, 0},
-    {"max_pool2d_grad", Thunk::MaxPoolGrad, 3, 11, 0},
-    {"avg_pool2d", Thunk::AvgPool, 2, 11, 0},
-    {"avg_pool2d_grad", Thunk::AvgPoolGrad, 2, 11, 0},
-    {"embedding", Thunk::Embedding, 3, 3, 0},
-    {"embedding_grad", Thunk::EmbeddingGrad, 3, 3, 0},
-    {"cross_entropy", Thunk::CrossEntropy, 3, 2, 0},
-    {"cross_entropy_grad", Thunk::CrossEntropyGrad, 4, 2, 0},
-    {"count_correct", Thunk::CountCorrect, 3, 2, 0},
-    {"attention", Thunk::Attention, 4, 4, 0},
-    {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
-};
 
 /// The products of a convolution's kernels (dtk_cuda_gemm) through cuBLAS,
 /// in f32; the first failure is kept for the message.
@@ -76,47 +41,17 @@ struct ConvProducts {
   }
 };
 
-/// A launch's NVTX range: its span's name, or `fallback` (its kind).
-std::string rangeName(const std::map<int64_t, std::string> &spans,
-                      const nlohmann::json &thunk,
-                      const std::string &fallback) {
-  auto it = spans.find(thunk.value("span", int64_t(-1)));
-  return it != spans.end() ? it->second : fallback;
-}
-
-Error planError(const std::string &what) {
-  return Error("the program's GPU plan is malformed (" + what +
-               "); rebuild it with this runtime's dtc");
-}
-
 } // namespace
 
-/// The trace's name of each span of the manifest ("matmul fc"), by number.
-static std::map<int64_t, std::string> spanNames(const std::string &manifest) {
-  std::map<int64_t, std::string> names;
-  nlohmann::json m = nlohmann::json::parse(manifest, nullptr, false);
-  if (m.is_discarded() || !m.is_object() || !m.contains("spans") ||
-      !m["spans"].is_array())
-    return names;
-  for (const nlohmann::json &s : m["spans"]) {
-    if (!s.is_object() || !s.contains("id"))
-      continue;
-    std::string name = s.value("op", "");
-    std::string layer = s.value("layer", "");
-    if (!layer.empty())
-      name += " " + layer;
-    names[s.value("id", int64_t(-1))] = name;
-  }
-  return names;
-}
-
 Expected<std::unique_ptr<Executor>>
-Executor::create(const std::string &image, const std::string &plan,
-                 const std::string &manifest) {
-  nlohmann::json j = nlohmann::json::parse(plan, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("entries"))
-    return planError("not a JSON object with entries");
-  std::map<int64_t, std::string> spans = spanNames(manifest);
+Executor::create(const std::string &image, const std::string &planText,
+                 const ExecutorSetup &setup) {
+  Mesh oneRank;
+  const Mesh &mesh = setup.host ? setup.host->mesh() : oneRank;
+  Expected<Plan> plan = readPlan(planText, setup.manifest, mesh,
+                                 setup.host ? setup.host->rank() : 0);
+  if (!plan)
+    return plan.error();
   std::unique_ptr<Executor> e(new Executor);
   cudaError_t err = cudaStreamCreate(&e->stream_);
   if (err != cudaSuccess)
@@ -132,77 +67,52 @@ Executor::create(const std::string &image, const std::string &plan,
 
   const char *profile = std::getenv("DTRT_CUDA_PROFILE");
   e->profile_ = profile && std::string(profile) == "1";
-  e->arenaBytes_ = j.value("arena_bytes", int64_t(0));
-  int64_t scratch = j.value("scratch_bytes", int64_t(0));
-  if (scratch > 0 && (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
-                                       size_t(scratch))) != cudaSuccess)
+  e->arenaBytes_ = plan->arenaBytes;
+  if (plan->scratchBytes > 0 &&
+      (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
+                        size_t(plan->scratchBytes))) != cudaSuccess)
     return cudaFailure(fmt::format("cannot allocate {} bytes of kernel "
                                    "scratch on the GPU",
-                                   scratch),
+                                   plan->scratchBytes),
                        err);
-
+  // The generated kernels, each loaded once.
   std::map<std::string, cudaKernel_t> kernels;
-  for (auto &[name, list] : j["entries"].items()) {
-    if (!list.is_array())
-      return planError("entry " + name + " is not a list");
-    std::vector<Thunk> thunks;
-    for (const nlohmann::json &t : list) {
-      std::string op = t.value("op", "");
-      Thunk thunk{Thunk::Kernel, nullptr, op, {}, {}, {}, Operands::F32, op};
-      if (op == "kernel") {
-        std::string kernel = t.value("name", "");
-        auto it = kernels.find(kernel);
-        if (it == kernels.end()) {
-          Expected<cudaKernel_t> k = e->library_->kernel(kernel);
-          if (!k)
-            return k.error();
-          it = kernels.emplace(kernel, *k).first;
-        }
-        thunk.kernel = it->second;
-        thunk.name = kernel;
-        thunk.i = {t.value("n", int64_t(1))};
-        thunk.range = rangeName(spans, t, kernel);
-        thunks.push_back(std::move(thunk));
+  for (auto &[name, thunks] : plan->entries)
+    for (Thunk &t : thunks) {
+      if (t.kind != Thunk::Kernel)
         continue;
+      auto it = kernels.find(t.name);
+      if (it == kernels.end()) {
+        Expected<cudaKernel_t> k = e->library_->kernel(t.name);
+        if (!k)
+          return k.error();
+        it = kernels.emplace(t.name, *k).first;
       }
-      const KindInfo *info = nullptr;
-      for (const KindInfo &k : kKinds)
-        if (op == k.name)
-          info = &k;
-      if (!info)
-        return planError("unknown launch '" + op + "'");
-      thunk.kind = info->kind;
-      thunk.p = t.value("p", std::vector<int64_t>{});
-      thunk.i = t.value("i", std::vector<int64_t>{});
-      thunk.f = t.value("f", std::vector<double>{});
-      if (t.value("tf32", false))
-        thunk.operands = Operands::TF32;
-      if (t.value("bf16", false)) {
-        if (info->kind != Thunk::Attention &&
-            info->kind != Thunk::AttentionGrad)
-          return planError("'" + op + "' is marked bf16");
-        thunk.operands = Operands::BF16;
-      }
-      std::string half = t.value("half", "");
-      if (half == "bf16" || half == "f16")
-        thunk.operands = half == "bf16" ? Operands::BF16 : Operands::F16;
-      else if (!half.empty())
-        return planError("'" + op + "' has 16-bit operands of type '" + half +
-                         "'");
-      if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
-          thunk.f.size() != info->floats)
-        return planError("'" + op + "' has the wrong number of arguments");
-      thunk.range = rangeName(spans, t, op);
-      thunks.push_back(std::move(thunk));
+      t.kernel = it->second;
     }
-    e->entries_.emplace_back(name, std::move(thunks));
+  e->entries_ = std::move(plan->entries);
+  if (!plan->groups.empty()) {
+    if (!setup.host)
+      return Error("the program's GPU plan has collectives, but the program "
+                   "runs one rank; rebuild it with this runtime's dtc");
+    Expected<std::unique_ptr<DeviceCollectives>> engine = openDeviceCollectives(
+        setup.engine, *setup.host, plan->groups, setup.timeout,
+        setup.ncclObstacle, &e->collectivesNote_);
+    if (!engine)
+      return engine.error();
+    e->collectives_ = std::move(*engine);
   }
   return e;
 }
 
 Executor::~Executor() {
-  if (stream_)
+  // A step that failed in its collectives aborted them; one that still
+  // runs ends with them.
+  if (stream_ && collectives_)
+    (void)collectives_->synchronize(stream_);
+  else if (stream_)
     cudaStreamSynchronize(stream_);
+  collectives_.reset();
   if (profile_)
     printProfile();
   blas_.reset();
@@ -260,7 +170,19 @@ Status Executor::run(const std::string &name, char *arena) {
   return Error("the GPU plan has no entry point " + name);
 }
 
+std::string Executor::collectivesEngine() const {
+  if (!collectives_)
+    return "";
+  if (collectivesNote_.empty())
+    return collectives_->engine();
+  // The first line: the rest lists where NCCL was looked for.
+  return fmt::format("{} ({})", collectives_->engine(),
+                     collectivesNote_.substr(0, collectivesNote_.find('\n')));
+}
+
 Status Executor::synchronize() {
+  if (collectives_)
+    return collectives_->synchronize(stream_);
   cudaError_t e = cudaStreamSynchronize(stream_);
   if (e != cudaSuccess)
     return cudaFailure("a GPU step failed (an id out of range traps a "
@@ -281,10 +203,7 @@ std::string Executor::describe(const Thunk &t) {
                        t.i[2], t.i[3], t.i[4] ? " A^T" : "",
                        t.i[5] ? " B^T" : "", operands[int(t.operands)]);
   }
-  for (const KindInfo &k : kKinds)
-    if (k.kind == t.kind)
-      return k.name;
-  return "?";
+  return kindName(t.kind);
 }
 
 void Executor::printProfile() const {
@@ -310,6 +229,9 @@ Status Executor::launch(const Thunk &t, char *arena) {
   };
   auto i32 = [&](size_t k) {
     return reinterpret_cast<const int32_t *>(arena + t.p[k]);
+  };
+  auto i64 = [&](size_t k) {
+    return reinterpret_cast<const int64_t *>(arena + t.p[k]);
   };
   const std::vector<int64_t> &i = t.i;
   dtk_stream s = reinterpret_cast<dtk_stream>(stream_);
@@ -426,6 +348,71 @@ Status Executor::launch(const Thunk &t, char *arena) {
                                    : dtk_cuda_attention_grad_tf32)(
         f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), scratch, i[0],
         i[1], i[2], int32_t(i[3]), s);
+    return Status::ok();
+  case Thunk::EmbeddingShard:
+    dtk_cuda_embedding_shard_f32(f32(0), i32(1), f32(2), i[0], i64(3), i[1],
+                                 i[2], i[3], s);
+    return Status::ok();
+  case Thunk::EmbeddingGradShard:
+    dtk_cuda_embedding_grad_shard_f32(i32(0), f32(1), f32(2), i[0], i64(3),
+                                      i[1], i[2], i[3], s);
+    return Status::ok();
+  case Thunk::ClassStats:
+    dtk_cuda_class_stats_f32(f32(0), i32(1), f32(2), i[0], i[1], i64(3), i[2],
+                             s);
+    return Status::ok();
+  case Thunk::CrossEntropyStats:
+    dtk_cuda_cross_entropy_stats_f32(f32(0), i32(1), f32(2), scratch, i[0],
+                                     i[1], s);
+    return Status::ok();
+  case Thunk::CountCorrectStats:
+    dtk_cuda_count_correct_stats_f32(f32(0), i32(1), f32(2), scratch, i[0],
+                                     i[1], s);
+    return Status::ok();
+  case Thunk::CrossEntropyGradShard:
+    dtk_cuda_cross_entropy_grad_shard_f32(f32(0), i32(1), f32(2), f32(3),
+                                          f32(4), scratch, i[0], i[1], i[2],
+                                          i64(5), i[3], s);
+    return Status::ok();
+  case Thunk::AllReduce:
+    return collectives_->allReduceSum(arena + t.p[0], arena + t.p[1], i[0],
+                                      DType(i[1]), AxisMask(i[2]), t.what,
+                                      stream_);
+  case Thunk::ReduceScatter:
+    return collectives_->reduceScatterSum(arena + t.p[0], arena + t.p[1], i[0],
+                                          DType(i[2]), AxisMask(i[3]), t.what,
+                                          stream_);
+  case Thunk::AllGather:
+    return collectives_->allGather(arena + t.p[0], arena + t.p[1], i[0],
+                                   DType(i[2]), AxisMask(i[3]), t.what,
+                                   stream_);
+  case Thunk::AllToAll:
+    return collectives_->allToAll(arena + t.p[0], arena + t.p[1], i[0],
+                                  DType(i[2]), AxisMask(i[3]), t.what, stream_);
+  case Thunk::TakeShard: {
+    // i[5..7]: the shard's first byte, the bytes it holds, the padding.
+    cudaError_t e =
+        cudaMemcpyAsync(arena + t.p[1], arena + t.p[0] + i[5], size_t(i[6]),
+                        cudaMemcpyDeviceToDevice, stream_);
+    if (e == cudaSuccess && i[7] > 0)
+      e = cudaMemsetAsync(arena + t.p[1] + i[6], 0, size_t(i[7]), stream_);
+    if (e != cudaSuccess)
+      return cudaFailure(fmt::format("the shard copy of '{}' failed", t.what),
+                         e);
+    return Status::ok();
+  }
+  case Thunk::ShardStart: {
+    // The start was worked out when the plan was read; it lives in the
+    // thunk as long as the executor.
+    cudaError_t e = cudaMemcpyAsync(arena + t.p[0], &t.i[1], sizeof(int64_t),
+                                    cudaMemcpyHostToDevice, stream_);
+    if (e != cudaSuccess)
+      return cudaFailure("writing a shard's start failed", e);
+    return Status::ok();
+  }
+  case Thunk::Wait:
+    // Collectives run in order on the step's stream: the work after a
+    // wait is queued after the collective already.
     return Status::ok();
   }
   return Error("unknown launch kind");

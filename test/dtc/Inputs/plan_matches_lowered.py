@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """plan_matches_lowered.py LOWERED.mlir PLAN.json: the GPU plan's kernel launches carry
 the CPU kernel calls' arguments. `dtc --emit=lowered` calls kernels/cpu as
-dtk_<op>_f32(pointers..., integers..., floats...); the plan (dtc --emit=gpu-plan)
+dtk_<op>_f32(pointers..., integers..., floats...) and the runtime's collectives as
+dtrt_<collective>(pointers..., integers...); the plan (dtc --emit=gpu-plan)
 must hold, per entry point and in the same order, one launch per such call whose
 p + i + f are the same values (pointers as arena offsets). compiler/lib/Target/
 CudaPlan.cpp and compiler/lib/Conversion/DTToKernels/DTToKernels.cpp each make those
@@ -10,7 +11,7 @@ import json
 import re
 import sys
 
-CALL = re.compile(r"call @dtk_(\w+?)_f32\(([^)]*)\)")
+CALL = re.compile(r"call @(?:dtk_(\w+?)_f32|dtrt_(\w+?))\(([^)]*)\)")
 GEP = re.compile(r"(%[\w.]+) = llvm\.getelementptr %[\w.]+\[(%[\w.]+)\]")
 CONST = re.compile(r"(%[\w.]+) = arith\.constant ([-+0-9.eE]+|true|false) : (i\d+|f\d+)")
 FUNC = re.compile(r"func\.func @dt_(\w+)\(")
@@ -35,10 +36,34 @@ def calls_by_entry(path):
         if m:
             values[m.group(1)] = values[m.group(2)]
         m = CALL.search(line)
-        if m and m.group(1) != "parallel_for":
-            args = [values[a.strip()] for a in m.group(2).split(",")]
-            entries[current].append((m.group(1), args))
+        if not m:
+            continue
+        # The runtime's collectives (an asynchronous one's start is the same
+        # launch on the GPU, which runs collectives in order); a block's
+        # first row, which the CPU loads from the arena, is any value.
+        name = m.group(1) or m.group(2).removesuffix("_start")
+        if name in ("parallel_for", "mesh_coord", "span_begin", "span_end"):
+            continue
+        args = [values.get(a.strip()) for a in m.group(3).split(",")]
+        entries[current].append((name, args))
     return entries
+
+
+# Vocabulary-parallel kernels take their block's first row as a pointer (the
+# last) on the GPU and as a value among the integers on the CPU: the plan's
+# arguments in the CPU's order.
+FIRST_LAST = {
+    "embedding_shard": lambda p, i: p[:3] + i[:1] + [p[3]] + i[1:],
+    "embedding_grad_shard": lambda p, i: p[:3] + i[:1] + [p[3]] + i[1:],
+    "class_stats": lambda p, i: p[:3] + i[:2] + [p[3]] + i[2:],
+    "cross_entropy_grad_shard": lambda p, i: p[:5] + i[:3] + [p[5]] + i[3:],
+}
+
+
+def plan_args(t):
+    if t["op"] in FIRST_LAST:
+        return FIRST_LAST[t["op"]](t["p"], t["i"])
+    return t.get("p", []) + t["i"] + t.get("f", [])
 
 
 def main():
@@ -46,13 +71,14 @@ def main():
     plan = json.load(open(sys.argv[2]))["entries"]
     ok = True
     for entry, thunks in sorted(plan.items()):
-        launches = [(t["op"], t["p"] + t["i"] + t.get("f", [])) for t in thunks
-                    if t["op"] not in ("kernel", "copy")]
+        launches = [(t["op"], plan_args(t)) for t in thunks
+                    if t["op"] not in ("kernel", "copy", "shard_start")]
         calls = lowered.get(entry, [])
         same = len(launches) == len(calls)
         for (op, args), (name, cpu) in zip(launches, calls):
             if op != name or len(args) != len(cpu) or any(
-                    abs(a - b) > 1e-6 * max(1.0, abs(b)) for a, b in zip(args, cpu)):
+                    b is not None and abs(a - b) > 1e-6 * max(1.0, abs(b))
+                    for a, b in zip(args, cpu)):
                 print(f"{entry}: plan {op} {args} against CPU {name} {cpu}")
                 same = False
                 break

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -427,6 +428,159 @@ TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
     expectClose(gloss.read(), {loss}, 1e-5, "loss");
     expectClose(gdl.read(), dlogits, 1e-5, "dlogits");
     EXPECT_EQ(gcorrect.read(), std::vector<float>{correct});
+  }
+}
+
+TEST(CudaKernelTest, EmbeddingShardsAndTheirDeterministicGradients) {
+  REQUIRE_GPU();
+  // 97 rows in blocks of 40: the last block holds 17 and 23 rows of padding.
+  // 300 ids over 97 rows: every block's rows sum several gradients, and most
+  // ids fall outside any one block. A row 9000 wide takes one row a block.
+  const int64_t n = 300, total = 97, block = 40, blocks = 3;
+  for (int64_t width : {int64_t(130), int64_t(9000)}) {
+    SCOPED_TRACE(testing::Message() << "width " << width);
+    std::mt19937 rng(31);
+    std::vector<int32_t> ids(n);
+    for (int32_t &id : ids)
+      id = int32_t(rng() % uint64_t(total));
+    std::vector<float> table = randomVector(size_t(total * width), 32),
+                       dout = randomVector(size_t(n * width), 33);
+    DeviceBuffer<float> gdout(dout);
+    DeviceBuffer<int32_t> gids(ids);
+    for (int64_t b = 0; b < blocks; ++b) {
+      SCOPED_TRACE(testing::Message() << "block " << b);
+      int64_t first = b * block;
+      std::vector<float> part(size_t(block * width), 0.0f);
+      for (int64_t r = 0; r < block && first + r < total; ++r)
+        std::copy_n(table.begin() + (first + r) * width, width,
+                    part.begin() + r * width);
+      std::vector<float> out(size_t(n * width)), grad(part.size());
+      dtk_embedding_shard_f32(part.data(), ids.data(), out.data(), n, first,
+                              block, total, width);
+      dtk_embedding_grad_shard_f32(ids.data(), dout.data(), grad.data(), n,
+                                   first, block, total, width);
+      // The outputs start as garbage: every element must be written.
+      DeviceBuffer<float> gpart(part),
+          gout(std::vector<float>(out.size(), -7.0f)),
+          ggrad(std::vector<float>(grad.size(), -7.0f));
+      DeviceBuffer<int64_t> gfirst(std::vector<int64_t>{first});
+      dtk_cuda_embedding_shard_f32(gpart.get(), gids.get(), gout.get(), n,
+                                   gfirst.get(), block, total, width, nullptr);
+      dtk_cuda_embedding_grad_shard_f32(gids.get(), gdout.get(), ggrad.get(), n,
+                                        gfirst.get(), block, total, width,
+                                        nullptr);
+      ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+      EXPECT_EQ(gout.read(), out);
+      EXPECT_EQ(ggrad.read(), grad); // the same additions in the same order
+    }
+  }
+}
+
+TEST(CudaKernelTest, CrossEntropyOverClassBlocksFromTheirStats) {
+  REQUIRE_GPU();
+  // (rows, classes, blocks): GPT-2's vocabulary over 3 blocks of 16 753 (2
+  // columns of padding), 10 classes over 3 blocks of 4 (2 of padding), and 5
+  // over 4 blocks of 2, the last one padding only.
+  for (auto [rows, total, blocks] :
+       {std::tuple<int64_t, int64_t, int64_t>{70, 50257, 3},
+        {37, 10, 3},
+        {33, 5, 4}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, " << total
+                                    << " classes, " << blocks << " blocks");
+    int64_t block = (total + blocks - 1) / blocks;
+    std::vector<float> logits = randomVector(size_t(rows * total), 34, 2.0f);
+    std::mt19937 rng(35);
+    std::vector<int32_t> labels(static_cast<size_t>(rows));
+    for (int32_t &y : labels) // some rows unlabelled (padding)
+      y = rng() % 5 == 0 ? -1 : int32_t(rng() % uint64_t(total));
+    labels[3] = -1;
+    // Ties: in row 0 across the first and last classes (other blocks), the
+    // label the first; in row 1 between neighbours (one block), the label
+    // the second. The first maximum wins both.
+    logits[size_t(total - 1)] = logits[0] = 100.0f;
+    labels[0] = 0;
+    logits[size_t(total + 1)] = logits[size_t(total)] = 100.0f;
+    labels[1] = total > 1 ? 1 : 0;
+    // Block b's logits; the padding columns large, to be ignored.
+    auto logitsOf = [&, rows = rows, total = total](int64_t b) {
+      std::vector<float> out(size_t(rows * block), 50.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < block && b * block + j < total; ++j)
+          out[size_t(r * block + j)] =
+              logits[size_t(r * total + b * block + j)];
+      return out;
+    };
+    // The stats of every block, laid out as the all-gather does, on each side.
+    std::vector<float> stats;
+    DeviceBuffer<float> gstats(size_t(blocks * 4 * rows));
+    DeviceBuffer<int32_t> gy(labels);
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::vector<float> part = logitsOf(b), mine(size_t(4 * rows));
+      dtk_class_stats_f32(part.data(), labels.data(), mine.data(), rows, block,
+                          b * block, total);
+      stats.insert(stats.end(), mine.begin(), mine.end());
+      DeviceBuffer<float> gpart(part);
+      DeviceBuffer<int64_t> gfirst(std::vector<int64_t>{b * block});
+      dtk_cuda_class_stats_f32(gpart.get(), gy.get(),
+                               gstats.get() + b * 4 * rows, rows, block,
+                               gfirst.get(), total, nullptr);
+      ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    }
+    std::vector<float> got = gstats.read();
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t r = 0; r < rows; ++r) {
+        auto at = [&, rows = rows](const std::vector<float> &s, int k) {
+          return s[size_t((b * 4 + k) * rows + r)];
+        };
+        SCOPED_TRACE(testing::Message() << "block " << b << " row " << r);
+        EXPECT_EQ(at(got, 0), at(stats, 0)) << "maximum";
+        // The GPU adds the exponentials in a tree, the CPU in a row: over
+        // 16 753 classes they differ by up to about 5e-6.
+        EXPECT_NEAR(at(got, 1), at(stats, 1), 1e-4 * at(stats, 1)) << "sum";
+        EXPECT_EQ(at(got, 2), at(stats, 2)) << "target";
+        EXPECT_EQ(at(got, 3), at(stats, 3)) << "arg-max";
+      }
+
+    // The loss and accuracy from the GPU's stats, as a program runs them.
+    float loss = 0, correct = 0, dloss = 0.75f;
+    dtk_cross_entropy_stats_f32(stats.data(), labels.data(), &loss, blocks,
+                                rows);
+    dtk_count_correct_stats_f32(stats.data(), labels.data(), &correct, blocks,
+                                rows);
+    DeviceBuffer<float> gloss(1), gcorrect(1),
+        gdloss(std::vector<float>{dloss}), scratch(static_cast<size_t>(rows));
+    dtk_cuda_cross_entropy_stats_f32(gstats.get(), gy.get(), gloss.get(),
+                                     scratch.get(), blocks, rows, nullptr);
+    dtk_cuda_count_correct_stats_f32(gstats.get(), gy.get(), gcorrect.get(),
+                                     scratch.get(), blocks, rows, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    expectClose(gloss.read(), {loss}, 1e-5, "loss");
+    EXPECT_GE(correct, 1.0f); // row 0
+    EXPECT_EQ(gcorrect.read(), std::vector<float>{correct});
+
+    // Each block's gradient, over garbage: padding columns and unlabelled
+    // rows must be written zeros.
+    for (int64_t b = 0; b < blocks; ++b) {
+      SCOPED_TRACE(testing::Message() << "gradient of block " << b);
+      std::vector<float> part = logitsOf(b), d(part.size());
+      dtk_cross_entropy_grad_shard_f32(part.data(), labels.data(), stats.data(),
+                                       &dloss, d.data(), blocks, rows, block,
+                                       b * block, total);
+      DeviceBuffer<float> gpart(part),
+          gd(std::vector<float>(part.size(), -7.0f));
+      DeviceBuffer<int64_t> gfirst(std::vector<int64_t>{b * block});
+      dtk_cuda_cross_entropy_grad_shard_f32(
+          gpart.get(), gy.get(), gstats.get(), gdloss.get(), gd.get(),
+          scratch.get(), blocks, rows, block, gfirst.get(), total, nullptr);
+      ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+      std::vector<float> gotD = gd.read();
+      expectClose(gotD, d, 1e-5, "dlogits");
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < block; ++j)
+          if (b * block + j >= total || labels[size_t(r)] < 0) {
+            ASSERT_EQ(gotD[size_t(r * block + j)], 0.0f) << r << ", " << j;
+          }
+    }
   }
 }
 

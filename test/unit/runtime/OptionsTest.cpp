@@ -77,6 +77,8 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
                                "--threads=4",
                                "--backend",
                                "cpu",
+                               "--collectives",
+                               "host",
                                "--eval-every",
                                "0",
                                "--init=gpt2",
@@ -101,6 +103,7 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
   EXPECT_EQ(o->seed, 18446744073709551615ull);
   EXPECT_EQ(o->threads, 4);
   EXPECT_EQ(o->backend, Backend::Cpu);
+  EXPECT_EQ(o->collectives, CollectiveEngine::Host);
   EXPECT_EQ(o->evalEvery, 0);
   EXPECT_EQ(o->init, "gpt2");
   EXPECT_EQ(o->exportDir, "out");
@@ -114,6 +117,8 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
   EXPECT_EQ(o->resumePath, "ck/step_00000100");
   EXPECT_TRUE(o->help && o->version && o->printManifest);
   EXPECT_EQ(o->backend, Backend::Cuda);
+  EXPECT_FALSE(o->collectives.has_value());
+  EXPECT_EQ(parse({"--collectives=nccl"})->collectives, CollectiveEngine::Nccl);
   EXPECT_TRUE(parse({"-h"})->help);
 }
 
@@ -143,6 +148,9 @@ TEST(Options, RejectsBadUsage) {
   EXPECT_NE(usageError({"--data", "train"}).find("expected NAME=PATH"),
             std::string::npos);
   EXPECT_NE(usageError({"--backend", "tpu"}).find("not cpu, cuda or auto"),
+            std::string::npos);
+  EXPECT_NE(usageError({"--collectives", "gloo"})
+                .find("--collectives gloo is not auto, nccl or host"),
             std::string::npos);
   EXPECT_NE(usageError({"--help=1"}).find("takes no value"), std::string::npos);
   EXPECT_NE(usageError({"extra"}).find("unexpected argument 'extra'"),

@@ -1336,21 +1336,6 @@ private:
     return success();
   }
 
-  /// The runtime's number for an element type (dtrt::DType).
-  static std::optional<int32_t> dtypeCode(Type t) {
-    if (t.isF32())
-      return 0;
-    if (t.isInteger(32))
-      return 1;
-    if (t.isInteger(64))
-      return 2;
-    if (t.isBF16())
-      return 3;
-    if (t.isF16())
-      return 4;
-    return std::nullopt;
-  }
-
   /// Pattern: mesh.<collective> %in on @mesh mesh_axes = [...] (along axis 0)
   ///   => call @dtrt_<collective>(ptr in, ptr out, counts..., dtype, axis
   ///      mask, id), the id (dt.id) naming it in the manifest's collectives.
@@ -1374,7 +1359,7 @@ private:
     if (!id)
       return op->emitOpError("has no dt.id: number the collectives "
                              "(dt::numberCollectives) before lowering");
-    std::optional<int32_t> dtype = dtypeCode(elementOf(in));
+    std::optional<int32_t> dtype = collectiveDTypeCode(elementOf(in));
     if (!dtype)
       return op->emitOpError("moves ")
              << elementOf(in) << " elements, which the runtime cannot";

@@ -19,8 +19,10 @@ namespace dtrt::cuda {
 
 /// The GPU of this local rank, running `program`'s GPU plan (which must have
 /// one: `program.cudaPlan` is not {"unsupported": ...}).
-Expected<std::unique_ptr<Device>> openCudaDevice(const Launch &launch,
-                                                 const Program &program);
+/// A sharded program's collectives run on `collectives`' engine.
+Expected<std::unique_ptr<Device>>
+openCudaDevice(const Launch &launch, const Program &program,
+               const CollectiveSetup &collectives);
 
 } // namespace dtrt::cuda
 

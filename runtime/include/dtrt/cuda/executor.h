@@ -20,8 +20,11 @@
 #define DTRT_CUDA_EXECUTOR_H
 
 #include "dtrt/cuda/blas.h"
+#include "dtrt/cuda/collectives.h"
 #include "dtrt/cuda/library.h"
+#include "dtrt/cuda/plan.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,56 +34,30 @@ namespace dtrt::cuda {
 
 class Blas;
 
-/// One recorded launch, its arguments resolved.
-struct Thunk {
-  enum Kind {
-    Kernel,
-    Copy,
-    Matmul,
-    MatmulBias,
-    Softmax,
-    LayerNorm,
-    LayerNormGrad,
-    RMSNorm,
-    RMSNormGrad,
-    Rope,
-    Dropout,
-    Conv2d,
-    Conv2dInputGrad,
-    Conv2dWeightGrad,
-    MaxPool,
-    MaxPoolGrad,
-    AvgPool,
-    AvgPoolGrad,
-    Embedding,
-    EmbeddingGrad,
-    CrossEntropy,
-    CrossEntropyGrad,
-    CountCorrect,
-    Attention,
-    AttentionGrad
-  } kind;
-  cudaKernel_t kernel = nullptr;
-  /// The generated kernel's name (profiles).
-  std::string name;
-  std::vector<int64_t> p, i;
-  std::vector<double> f;
-  /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
-  /// attention's "bf16" (BF16: bf16 tensor cores on bf16-valued inputs).
-  Operands operands = Operands::F32;
-  /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
-  /// "fused(mul,add) bn"), else the launch's kind.
-  std::string range;
+/// What an executor needs beyond its plan.
+struct ExecutorSetup {
+  /// The program's manifest: the names of spans (NVTX ranges) and
+  /// collectives.
+  std::string manifest;
+  /// The rank's host communicator: its mesh and rank place the rank's
+  /// shards, and it starts the engine of a plan's collectives. Null for a
+  /// program of one rank.
+  Communicator *host = nullptr;
+  CollectiveEngine engine = CollectiveEngine::Auto;
+  /// How long a step may wait for its collectives.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// Why this rank cannot use NCCL ("" when it can).
+  std::string ncclObstacle;
 };
 
 class Executor {
 public:
-  /// Reads `plan`, loads `image` and cuBLAS, and allocates the scratch the
-  /// plan asks for, on the current device. `manifest` (the program's) names
-  /// the spans whose launches run as NVTX ranges.
+  /// Reads `plan`, loads `image` and cuBLAS, allocates the scratch the
+  /// plan asks for, on the current device, and starts the engine of its
+  /// collectives, if it has any.
   static Expected<std::unique_ptr<Executor>>
   create(const std::string &image, const std::string &plan,
-         const std::string &manifest = "");
+         const ExecutorSetup &setup = {});
   ~Executor();
 
   /// The bytes the device arena needs: the planned arena's and, past it,
@@ -93,8 +70,12 @@ public:
   /// point and each launch are NVTX ranges (NVTX 3: no-ops unless a tool
   /// such as Nsight Systems is attached), named as the trace's spans.
   Status run(const std::string &name, char *arena);
-  /// Waits for everything queued; the first failure of any launch.
+  /// Waits for everything queued; the first failure of any launch, or of
+  /// the collectives (which end after the setup's timeout).
   Status synchronize();
+  /// The engine of the plan's collectives ("NCCL 2.28.3"), and why it is
+  /// not NCCL when NCCL could not load; "" for a plan without any.
+  std::string collectivesEngine() const;
   cudaStream_t stream() const { return stream_; }
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
@@ -111,6 +92,8 @@ private:
   bool profile_ = false;
   std::map<std::string, std::pair<double, int64_t>> profiled_;
 
+  std::unique_ptr<DeviceCollectives> collectives_;
+  std::string collectivesNote_;
   std::unique_ptr<KernelLibrary> library_;
   std::unique_ptr<Blas> blas_;
   std::vector<std::pair<std::string, std::vector<Thunk>>> entries_;

@@ -156,6 +156,23 @@ std::optional<llvm::ArrayRef<int16_t>> collectiveAxes(mlir::Operation *op);
 /// dt.wait that is its result's only user (dt-overlap-collectives).
 inline constexpr llvm::StringLiteral kAsyncAttr = "dt.async";
 
+/// The runtime's code of a collective's element type (dtrt::DType: f32 0,
+/// i32 1, i64 2, bf16 3, f16 4), the `dtype` argument of its entry points
+/// and GPU plan records; nullopt for a type the runtime cannot move.
+inline std::optional<int32_t> collectiveDTypeCode(mlir::Type t) {
+  if (t.isF32())
+    return 0;
+  if (t.isInteger(32))
+    return 1;
+  if (t.isInteger(64))
+    return 2;
+  if (t.isBF16())
+    return 3;
+  if (t.isF16())
+    return 4;
+  return std::nullopt;
+}
+
 /// The name the manifest and reports give a collective ("all-reduce",
 /// "reduce-scatter", "all-gather", "all-to-all", "shard"), or null for any
 /// other op.

@@ -1,0 +1,110 @@
+//===- dtrt/cuda/plan.h - A GPU plan, read for one rank ---------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// The launch sequence dtc wrote for each entry point (dt/Target/CudaPlan.h,
+// docs/abi.md "The GPU plan"), read and checked for one rank of its mesh:
+// each launch's arguments counted, its collectives' groups checked against
+// the mesh, a shard's bytes and a block's first row worked out for the rank.
+// Nothing here touches a GPU, so tests read plans anywhere; the executor
+// then loads the generated kernels the plan names.
+//
+// Built only where the CUDA toolkit was found (DT_HAVE_CUDA).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTRT_CUDA_PLAN_H
+#define DTRT_CUDA_PLAN_H
+
+#include "dtrt/comm.h"
+#include "dtrt/cuda/blas.h" // Operands
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtrt::cuda {
+
+/// One recorded launch, its arguments resolved.
+struct Thunk {
+  enum Kind {
+    Kernel,
+    Copy,
+    Matmul,
+    MatmulBias,
+    Softmax,
+    LayerNorm,
+    LayerNormGrad,
+    RMSNorm,
+    RMSNormGrad,
+    Rope,
+    Dropout,
+    Conv2d,
+    Conv2dInputGrad,
+    Conv2dWeightGrad,
+    MaxPool,
+    MaxPoolGrad,
+    AvgPool,
+    AvgPoolGrad,
+    Embedding,
+    EmbeddingGrad,
+    CrossEntropy,
+    CrossEntropyGrad,
+    CountCorrect,
+    Attention,
+    AttentionGrad,
+    EmbeddingShard,
+    EmbeddingGradShard,
+    ClassStats,
+    CrossEntropyStats,
+    CountCorrectStats,
+    CrossEntropyGradShard,
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    AllToAll,
+    TakeShard,
+    ShardStart,
+    Wait
+  } kind = Kernel;
+  /// A generated kernel (the executor loads it by name).
+  cudaKernel_t kernel = nullptr;
+  /// The generated kernel's name (profiles).
+  std::string name;
+  std::vector<int64_t> p, i;
+  std::vector<double> f;
+  /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
+  /// attention's "bf16" (BF16: bf16 tensor cores on bf16-valued inputs).
+  Operands operands = Operands::F32;
+  /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
+  /// "fused(mul,add) bn"), else the launch's kind.
+  std::string range;
+  /// A collective's value ("grad/fc1.weight"), for messages.
+  std::string what;
+};
+
+/// The name of a launch kind in the plan ("matmul").
+const char *kindName(Thunk::Kind kind);
+
+struct Plan {
+  /// The bytes the device arena needs (docs/abi.md) and the executor's
+  /// scratch.
+  int64_t arenaBytes = 0, scratchBytes = 0;
+  /// Each entry point's launches, in order.
+  std::vector<std::pair<std::string, std::vector<Thunk>>> entries;
+  /// The sets of axes the collectives run over, in the plan's order.
+  std::vector<AxisMask> groups;
+};
+
+/// Reads `plan` for `rank` of `mesh`. `manifest` (the program's) names the
+/// spans (a launch's NVTX range) and the collectives (messages).
+Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
+                        const Mesh &mesh, int rank);
+
+} // namespace dtrt::cuda
+
+#endif // DTRT_CUDA_PLAN_H

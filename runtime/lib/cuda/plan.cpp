@@ -1,0 +1,254 @@
+//===- plan.cpp - A GPU plan, read for one rank ---------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/cuda/plan.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace dtrt::cuda {
+
+namespace {
+
+/// Each thunk kind: its name in the plan and how many pointers, integers and
+/// floats it takes (the CPU kernel's arguments, in order).
+struct KindInfo {
+  const char *name;
+  Thunk::Kind kind;
+  size_t pointers, ints, floats;
+};
+constexpr KindInfo kKinds[] = {
+    {"copy", Thunk::Copy, 2, 1, 0},
+    {"matmul", Thunk::Matmul, 3, 6, 0},
+    {"matmul_bias", Thunk::MatmulBias, 4, 6, 0},
+    {"softmax", Thunk::Softmax, 2, 3, 0},
+    {"layer_norm", Thunk::LayerNorm, 4, 2, 1},
+    {"layer_norm_grad", Thunk::LayerNormGrad, 6, 2, 1},
+    {"rms_norm", Thunk::RMSNorm, 3, 2, 1},
+    {"rms_norm_grad", Thunk::RMSNormGrad, 5, 2, 1},
+    {"rope", Thunk::Rope, 2, 4, 5},
+    {"dropout", Thunk::Dropout, 8, 15, 1},
+    {"conv2d", Thunk::Conv2d, 3, 16, 0},
+    {"conv2d_input_grad", Thunk::Conv2dInputGrad, 3, 16, 0},
+    {"conv2d_weight_grad", Thunk::Conv2dWeightGrad, 3, 16, 0},
+    {"max_pool2d", Thunk::MaxPool, 2, 11, 0},
+    {"max_pool2d_grad", Thunk::MaxPoolGrad, 3, 11, 0},
+    {"avg_pool2d", Thunk::AvgPool, 2, 11, 0},
+    {"avg_pool2d_grad", Thunk::AvgPoolGrad, 2, 11, 0},
+    {"embedding", Thunk::Embedding, 3, 3, 0},
+    {"embedding_grad", Thunk::EmbeddingGrad, 3, 3, 0},
+    {"cross_entropy", Thunk::CrossEntropy, 3, 2, 0},
+    {"cross_entropy_grad", Thunk::CrossEntropyGrad, 4, 2, 0},
+    {"count_correct", Thunk::CountCorrect, 3, 2, 0},
+    {"attention", Thunk::Attention, 4, 4, 0},
+    {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
+    // Vocabulary parallelism: a block's first row or class is an i64 in
+    // the arena (its shard_start), the last pointer.
+    {"embedding_shard", Thunk::EmbeddingShard, 4, 4, 0},
+    {"embedding_grad_shard", Thunk::EmbeddingGradShard, 4, 4, 0},
+    {"class_stats", Thunk::ClassStats, 4, 3, 0},
+    {"cross_entropy_stats", Thunk::CrossEntropyStats, 3, 2, 0},
+    {"count_correct_stats", Thunk::CountCorrectStats, 3, 2, 0},
+    {"cross_entropy_grad_shard", Thunk::CrossEntropyGradShard, 6, 4, 0},
+    // Collectives: (src, dst), then (count[, group], dtype, axes, id), as
+    // the runtime's C entry points take them (dtrt/collectives.h).
+    {"all_reduce", Thunk::AllReduce, 2, 4, 0},
+    {"reduce_scatter", Thunk::ReduceScatter, 2, 5, 0},
+    {"all_gather", Thunk::AllGather, 2, 5, 0},
+    {"all_to_all", Thunk::AllToAll, 2, 5, 0},
+    {"take_shard", Thunk::TakeShard, 2, 5, 0},
+    {"shard_start", Thunk::ShardStart, 1, 1, 0},
+    {"wait", Thunk::Wait, 0, 1, 0},
+};
+
+/// A launch's NVTX range: its span's name, or `fallback` (its kind).
+std::string rangeName(const std::map<int64_t, std::string> &spans,
+                      const nlohmann::json &thunk,
+                      const std::string &fallback) {
+  auto it = spans.find(thunk.value("span", int64_t(-1)));
+  return it != spans.end() ? it->second : fallback;
+}
+
+Error planError(const std::string &what) {
+  return Error("the program's GPU plan is malformed (" + what +
+               "); rebuild it with this runtime's dtc");
+}
+
+} // namespace
+
+/// The values of the manifest's collectives ("grad/fc1.weight"), by id.
+static std::map<int64_t, std::string>
+collectiveNames(const std::string &manifest) {
+  std::map<int64_t, std::string> names;
+  nlohmann::json m = nlohmann::json::parse(manifest, nullptr, false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("collectives") ||
+      !m["collectives"].is_array())
+    return names;
+  for (const nlohmann::json &c : m["collectives"])
+    if (c.is_object() && c.contains("id"))
+      names[c.value("id", int64_t(-1))] = c.value("what", "");
+  return names;
+}
+
+/// Resolves a collective's launch for this rank: checks its group against
+/// the mesh, names it, and works out a shard's bytes (take_shard: i gains
+/// the first byte, the bytes copied and the bytes zeroed) or a shard's
+/// first row (shard_start: i gains it).
+static Status resolveCollective(Thunk &t, const nlohmann::json &record,
+                                const Mesh &mesh, int rank,
+                                const std::map<int64_t, std::string> &names,
+                                std::vector<AxisMask> &groups) {
+  std::vector<int64_t> &i = t.i;
+  if (t.kind == Thunk::Wait)
+    return Status::ok();
+  if (t.kind == Thunk::ShardStart) {
+    // The rank's index over the axes, the first the coarsest, times the
+    // block size (as dtrt_mesh_coord's callers compute it on the CPU).
+    int64_t index = 0;
+    std::vector<int> coords = mesh.coordinates(rank);
+    for (int64_t axis : record.value("axes", std::vector<int64_t>{})) {
+      if (axis < 0 || size_t(axis) >= mesh.axisCount())
+        return planError(fmt::format("a shard's start names axis {} of a "
+                                     "mesh of {} axes",
+                                     axis, mesh.axisCount()));
+      index = index * mesh.axisSize(size_t(axis)) + coords[size_t(axis)];
+    }
+    i.push_back(index * i[0]);
+    return Status::ok();
+  }
+  int64_t count = i[0], dtype = i[i.size() - 3];
+  AxisMask axes = AxisMask(i[i.size() - 2]);
+  auto name = names.find(i.back());
+  t.what = name != names.end() ? name->second
+                               : fmt::format("collective #{}", i.back());
+  if (dtype < 0 || dtype > int64_t(DType::F16) || count < 0 ||
+      (axes & ~mesh.allAxes()))
+    return planError(fmt::format("the collective of '{}' has dtype {}, "
+                                 "count {}, axes {:#x} on a mesh of {} axes",
+                                 t.what, dtype, count, axes, mesh.axisCount()));
+  int group = mesh.groupSize(axes);
+  if (t.kind == Thunk::TakeShard) {
+    int64_t total = i[0], each = i[1];
+    size_t bytes = dtypeSize(DType(dtype));
+    int64_t index = mesh.indexInGroup(rank, axes);
+    if (each * group < total)
+      return planError(fmt::format("{} shards of {} of '{}' do not cover {} "
+                                   "elements",
+                                   group, each, t.what, total));
+    int64_t begin = std::min(total, index * each);
+    int64_t end = std::min(total, begin + each);
+    i.insert(i.end(), {begin * int64_t(bytes), (end - begin) * int64_t(bytes),
+                       (each - (end - begin)) * int64_t(bytes)});
+    return Status::ok();
+  }
+  if (t.kind != Thunk::AllReduce && i[1] != group)
+    return Error(fmt::format("the GPU plan's collective of '{}' was compiled "
+                             "for a group of {} ranks over {}, but the mesh "
+                             "({}) gives {}",
+                             t.what, i[1], mesh.describeAxes(axes),
+                             mesh.describe(), group));
+  groups.push_back(axes);
+  return Status::ok();
+}
+
+/// The trace's name of each span of the manifest ("matmul fc"), by number.
+static std::map<int64_t, std::string> spanNames(const std::string &manifest) {
+  std::map<int64_t, std::string> names;
+  nlohmann::json m = nlohmann::json::parse(manifest, nullptr, false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("spans") ||
+      !m["spans"].is_array())
+    return names;
+  for (const nlohmann::json &s : m["spans"]) {
+    if (!s.is_object() || !s.contains("id"))
+      continue;
+    std::string name = s.value("op", "");
+    std::string layer = s.value("layer", "");
+    if (!layer.empty())
+      name += " " + layer;
+    names[s.value("id", int64_t(-1))] = name;
+  }
+  return names;
+}
+
+const char *kindName(Thunk::Kind kind) {
+  for (const KindInfo &k : kKinds)
+    if (k.kind == kind)
+      return k.name;
+  return kind == Thunk::Kernel ? "kernel" : "?";
+}
+
+Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
+                        const Mesh &mesh, int rank) {
+  nlohmann::json j = nlohmann::json::parse(plan, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("entries") ||
+      !j["entries"].is_object())
+    return planError("not a JSON object with entries");
+  std::map<int64_t, std::string> spans = spanNames(manifest);
+  std::map<int64_t, std::string> collectives = collectiveNames(manifest);
+  Plan out;
+  out.arenaBytes = j.value("arena_bytes", int64_t(0));
+  out.scratchBytes = j.value("scratch_bytes", int64_t(0));
+  for (auto &[name, list] : j["entries"].items()) {
+    if (!list.is_array())
+      return planError("entry " + name + " is not a list");
+    std::vector<Thunk> thunks;
+    for (const nlohmann::json &t : list) {
+      std::string op = t.value("op", "");
+      Thunk thunk;
+      thunk.kind = Thunk::Kernel;
+      thunk.name = thunk.range = op;
+      if (op == "kernel") {
+        std::string kernel = t.value("name", "");
+        thunk.name = kernel;
+        thunk.i = {t.value("n", int64_t(1))};
+        thunk.range = rangeName(spans, t, kernel);
+        thunks.push_back(std::move(thunk));
+        continue;
+      }
+      const KindInfo *info = nullptr;
+      for (const KindInfo &k : kKinds)
+        if (op == k.name)
+          info = &k;
+      if (!info)
+        return planError("unknown launch '" + op + "'");
+      thunk.kind = info->kind;
+      thunk.p = t.value("p", std::vector<int64_t>{});
+      thunk.i = t.value("i", std::vector<int64_t>{});
+      thunk.f = t.value("f", std::vector<double>{});
+      if (t.value("tf32", false))
+        thunk.operands = Operands::TF32;
+      if (t.value("bf16", false)) {
+        if (info->kind != Thunk::Attention &&
+            info->kind != Thunk::AttentionGrad)
+          return planError("'" + op + "' is marked bf16");
+        thunk.operands = Operands::BF16;
+      }
+      std::string half = t.value("half", "");
+      if (half == "bf16" || half == "f16")
+        thunk.operands = half == "bf16" ? Operands::BF16 : Operands::F16;
+      else if (!half.empty())
+        return planError("'" + op + "' has 16-bit operands of type '" + half +
+                         "'");
+      if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
+          thunk.f.size() != info->floats)
+        return planError("'" + op + "' has the wrong number of arguments");
+      thunk.range = rangeName(spans, t, op);
+      if (info->kind >= Thunk::AllReduce)
+        if (Status s = resolveCollective(thunk, t, mesh, rank, collectives,
+                                         out.groups);
+            !s)
+          return s.error();
+      thunks.push_back(std::move(thunk));
+    }
+    out.entries.emplace_back(name, std::move(thunks));
+  }
+  return out;
+}
+
+} // namespace dtrt::cuda

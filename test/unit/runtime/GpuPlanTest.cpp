@@ -1,0 +1,159 @@
+//===- GpuPlanTest.cpp - A GPU plan's collectives, read for a rank --------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// readPlan needs no GPU: what a rank's launches of a sharded plan become (its
+// shard's bytes, its block's first row, the groups its collectives need) is
+// checked here on any machine; the GPU runs them (scripts/gpu-bundle.sh).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/cuda/plan.h"
+
+#include <gtest/gtest.h>
+
+using namespace dtrt;
+using namespace dtrt::cuda;
+
+namespace {
+
+Mesh dpTp() {
+  Expected<Mesh> m = Mesh::create({"dp", "tp"}, {2, 2});
+  EXPECT_TRUE(bool(m));
+  return *m;
+}
+
+const char *kManifest = R"({"collectives": [
+  {"id": 0, "what": "grad/fc.weight"}, {"id": 1, "what": "param/fc.weight"},
+  {"id": 2, "what": "grad/wte.weight"}]})";
+
+/// One entry point, grad_step, of the launches `thunks` (JSON).
+std::string planOf(const std::string &thunks) {
+  return R"({"version": 1, "arena_bytes": 4096, "scratch_bytes": 64,
+            "entries": {"grad_step": [)" +
+         thunks + "]}}";
+}
+
+const Thunk &only(const Plan &p) {
+  EXPECT_EQ(p.entries.size(), 1u);
+  EXPECT_EQ(p.entries[0].second.size(), 1u);
+  return p.entries[0].second[0];
+}
+
+TEST(GpuPlanTest, CollectivesKeepTheirArgumentsAndNameTheirGroups) {
+  // all_reduce over {dp} (mask 1), reduce_scatter over {dp, tp} (mask 3, 4
+  // ranks), all_gather over {tp} (mask 2), a wait.
+  Expected<Plan> p =
+      readPlan(planOf(R"({"op": "all_reduce", "p": [0, 64], "i": [16, 0, 1, 0]},
+                {"op": "reduce_scatter", "p": [0, 64], "i": [4, 4, 0, 3, 2]},
+                {"op": "all_gather", "p": [64, 0], "i": [8, 2, 3, 2, 1]},
+                {"op": "wait", "i": [1]})"),
+               kManifest, dpTp(), 3);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  EXPECT_EQ(p->arenaBytes, 4096);
+  EXPECT_EQ(p->scratchBytes, 64);
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].kind, Thunk::AllReduce);
+  EXPECT_EQ(t[0].what, "grad/fc.weight");
+  EXPECT_EQ(t[1].what, "grad/wte.weight");
+  EXPECT_EQ(t[2].kind, Thunk::AllGather);
+  EXPECT_EQ(t[2].i, (std::vector<int64_t>{8, 2, 3, 2, 1}));
+  EXPECT_EQ(t[3].kind, Thunk::Wait);
+  EXPECT_EQ(p->groups, (std::vector<AxisMask>{1, 3, 2}));
+}
+
+TEST(GpuPlanTest, ATakenShardIsTheRanksBytesThenZeros) {
+  // 10 f32 elements in shards of 4 over {dp, tp}: rank 2 (index 2) holds
+  // elements 8 and 9 and two zeros; rank 3 holds only zeros. take_shard
+  // needs no engine: no group is listed.
+  std::string plan =
+      planOf(R"({"op": "take_shard", "p": [0, 64], "i": [10, 4, 0, 3, 1]})");
+  Expected<Plan> r2 = readPlan(plan, kManifest, dpTp(), 2);
+  ASSERT_TRUE(bool(r2)) << r2.error().message();
+  EXPECT_EQ(only(*r2).i, (std::vector<int64_t>{10, 4, 0, 3, 1, 32, 8, 8}));
+  EXPECT_TRUE(r2->groups.empty());
+  Expected<Plan> r3 = readPlan(plan, kManifest, dpTp(), 3);
+  ASSERT_TRUE(bool(r3));
+  EXPECT_EQ(only(*r3).i, (std::vector<int64_t>{10, 4, 0, 3, 1, 40, 0, 16}));
+  // Shards that do not cover the value are a broken plan.
+  Expected<Plan> bad = readPlan(
+      planOf(R"({"op": "take_shard", "p": [0, 64], "i": [20, 4, 0, 3, 1]})"),
+      kManifest, dpTp(), 0);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(bad.error().message().find("4 shards of 4 of 'param/fc.weight' "
+                                       "do not cover 20 elements"),
+            std::string::npos)
+      << bad.error().message();
+}
+
+TEST(GpuPlanTest, AShardsStartIsTheRanksIndexOverItsAxesTimesTheBlock) {
+  // Over {tp} (axis 1) in blocks of 128: rank 3 is (dp 1, tp 1) -> 128;
+  // over {dp, tp}: index 3 -> 384; rank 2 over {tp} -> 0.
+  std::string tp =
+      planOf(R"({"op": "shard_start", "p": [8], "i": [128], "axes": [1]})");
+  std::string both =
+      planOf(R"({"op": "shard_start", "p": [8], "i": [128], "axes": [0, 1]})");
+  EXPECT_EQ(only(*readPlan(tp, "", dpTp(), 3)).i,
+            (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(only(*readPlan(both, "", dpTp(), 3)).i,
+            (std::vector<int64_t>{128, 384}));
+  EXPECT_EQ(only(*readPlan(tp, "", dpTp(), 2)).i,
+            (std::vector<int64_t>{128, 0}));
+  Expected<Plan> beyond = readPlan(
+      planOf(R"({"op": "shard_start", "p": [8], "i": [128], "axes": [2]})"), "",
+      dpTp(), 0);
+  ASSERT_FALSE(bool(beyond));
+  EXPECT_NE(beyond.error().message().find("axis 2 of a mesh of 2 axes"),
+            std::string::npos);
+}
+
+TEST(GpuPlanTest, AGroupOfAnotherSizeThanTheMeshGivesIsAnError) {
+  // Compiled for {dp} of 4 ranks; this mesh's {dp} has 2.
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "all_gather", "p": [0, 64], "i": [8, 4, 0, 1, 1]})"),
+      kManifest, dpTp(), 0);
+  ASSERT_FALSE(bool(p));
+  EXPECT_EQ(p.error().message(),
+            "the GPU plan's collective of 'param/fc.weight' was compiled for "
+            "a group of 4 ranks over {dp}, but the mesh (dp=2, tp=2) gives 2");
+  // Axes the mesh lacks, an unknown dtype: a malformed plan.
+  for (const char *bad :
+       {R"({"op": "all_reduce", "p": [0, 64], "i": [16, 0, 4, 0]})",
+        R"({"op": "all_reduce", "p": [0, 64], "i": [16, 9, 1, 0]})"}) {
+    Expected<Plan> q = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    ASSERT_FALSE(bool(q)) << bad;
+    EXPECT_NE(q.error().message().find("GPU plan is malformed"),
+              std::string::npos)
+        << q.error().message();
+  }
+}
+
+TEST(GpuPlanTest, VocabularyParallelLaunchesAndMalformedOnesAreChecked) {
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "embedding_shard", "p": [0, 8, 16, 24],
+                 "i": [32, 128, 256, 64], "span": 4})"),
+      R"({"spans": [{"id": 4, "op": "embedding_shard", "layer": "wte"}]})",
+      dpTp(), 1);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  EXPECT_EQ(only(*p).kind, Thunk::EmbeddingShard);
+  EXPECT_EQ(only(*p).range, "embedding_shard wte");
+  EXPECT_STREQ(kindName(Thunk::CrossEntropyGradShard),
+               "cross_entropy_grad_shard");
+  for (
+      const char *bad :
+      {R"({"op": "embedding_shard", "p": [0, 8, 16], "i": [32, 128, 256, 64]})",
+       R"({"op": "all_reduce", "p": [0, 64], "i": [16, 0, 1]})",
+       R"({"op": "no_such_launch"})"}) {
+    Expected<Plan> q = readPlan(planOf(bad), "", dpTp(), 0);
+    ASSERT_FALSE(bool(q)) << bad;
+    EXPECT_NE(q.error().message().find("GPU plan is malformed"),
+              std::string::npos)
+        << q.error().message();
+  }
+  EXPECT_FALSE(bool(readPlan("[]", "", dpTp(), 0)));
+}
+
+} // namespace
