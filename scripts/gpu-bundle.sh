@@ -127,6 +127,24 @@ for program in gpt_tiny gpt_tiny_bf16; do
 done
 python3 compare-losses.py runs/gpt_tiny-cuda/metrics.jsonl runs/gpt_tiny-cpu/metrics.jsonl 1e-3 || status=1
 python3 compare-losses.py runs/gpt_tiny_bf16-cuda/metrics.jsonl runs/gpt_tiny_bf16-cpu/metrics.jsonl 5e-3 || status=1
+# A trace of steps 2:3 on the GPU: the launches of every op with a span are "kernel"
+# events of the GPU stream (tid 3), inside their steps; the start-up lines name the
+# measured peaks beside the datasheet's.
+timeout 120 ./gpt_tiny --backend cuda --steps 3 --eval-every 0 --checkpoint-every 0 \
+  --checkpoint-dir ckpt/trace --log-dir runs/trace --trace runs/trace-gpu \
+  --trace-steps 2:3 > runs/trace.txt || status=1
+grep "peak:" runs/trace.txt || { echo "no peak line"; status=1; }
+python3 - runs/trace-gpu/rank_0.pt.trace.json <<'PY' || status=1
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+kernels = [e for e in events if e.get("cat") == "kernel"]
+steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+assert kernels and all(e["tid"] == 3 and "op_id" in e["args"] for e in kernels), "no GPU kernels"
+inside = sum(any(s["ts"] <= k["ts"] and k["ts"] + k["dur"] <= s["ts"] + s["dur"] + 1 for s in steps) for k in kernels)
+print(f"GPU trace: {len(kernels)} kernel spans, {inside} inside their steps, "
+      f"{sum(k['dur'] for k in kernels) / 1e3:.2f} ms of GPU time")
+assert inside == len(kernels), "GPU spans outside their steps"
+PY
 exit $status
 RUN
 cat > "$out/run-layers.sh" <<'RUN'

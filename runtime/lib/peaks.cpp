@@ -61,6 +61,15 @@ std::string addToCache(const std::string &dir, const nlohmann::json &entries) {
   return "";
 }
 
+} // namespace
+
+std::string addToPeaksCache(const nlohmann::json &entries) {
+  std::string dir = peaksCacheDir();
+  return dir.empty() ? "" : addToCache(dir, entries);
+}
+
+namespace {
+
 /// The best time of `reps` calls of `f` after one to warm up.
 template <typename F> double bestOf(int reps, F f) {
   f();

@@ -112,6 +112,8 @@ private:
   /// datasheet peak; and on the host how it was had, for the banner.
   std::optional<double> peakFlops_;
   std::optional<HostPeaks> hostPeaks_;
+  /// A GPU's, measured (or cached) beside its datasheet's peak.
+  std::optional<DevicePeaks> devicePeaks_;
   std::optional<double> linkBytesPerS_;
   std::optional<PredictedStep> predicted_;
   Mesh oneRank_;
@@ -286,7 +288,14 @@ Expected<int> Run::execute(int argc, char **argv) {
                                linkBytesPerS_, times);
     }
   } else if (trains && manifest_.flopsPerStep > 0) {
+    // On a GPU MFU divides by the datasheet's dense peak, as llm.c and PaLM
+    // count it; the measured figures stand beside it, and in for it on a
+    // GPU the table lacks.
+    devicePeaks_ =
+        device_->measurePeaks(manifest_.precision, launch_.localRank == 0);
     peakFlops_ = device_->peakFlops(manifest_.precision);
+    if (!peakFlops_ && devicePeaks_)
+      peakFlops_ = devicePeaks_->gemmFlops;
   }
   printBanner();
 
@@ -745,10 +754,17 @@ void Run::recordRun() {
         hostPeaks_ ? fmt::format("sgemm {}^3 on {} thread{}, measured",
                                  hostPeaks_->gemmSize, hostPeaks_->threads,
                                  hostPeaks_->threads == 1 ? "" : "s")
-                   : std::string("the GPU's datasheet, dense");
+        : device_->peakFlops(manifest_.precision)
+            ? std::string("the GPU's datasheet, dense")
+            : fmt::format("cuBLAS {} {}^3, measured", devicePeaks_->gemmType,
+                          devicePeaks_->gemmSize);
   }
   if (hostPeaks_)
     run["copy_bytes_per_s"] = hostPeaks_->copyBytesPerS;
+  if (devicePeaks_) {
+    run["measured_peak_flops"] = devicePeaks_->gemmFlops;
+    run["copy_bytes_per_s"] = devicePeaks_->copyBytesPerS;
+  }
   if (linkBytesPerS_)
     run["link_bytes_per_s"] = *linkBytesPerS_;
   if (predicted_) {
@@ -862,6 +878,18 @@ void Run::printBanner() {
                                      *p.nominalFlops / 1e9, p.nominalHow)
                        : "",
         p.copyBytesPerS / 1e9);
+  }
+  if (devicePeaks_) {
+    const DevicePeaks &p = *devicePeaks_;
+    std::optional<double> sheet = device_->peakFlops(manifest_.precision);
+    fmt::print("  peak: {:.1f} TFLOP/s {} measured (cuBLAS {}^3; {}){}; copy "
+               "{:.0f} GB/s\n",
+               p.gemmFlops / 1e12, p.gemmType, p.gemmSize,
+               p.cached ? "cached in " + p.cachePath : "measured now",
+               sheet ? fmt::format("; datasheet {:.0f}, MFU's denominator",
+                                   *sheet / 1e12)
+                     : "; no datasheet figure: MFU divides by the measured",
+               p.copyBytesPerS / 1e9);
   }
   if (linkBytesPerS_)
     fmt::print("  link: all-reduce bus bandwidth {:.2f} GB/s over {} ranks "

@@ -18,6 +18,9 @@
 
 namespace dtrt {
 
+/// The trace's thread of a GPU's stream (1: the rank's, 2: communication).
+constexpr int32_t kGpuThread = 3;
+
 namespace {
 
 Tracer *currentTracer = nullptr;
@@ -182,6 +185,15 @@ void Tracer::collective(int32_t collective, int64_t beginNs, int64_t endNs) {
   push(comm_, commUsed_, {collective, thread, step_, beginNs, endNs});
 }
 
+void Tracer::deviceSpan(int32_t id, int64_t beginNs, int64_t endNs) {
+  push(compute_, computeUsed_, {id, kGpuThread, step_, beginNs, endNs});
+}
+
+void Tracer::deviceCollective(int32_t collective, int64_t beginNs,
+                              int64_t endNs) {
+  push(comm_, commUsed_, {collective, kGpuThread, step_, beginNs, endNs});
+}
+
 void Tracer::write() {
   written_ = true;
   auto ts = [&](int64_t ns) {
@@ -218,6 +230,12 @@ void Tracer::write() {
       "  {{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {0}, \"tid\": 2, "
       "\"args\": {{\"name\": \"communication\"}}}}",
       pid);
+  auto onGpu = [](const Record &r) { return r.thread == kGpuThread; };
+  if (std::any_of(compute_.begin(), compute_.begin() + computeUsed_, onGpu) ||
+      std::any_of(comm_.begin(), comm_.begin() + commUsed_, onGpu))
+    add(",\n  {{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": {}, "
+        "\"tid\": {}, \"args\": {{\"name\": \"GPU stream\"}}}}",
+        pid, kGpuThread);
   for (size_t i = 0; i < computeUsed_; ++i) {
     const Record &r = compute_[i];
     double dur = double(r.endNs - r.beginNs) / 1000.0;
@@ -233,11 +251,13 @@ void Tracer::write() {
     }
     const SpanDesc &s = m_.spans[size_t(r.id)];
     std::string name = s.layer.empty() ? s.op : s.op + " " + s.layer;
-    add(",\n  {{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": {}, \"pid\": {}, "
-        "\"tid\": 1, \"ts\": {:.3f}, \"dur\": {:.3f}, \"args\": {{\"op_id\": "
+    // An op that ran on the GPU is a "kernel", as Kineto files a device's.
+    add(",\n  {{\"ph\": \"X\", \"cat\": \"{}\", \"name\": {}, \"pid\": {}, "
+        "\"tid\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}, \"args\": {{\"op_id\": "
         "{}, \"step\": {}, \"entry\": {}, \"flops\": {}, \"bytes\": {}",
-        jsonString(name), pid, ts(r.beginNs), dur, r.id, r.step,
-        jsonString(s.entry), s.flops, s.bytes);
+        onGpu(r) ? "kernel" : "cpu_op", jsonString(name), pid, r.thread,
+        ts(r.beginNs), dur, r.id, r.step, jsonString(s.entry), s.flops,
+        s.bytes);
     if (s.collective >= 0)
       add(", \"collective\": {}", s.collective);
     add("}}}}");

@@ -64,6 +64,19 @@ struct CollectiveSetup {
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 };
 
+/// What a device measured of itself (dtrt/peaks.h's host figures, on a
+/// GPU): FLOP/s of a product of `gemmSize`^3 in `gemmType` ("bf16": 16-bit
+/// operands summed in f32, as a bf16 or f16 program's products; "f32"), and
+/// bytes per second of a large copy within the device (read + write).
+struct DevicePeaks {
+  double gemmFlops = 0, copyBytesPerS = 0;
+  int gemmSize = 0;
+  std::string gemmType;
+  /// Whether the figures came from the cache, and its path ("" if none).
+  bool cached = false;
+  std::string cachePath;
+};
+
 /// Memory and execution for one rank.
 class Device {
 public:
@@ -91,6 +104,15 @@ public:
   }
   /// The device's peak FLOP/s for arithmetic in `precision` (f32, bf16,
   /// f16), when known: what MFU divides by.
+  /// Measures (or reads from the peaks cache) what the device does for a
+  /// program computing in `precision`, and caches it when `writeCache`; the
+  /// host's peaks are dtrt/peaks.h's, so none here.
+  virtual std::optional<DevicePeaks> measurePeaks(const std::string &precision,
+                                                  bool writeCache) {
+    (void)precision;
+    (void)writeCache;
+    return std::nullopt;
+  }
   virtual std::optional<double> peakFlops(const std::string &precision) const {
     (void)precision;
     return std::nullopt;

@@ -72,6 +72,11 @@ std::map<KernelCall, double> kernelTimes(const std::vector<KernelCall> &calls,
                                          int threads, int ranksHere,
                                          Communicator *comm, bool writes);
 
+/// Adds `entries` to the cache (dtrt/peaks_cache.h), re-read first so that
+/// what other ranks wrote meanwhile stays; returns the path written, or ""
+/// when it could not be (no error: the next run measures again).
+std::string addToPeaksCache(const nlohmann::json &entries);
+
 /// Records the link bandwidth measured over `ranks` ranks that all run on
 /// this machine in the cache (dtrt/peaks_cache.h), where `dtc --report`
 /// finds it; failing to is no error.

@@ -92,6 +92,11 @@ public:
   void end(int32_t id);
   /// Collective `collective` ran from `beginNs` to `endNs` (steady clock).
   void collective(int32_t collective, int64_t beginNs, int64_t endNs);
+  /// Op `id` (a span of the manifest), or collective `collective`, ran on
+  /// the GPU's stream from `beginNs` to `endNs` (steady clock): the trace's
+  /// "GPU stream" thread, as Kineto lists a device's kernels.
+  void deviceSpan(int32_t id, int64_t beginNs, int64_t endNs);
+  void deviceCollective(int32_t collective, int64_t beginNs, int64_t endNs);
 
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
   const std::string &path() const { return path_; }
@@ -100,7 +105,9 @@ public:
 private:
   struct Record {
     int32_t id;
-    int32_t thread; // 1: the rank's thread, 2: its communication thread
+    /// 1: the rank's thread, 2: its communication thread, 3: its GPU's
+    /// stream.
+    int32_t thread;
     int64_t step;
     int64_t beginNs, endNs;
   };

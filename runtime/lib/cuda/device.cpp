@@ -18,6 +18,7 @@
 #include "dtrt/cuda/device.h"
 
 #include "dtrt/cuda/executor.h"
+#include "dtrt/cuda/peaks.h"
 #include "dtrt/report.h"
 
 #include <fmt/format.h>
@@ -66,6 +67,19 @@ public:
                        engine.empty() ? "" : "; collectives: " + engine);
   }
   Backend backend() const override { return Backend::Cuda; }
+
+  std::optional<DevicePeaks> measurePeaks(const std::string &precision,
+                                          bool writeCache) override {
+    Expected<DevicePeaks> p = gpuPeaks(executor_->blas(), executor_->stream(),
+                                       name_, precision, writeCache);
+    if (!p) {
+      // The datasheet's figure still serves MFU.
+      fmt::print(stderr, "warning: the GPU's peaks were not measured: {}\n",
+                 p.error().message());
+      return std::nullopt;
+    }
+    return *p;
+  }
 
   std::optional<double> peakFlops(const std::string &precision) const override {
     // Dense peaks in TFLOP/s, 16-bit tensor cores and f32 CUDA cores, from the

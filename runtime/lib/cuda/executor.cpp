@@ -7,6 +7,7 @@
 #include "dtrt/cuda/executor.h"
 
 #include "dtrt/cuda/blas.h"
+#include "dtrt/trace.h"
 
 #include "dtk/cuda_kernels.h"
 
@@ -115,6 +116,8 @@ Executor::~Executor() {
   collectives_.reset();
   if (profile_)
     printProfile();
+  for (cudaEvent_t e : events_)
+    cudaEventDestroy(e);
   blas_.reset();
   if (scratch_)
     cudaFree(scratch_);
@@ -139,9 +142,28 @@ Status Executor::run(const std::string &name, char *arena) {
     struct PopRange {
       ~PopRange() { nvtxRangePop(); }
     } entryRange;
+    // A traced step's launches each sit between two events; the anchor is
+    // recorded on an idle stream, so it runs at the host time beside it.
+    Tracer *tracer = programTracer();
+    bool tracing = tracer && tracer->recording() && !profile_;
+    if (tracing) {
+      if (Status s = synchronize(); !s)
+        return s;
+      if (Status s = traceEvents(1 + 2 * thunks.size()); !s)
+        return s;
+      anchors_.push_back({events_[eventsUsed_++], steadyNanos()});
+      cudaEventRecord(anchors_.back().first, stream_);
+    }
     for (const Thunk &t : thunks) {
       nvtxRangePushA(t.range.c_str());
       PopRange launchRange;
+      bool traced = tracing && (t.span >= 0 || t.collective >= 0);
+      if (traced) {
+        traced_.push_back({t.span, t.collective, anchors_.size() - 1,
+                           events_[eventsUsed_], events_[eventsUsed_ + 1]});
+        eventsUsed_ += 2;
+        cudaEventRecord(traced_.back().begin, stream_);
+      }
       cudaEvent_t begin = nullptr, end = nullptr;
       if (profile_) {
         cudaEventCreate(&begin);
@@ -150,6 +172,8 @@ Status Executor::run(const std::string &name, char *arena) {
       }
       if (Status s = launch(t, arena); !s)
         return s.error().withContext(name);
+      if (traced)
+        cudaEventRecord(traced_.back().end, stream_);
       if (profile_) {
         cudaEventRecord(end, stream_);
         cudaEventSynchronize(end);
@@ -181,13 +205,50 @@ std::string Executor::collectivesEngine() const {
 }
 
 Status Executor::synchronize() {
-  if (collectives_)
-    return collectives_->synchronize(stream_);
+  if (collectives_) {
+    if (Status s = collectives_->synchronize(stream_); !s)
+      return s;
+    return flushTrace();
+  }
   cudaError_t e = cudaStreamSynchronize(stream_);
   if (e != cudaSuccess)
     return cudaFailure("a GPU step failed (an id out of range traps a "
                        "kernel: check the data's vocabulary)",
                        e);
+  return flushTrace();
+}
+
+Status Executor::traceEvents(size_t count) {
+  while (events_.size() < eventsUsed_ + count) {
+    cudaEvent_t e = nullptr;
+    cudaError_t err = cudaEventCreate(&e);
+    if (err != cudaSuccess)
+      return cudaFailure("cannot make the events that trace the GPU", err);
+    events_.push_back(e);
+  }
+  return Status::ok();
+}
+
+Status Executor::flushTrace() {
+  if (traced_.empty() && anchors_.empty())
+    return Status::ok();
+  Tracer *tracer = programTracer();
+  for (const Traced &t : traced_) {
+    auto [anchor, anchorNs] = anchors_[t.anchor];
+    float begin = 0, end = 0;
+    if (cudaEventElapsedTime(&begin, anchor, t.begin) != cudaSuccess ||
+        cudaEventElapsedTime(&end, anchor, t.end) != cudaSuccess || !tracer)
+      continue;
+    int64_t b = anchorNs + int64_t(double(begin) * 1e6),
+            e = anchorNs + int64_t(double(end) * 1e6);
+    if (t.collective >= 0)
+      tracer->deviceCollective(t.collective, b, e);
+    else
+      tracer->deviceSpan(t.span, b, e);
+  }
+  traced_.clear();
+  anchors_.clear();
+  eventsUsed_ = 0;
   return Status::ok();
 }
 

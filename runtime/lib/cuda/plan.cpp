@@ -153,6 +153,7 @@ static Status resolveCollective(Thunk &t, const nlohmann::json &record,
                              "({}) gives {}",
                              t.what, i[1], mesh.describeAxes(axes),
                              mesh.describe(), group));
+  t.collective = int32_t(i.back());
   groups.push_back(axes);
   return Status::ok();
 }
@@ -203,6 +204,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       Thunk thunk;
       thunk.kind = Thunk::Kernel;
       thunk.name = thunk.range = op;
+      thunk.span = int32_t(t.value("span", int64_t(-1)));
       if (op == "kernel") {
         std::string kernel = t.value("name", "");
         thunk.name = kernel;

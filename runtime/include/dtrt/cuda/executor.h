@@ -77,6 +77,8 @@ public:
   /// not NCCL when NCCL could not load; "" for a plan without any.
   std::string collectivesEngine() const;
   cudaStream_t stream() const { return stream_; }
+  /// The products' cuBLAS, on stream().
+  Blas &blas() { return *blas_; }
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
   /// with CUDA events (serialising the stream) and this prints the launches
@@ -88,6 +90,22 @@ private:
   Status launch(const Thunk &t, char *arena);
   /// The name a profile gives a launch: its kernel's or its kind's.
   static std::string describe(const Thunk &t);
+
+  /// Under --trace, a traced step's launches between CUDA events, and the
+  /// anchors that put the events on the host's clock: the stream was idle
+  /// when an anchor was recorded, at the host time beside it.
+  struct Traced {
+    int32_t span, collective;
+    size_t anchor;
+    cudaEvent_t begin, end;
+  };
+  Status traceEvents(size_t count);
+  /// Hands the traced launches that have run to the tracer.
+  Status flushTrace();
+  std::vector<cudaEvent_t> events_;
+  size_t eventsUsed_ = 0;
+  std::vector<std::pair<cudaEvent_t, int64_t>> anchors_;
+  std::vector<Traced> traced_;
 
   bool profile_ = false;
   std::map<std::string, std::pair<double, int64_t>> profiled_;

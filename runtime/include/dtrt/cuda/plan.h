@@ -85,6 +85,9 @@ struct Thunk {
   std::string range;
   /// A collective's value ("grad/fc1.weight"), for messages.
   std::string what;
+  /// Its op's span in the manifest (the trace's op_id), or -1; a
+  /// collective's id, or -1.
+  int32_t span = -1, collective = -1;
 };
 
 /// The name of a launch kind in the plan ("matmul").

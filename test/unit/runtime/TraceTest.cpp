@@ -1,0 +1,95 @@
+//===- TraceTest.cpp - A trace's GPU stream -------------------------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// What the CUDA executor hands the tracer (dtrt/cuda/executor.h: a traced
+// step's launches timed with events on the host's clock) is written as
+// Kineto writes a device's work: "kernel" events on a "GPU stream" thread,
+// with the op's op_id, and the GPU's collectives there with their
+// arguments. The CPU path's traces are test/e2e/trace's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dtrt/trace.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace dtrt;
+
+namespace {
+
+TEST(TraceTest, TheGpuStreamIsAThreadOfKernelsAndCollectives) {
+  Manifest m;
+  m.name = "gpu_trace";
+  m.train.accumulation = 1;
+  SpanDesc matmul;
+  matmul.id = 0;
+  matmul.entry = "grad_step";
+  matmul.op = "matmul";
+  matmul.layer = "fc";
+  matmul.flops = 2048;
+  SpanDesc reduce = matmul;
+  reduce.id = 1;
+  reduce.op = "all_reduce";
+  reduce.layer = "";
+  reduce.collective = 0;
+  m.spans = {matmul, reduce};
+  CollectiveDesc c;
+  c.id = 0;
+  c.kind = "all-reduce";
+  c.what = "grad/fc.weight";
+  c.axes = {"dp"};
+  c.entry = "grad_step";
+  c.bytes = 4096;
+  c.elements = 1024;
+  c.dtype = "f32";
+  m.collectives = {c};
+  Expected<Mesh> mesh = Mesh::create({"dp"}, {2});
+  ASSERT_TRUE(bool(mesh));
+  std::string dir = ::testing::TempDir() + "/dt-gpu-trace";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Tracer t(m, {dir, 1, 1, 1, 2, "mpi"}, *mesh);
+  ASSERT_TRUE(bool(t.alignClocks(nullptr)));
+  t.beginStep(1);
+  int64_t now = steadyNanos();
+  t.deviceSpan(0, now, now + 5000);
+  t.deviceCollective(0, now + 5000, now + 9000);
+  t.endStep(1);
+
+  std::ifstream in(t.path());
+  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(trace.is_discarded()) << t.path();
+  bool named = false;
+  int kernels = 0, collectives = 0;
+  for (const nlohmann::json &e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 3)
+      named = e["args"]["name"] == "GPU stream";
+    if (e["ph"] != "X")
+      continue;
+    EXPECT_EQ(e["tid"], 3) << e.dump();
+    if (e["cat"] == "kernel") {
+      ++kernels;
+      EXPECT_EQ(e["name"], "matmul fc");
+      EXPECT_EQ(e["args"]["op_id"], 0);
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 5.0);
+    } else {
+      ++collectives;
+      EXPECT_EQ(e["cat"], "collective");
+      EXPECT_EQ(e["args"]["Collective name"], "all-reduce");
+      EXPECT_EQ(e["args"]["Process Group Ranks"], (std::vector<int>{0, 1}));
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 4.0);
+    }
+  }
+  EXPECT_TRUE(named);
+  EXPECT_EQ(kernels, 1);
+  EXPECT_EQ(collectives, 1);
+}
+
+} // namespace
