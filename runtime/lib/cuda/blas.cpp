@@ -23,6 +23,7 @@ struct Blas::Api {
   cublasStatus_t (*destroy)(cublasHandle_t);
   cublasStatus_t (*setStream)(cublasHandle_t, cudaStream_t);
   cublasStatus_t (*setMathMode)(cublasHandle_t, cublasMath_t);
+  cublasStatus_t (*setWorkspace)(cublasHandle_t, void *, size_t);
   const char *(*statusString)(cublasStatus_t);
   cublasStatus_t (*sgemmStridedBatched)(cublasHandle_t, cublasOperation_t,
                                         cublasOperation_t, int, int, int,
@@ -73,6 +74,7 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
       !bind(blas->library_, "cublasDestroy_v2", api.destroy) ||
       !bind(blas->library_, "cublasSetStream_v2", api.setStream) ||
       !bind(blas->library_, "cublasSetMathMode", api.setMathMode) ||
+      !bind(blas->library_, "cublasSetWorkspace_v2", api.setWorkspace) ||
       !bind(blas->library_, "cublasGetStatusString", api.statusString) ||
       !bind(blas->library_, "cublasSgemmStridedBatched",
             api.sgemmStridedBatched) ||
@@ -85,6 +87,16 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
     s = api.setStream(blas->handle_, stream);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = api.setMathMode(blas->handle_, CUBLAS_DEFAULT_MATH);
+  // A workspace of its own (32 MiB, what cuBLAS advises for Hopper): a
+  // product captured in a CUDA graph must not allocate one.
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    constexpr size_t kWorkspace = size_t(32) << 20;
+    cudaError_t e = cudaMalloc(&blas->workspace_, kWorkspace);
+    if (e != cudaSuccess)
+      return Error(fmt::format("cannot allocate cuBLAS's workspace: {}",
+                               cudaGetErrorString(e)));
+    s = api.setWorkspace(blas->handle_, blas->workspace_, kWorkspace);
+  }
   if (s != CUBLAS_STATUS_SUCCESS)
     return Error(fmt::format("cuBLAS cannot start: {}", api.statusString(s)));
   return blas;
@@ -93,6 +105,8 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
 Blas::~Blas() {
   if (handle_)
     api_->destroy(handle_);
+  if (workspace_)
+    cudaFree(workspace_);
   // The library stays loaded: its own teardown runs at exit.
 }
 

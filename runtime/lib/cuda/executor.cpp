@@ -68,6 +68,9 @@ Executor::create(const std::string &image, const std::string &planText,
 
   const char *profile = std::getenv("DTRT_CUDA_PROFILE");
   e->profile_ = profile && std::string(profile) == "1";
+  const char *graphs = std::getenv("DTRT_CUDA_GRAPHS");
+  if (!graphs || std::string(graphs) != "0")
+    e->graphs_.emplace();
   e->arenaBytes_ = plan->arenaBytes;
   if (plan->scratchBytes > 0 &&
       (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
@@ -118,6 +121,9 @@ Executor::~Executor() {
     printProfile();
   for (cudaEvent_t e : events_)
     cudaEventDestroy(e);
+  if (graphs_)
+    for (auto &[entry, graph] : *graphs_)
+      cudaGraphExecDestroy(graph.exec);
   blas_.reset();
   if (scratch_)
     cudaFree(scratch_);
@@ -142,56 +148,117 @@ Status Executor::run(const std::string &name, char *arena) {
     struct PopRange {
       ~PopRange() { nvtxRangePop(); }
     } entryRange;
-    // A traced step's launches each sit between two events; the anchor is
-    // recorded on an idle stream, so it runs at the host time beside it.
     Tracer *tracer = programTracer();
     bool tracing = tracer && tracer->recording() && !profile_;
-    if (tracing) {
-      if (Status s = synchronize(); !s)
-        return s;
-      if (Status s = traceEvents(1 + 2 * thunks.size()); !s)
-        return s;
-      anchors_.push_back({events_[eventsUsed_++], steadyNanos()});
-      cudaEventRecord(anchors_.back().first, stream_);
-    }
-    for (const Thunk &t : thunks) {
-      nvtxRangePushA(t.range.c_str());
-      PopRange launchRange;
-      bool traced = tracing && (t.span >= 0 || t.collective >= 0);
-      if (traced) {
-        traced_.push_back({t.span, t.collective, anchors_.size() - 1,
-                           events_[eventsUsed_], events_[eventsUsed_ + 1]});
-        eventsUsed_ += 2;
-        cudaEventRecord(traced_.back().begin, stream_);
-      }
-      cudaEvent_t begin = nullptr, end = nullptr;
-      if (profile_) {
-        cudaEventCreate(&begin);
-        cudaEventCreate(&end);
-        cudaEventRecord(begin, stream_);
-      }
-      if (Status s = launch(t, arena); !s)
-        return s.error().withContext(name);
-      if (traced)
-        cudaEventRecord(traced_.back().end, stream_);
-      if (profile_) {
-        cudaEventRecord(end, stream_);
-        cudaEventSynchronize(end);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, begin, end);
-        auto &[total, count] = profiled_[describe(t)];
-        total += ms;
-        ++count;
-        cudaEventDestroy(begin);
-        cudaEventDestroy(end);
-      }
-    }
-    if (const char *e = dtk_cuda_last_error())
-      return Error(
-          fmt::format("{}: a GPU kernel failed to launch: {}", name, e));
-    return Status::ok();
+    if (graphs_ && !tracing && !profile_ && capturable(thunks))
+      return runGraph(entry, thunks, arena);
+    return launchAll(entry, thunks, arena, tracing);
   }
   return Error("the GPU plan has no entry point " + name);
+}
+
+bool Executor::capturable(const std::vector<Thunk> &thunks) const {
+  // Collectives stay out of graphs: the host engine's are host calls, and a
+  // sharded step's shards and block starts copy from host memory.
+  return std::all_of(thunks.begin(), thunks.end(),
+                     [](const Thunk &t) { return t.kind < Thunk::AllReduce; });
+}
+
+Status Executor::runGraph(const std::string &entry,
+                          const std::vector<Thunk> &thunks, char *arena) {
+  auto it = graphs_->find(entry);
+  if (it == graphs_->end() || it->second.arena != arena) {
+    if (it != graphs_->end()) {
+      cudaGraphExecDestroy(it->second.exec);
+      graphs_->erase(it);
+    }
+    // Capture records the launches without running them; a capture that
+    // fails leaves nothing run, so the entry runs launch by launch instead
+    // (and from then on), saying why once.
+    cudaError_t e =
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+    Status launched = e == cudaSuccess
+                          ? launchAll(entry, thunks, arena, false)
+                          : cudaFailure("cannot begin capturing", e);
+    cudaGraph_t graph = nullptr;
+    if (e == cudaSuccess)
+      e = cudaStreamEndCapture(stream_, &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (launched && e == cudaSuccess)
+      e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (!launched || e != cudaSuccess) {
+      cudaGetLastError(); // the capture's error is reported here, not later
+      std::string why =
+          launched ? cudaGetErrorString(e) : launched.error().message();
+      fmt::print(stderr,
+                 "note: {} runs launch by launch: capturing it as a CUDA "
+                 "graph failed ({})\n",
+                 entry, why);
+      graphs_.reset();
+      return launchAll(entry, thunks, arena, false);
+    }
+    it = graphs_->emplace(entry, Graph{arena, exec}).first;
+  }
+  cudaError_t e = cudaGraphLaunch(it->second.exec, stream_);
+  if (e != cudaSuccess)
+    return cudaFailure(
+        fmt::format("{}: launching its CUDA graph failed", entry), e);
+  return Status::ok();
+}
+
+Status Executor::launchAll(const std::string &name,
+                           const std::vector<Thunk> &thunks, char *arena,
+                           bool tracing) {
+  struct PopRange {
+    ~PopRange() { nvtxRangePop(); }
+  };
+  // A traced step's launches each sit between two events; the anchor is
+  // recorded on an idle stream, so it runs at the host time beside it.
+  if (tracing) {
+    if (Status s = synchronize(); !s)
+      return s;
+    if (Status s = traceEvents(1 + 2 * thunks.size()); !s)
+      return s;
+    anchors_.push_back({events_[eventsUsed_++], steadyNanos()});
+    cudaEventRecord(anchors_.back().first, stream_);
+  }
+  for (const Thunk &t : thunks) {
+    nvtxRangePushA(t.range.c_str());
+    PopRange launchRange;
+    bool traced = tracing && (t.span >= 0 || t.collective >= 0);
+    if (traced) {
+      traced_.push_back({t.span, t.collective, anchors_.size() - 1,
+                         events_[eventsUsed_], events_[eventsUsed_ + 1]});
+      eventsUsed_ += 2;
+      cudaEventRecord(traced_.back().begin, stream_);
+    }
+    cudaEvent_t begin = nullptr, end = nullptr;
+    if (profile_) {
+      cudaEventCreate(&begin);
+      cudaEventCreate(&end);
+      cudaEventRecord(begin, stream_);
+    }
+    if (Status s = launch(t, arena); !s)
+      return s.error().withContext(name);
+    if (traced)
+      cudaEventRecord(traced_.back().end, stream_);
+    if (profile_) {
+      cudaEventRecord(end, stream_);
+      cudaEventSynchronize(end);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, begin, end);
+      auto &[total, count] = profiled_[describe(t)];
+      total += ms;
+      ++count;
+      cudaEventDestroy(begin);
+      cudaEventDestroy(end);
+    }
+  }
+  if (const char *e = dtk_cuda_last_error())
+    return Error(fmt::format("{}: a GPU kernel failed to launch: {}", name, e));
+  return Status::ok();
 }
 
 std::string Executor::collectivesEngine() const {

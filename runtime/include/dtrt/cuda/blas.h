@@ -52,6 +52,7 @@ private:
   std::unique_ptr<Api> api_;
   void *library_ = nullptr;
   cublasHandle_t handle_ = nullptr;
+  void *workspace_ = nullptr;
 };
 
 } // namespace dtrt::cuda

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,13 @@ public:
   /// Whether the plan has entry point `name` (grad_step, apply_step, ...).
   bool has(const std::string &name) const;
   /// Queues entry point `name` over the device arena at `arena`; errors of
-  /// the launches themselves surface at the next synchronize. The entry
-  /// point and each launch are NVTX ranges (NVTX 3: no-ops unless a tool
-  /// such as Nsight Systems is attached), named as the trace's spans.
+  /// the launches themselves surface at the next synchronize. An entry
+  /// point without collectives is captured as a CUDA graph at its first run
+  /// and replayed after (one launch instead of hundreds; DTRT_CUDA_GRAPHS=0
+  /// turns it off, as do --trace and DTRT_CUDA_PROFILE, which time each
+  /// launch). The entry point and each launch run eagerly are NVTX ranges
+  /// (NVTX 3: no-ops unless a tool such as Nsight Systems is attached),
+  /// named as the trace's spans.
   Status run(const std::string &name, char *arena);
   /// Waits for everything queued; the first failure of any launch, or of
   /// the collectives (which end after the setup's timeout).
@@ -106,6 +111,23 @@ private:
   size_t eventsUsed_ = 0;
   std::vector<std::pair<cudaEvent_t, int64_t>> anchors_;
   std::vector<Traced> traced_;
+
+  /// Runs an entry point's launches one by one (under --trace, timed).
+  Status launchAll(const std::string &name, const std::vector<Thunk> &thunks,
+                   char *arena, bool tracing);
+  /// Whether a CUDA graph may hold an entry point's launches.
+  bool capturable(const std::vector<Thunk> &thunks) const;
+  /// Replays the entry point's CUDA graph, captured at its first run (for
+  /// this arena).
+  Status runGraph(const std::string &entry, const std::vector<Thunk> &thunks,
+                  char *arena);
+  struct Graph {
+    char *arena;
+    cudaGraphExec_t exec;
+  };
+  /// The entry points' graphs; none when DTRT_CUDA_GRAPHS=0, or since a
+  /// capture failed.
+  std::optional<std::map<std::string, Graph>> graphs_;
 
   bool profile_ = false;
   std::map<std::string, std::pair<double, int64_t>> profiled_;
