@@ -56,7 +56,10 @@ cp -r "$root/data/text" "$out/data/"
 DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/mlp_fashion_dp.dt" -o "$out/mlp_fashion_dp"
 DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/zero3_synthetic.dt" -o "$out/zero3_synthetic"
 DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tp.dt" -o "$out/gpt_tp"
-# Open MPI's launcher, relocated (OPAL_PREFIX, PMIX_INSTALL_PREFIX): the GPU machine
+# The same ZeRO-3 step with its collectives beside the compute (a stream of their own).
+DT_GPU=on "$build/bin/dtc" --overlap "$root/../shared/spec/programs/zero3_synthetic.dt" \
+  -o "$out/zero3_overlap"
+# Open MPI's launcher, relocated (OPAL_PREFIX; PMIx's plugins by their path): the GPU machine
 # has none. Its plugins, PMIx's, and every library they load go in ompi/.
 ompi="$out/ompi"
 mkdir -p "$ompi/bin" "$ompi/lib/x86_64-linux-gnu/openmpi/lib" "$ompi/share" \
@@ -78,7 +81,8 @@ done
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
 for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu \
-    llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp zero3_synthetic gpt_tp; do
+    llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp zero3_synthetic zero3_overlap \
+    gpt_tp; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
   ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -174,23 +178,23 @@ cat > "$out/run-sharded.sh" <<'RUN'
 # sharing it, so --collectives auto takes the host engine and says why (NCCL refuses
 # ranks that share a GPU); STEPS (8) steps on the GPU and on the CPU from the same
 # initialisation and batches give the same losses within 1e-3 relative: the GPU
-# plan's collectives, shards, block starts and vocabulary-parallel kernels (gpt_tp).
+# plan's collectives, shards, block starts and vocabulary-parallel kernels (gpt_tp),
+# and asynchronous collectives on a stream of their own (zero3_overlap).
 # Then --collectives nccl must stop with a message, not hang.
 cd "$(dirname "$0")"
 here=$PWD
 export LD_LIBRARY_PATH="$here:$here/ompi/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export OPAL_PREFIX="$here/ompi" PMIX_INSTALL_PREFIX="$here/ompi/pmix2"
+export OPAL_PREFIX="$here/ompi" PMIX_PREFIX="$here/ompi/pmix2" \
+  PMIX_MCA_mca_base_component_path="$here/ompi/pmix2/lib/pmix"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun() {
-  "$here/ompi/bin/orterun" -n 4 --oversubscribe --bind-to none \
-    --mca btl_vader_single_copy_mechanism none "$@"
-}
+# A command, not a function: `timeout` runs commands.
+mpirun="$here/ompi/bin/orterun -n 4 --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none"
 steps=${STEPS:-8}
 status=0
 mkdir -p runs
-for program in mlp_fashion_dp zero3_synthetic gpt_tp; do
+for program in mlp_fashion_dp zero3_synthetic zero3_overlap gpt_tp; do
   for backend in cuda cpu; do
-    timeout 120 mpirun ./$program --backend $backend --steps "$steps" --log-every 1 \
+    timeout 120 $mpirun ./$program --backend $backend --steps "$steps" --log-every 1 \
       --eval-every 0 --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \
       --log-dir "runs/$program-$backend" > "runs/$program-$backend.txt" 2>&1 \
       || { tail -5 "runs/$program-$backend.txt"; status=1; }
@@ -198,7 +202,7 @@ for program in mlp_fashion_dp zero3_synthetic gpt_tp; do
   head -3 "runs/$program-cuda.txt"
   python3 compare-losses.py runs/$program-cuda/metrics.jsonl runs/$program-cpu/metrics.jsonl 1e-3 || status=1
 done
-if timeout 60 mpirun ./mlp_fashion_dp --backend cuda --collectives nccl --steps 1 \
+if timeout 60 $mpirun ./mlp_fashion_dp --backend cuda --collectives nccl --steps 1 \
     --checkpoint-every 0 --checkpoint-dir ckpt/nccl --log-dir runs/nccl > runs/nccl.txt 2>&1; then
   echo "--collectives nccl with ranks sharing a GPU did not fail"; status=1
 elif ! grep -q "which NCCL refuses" runs/nccl.txt; then

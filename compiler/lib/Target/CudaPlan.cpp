@@ -25,7 +25,8 @@
 // all_to_all add the group's size after the count, take_shard has (total,
 // count, ...), and "shard_start" (a rank's first row of a block) names its
 // axes and block size for the runtime to work out. An asynchronous
-// collective's dt.wait is {"op": "wait", "i": [id]}. What a GPU cannot run
+// collective (dtc --overlap) is marked "async": true, and its dt.wait is
+// {"op": "wait", "i": [id]}. What a GPU cannot run
 // yet (pipeline stages, kernels without a GPU twin, 16-bit products) makes
 // the whole program CPU-only, with the first such op's location as the
 // reason.
@@ -557,7 +558,10 @@ private:
     else // take_shard
       ints = {inCount, outCount};
     ints.append({int64_t(*dtype), mask, id.getInt()});
-    out.push_back(thunk(name, {offsetOf(in), offsetOf(result)}, ints));
+    json::Object t = thunk(name, {offsetOf(in), offsetOf(result)}, ints);
+    if (op->hasAttr(kAsyncAttr))
+      t["async"] = true;
+    out.push_back(std::move(t));
     return std::nullopt;
   }
 

@@ -6,12 +6,9 @@
 
 #include "dtrt/cuda/collectives.h"
 
-#include "dtrt/collectives.h"  // addProgramCollectiveSeconds
 #include "dtrt/cuda/library.h" // cudaFailure
 
 #include <fmt/format.h>
-
-#include <chrono>
 
 namespace dtrt::cuda {
 
@@ -26,9 +23,7 @@ size_t bytesOf(int64_t count, DType type) {
 
 /// Stages every collective through pinned host memory and the host
 /// communicator. The stream is drained before the copy out and after the
-/// copy back, so the buffers are free when a call returns. A collective's
-/// time, from its copy out to the end of its copy back, is the step's
-/// communication (the work queued before it is not).
+/// copy back, so the buffers are free when a call returns.
 class HostCollectives final : public DeviceCollectives {
 public:
   explicit HostCollectives(Communicator &host) : DeviceCollectives(host) {}
@@ -127,11 +122,8 @@ private:
   Status stageIn(const void *src, size_t bytes, cudaStream_t stream) {
     if (Status s = reserve(in_, inBytes_, bytes); !s)
       return s;
-    cudaError_t e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-      return cudaFailure("a GPU step failed before a collective", e);
-    began_ = std::chrono::steady_clock::now();
-    e = cudaMemcpyAsync(in_, src, bytes, cudaMemcpyDeviceToHost, stream);
+    cudaError_t e =
+        cudaMemcpyAsync(in_, src, bytes, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess)
@@ -149,15 +141,11 @@ private:
       e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess)
       return cudaFailure("a collective's copy back to the GPU failed", e);
-    addProgramCollectiveSeconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began_)
-            .count());
     return Status::ok();
   }
 
   char *in_ = nullptr, *out_ = nullptr;
   size_t inBytes_ = 0, outBytes_ = 0;
-  std::chrono::steady_clock::time_point began_;
 };
 
 } // namespace

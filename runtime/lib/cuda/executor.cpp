@@ -6,6 +6,7 @@
 
 #include "dtrt/cuda/executor.h"
 
+#include "dtrt/collectives.h" // addProgramCollectiveSeconds
 #include "dtrt/cuda/blas.h"
 #include "dtrt/trace.h"
 
@@ -106,6 +107,18 @@ Executor::create(const std::string &image, const std::string &planText,
       return engine.error();
     e->collectives_ = std::move(*engine);
   }
+  // Asynchronous collectives (dtc --overlap) run on a stream of their own,
+  // beside the step's work until their dt.wait.
+  bool async = false;
+  for (const auto &[name, thunks] : e->entries_)
+    for (const Thunk &t : thunks)
+      async |= t.async;
+  if (async) {
+    if ((err = cudaStreamCreate(&e->commStream_)) != cudaSuccess ||
+        (err = cudaEventCreateWithFlags(&e->ready_, cudaEventDisableTiming)) !=
+            cudaSuccess)
+      return cudaFailure("cannot make the collectives' stream", err);
+  }
   return e;
 }
 
@@ -124,6 +137,16 @@ Executor::~Executor() {
   if (graphs_)
     for (auto &[entry, graph] : *graphs_)
       cudaGraphExecDestroy(graph.exec);
+  for (auto [begin, end] : commTimes_) {
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+  }
+  for (auto &[id, done] : done_)
+    cudaEventDestroy(done);
+  if (ready_)
+    cudaEventDestroy(ready_);
+  if (commStream_)
+    cudaStreamDestroy(commStream_);
   blas_.reset();
   if (scratch_)
     cudaFree(scratch_);
@@ -227,12 +250,14 @@ Status Executor::launchAll(const std::string &name,
   for (const Thunk &t : thunks) {
     nvtxRangePushA(t.range.c_str());
     PopRange launchRange;
+    if (Status s = startOnCommStream(t); !s)
+      return s;
     bool traced = tracing && (t.span >= 0 || t.collective >= 0);
     if (traced) {
       traced_.push_back({t.span, t.collective, anchors_.size() - 1,
                          events_[eventsUsed_], events_[eventsUsed_ + 1]});
       eventsUsed_ += 2;
-      cudaEventRecord(traced_.back().begin, stream_);
+      cudaEventRecord(traced_.back().begin, streamOf(t));
     }
     cudaEvent_t begin = nullptr, end = nullptr;
     if (profile_) {
@@ -243,7 +268,7 @@ Status Executor::launchAll(const std::string &name,
     if (Status s = launch(t, arena); !s)
       return s.error().withContext(name);
     if (traced)
-      cudaEventRecord(traced_.back().end, stream_);
+      cudaEventRecord(traced_.back().end, streamOf(t));
     if (profile_) {
       cudaEventRecord(end, stream_);
       cudaEventSynchronize(end);
@@ -274,6 +299,8 @@ std::string Executor::collectivesEngine() const {
 Status Executor::synchronize() {
   if (collectives_) {
     if (Status s = collectives_->synchronize(stream_); !s)
+      return s;
+    if (Status s = countCommTimes(); !s)
       return s;
     return flushTrace();
   }
@@ -503,20 +530,10 @@ Status Executor::launch(const Thunk &t, char *arena) {
                                           i64(5), i[3], s);
     return Status::ok();
   case Thunk::AllReduce:
-    return collectives_->allReduceSum(arena + t.p[0], arena + t.p[1], i[0],
-                                      DType(i[1]), AxisMask(i[2]), t.what,
-                                      stream_);
   case Thunk::ReduceScatter:
-    return collectives_->reduceScatterSum(arena + t.p[0], arena + t.p[1], i[0],
-                                          DType(i[2]), AxisMask(i[3]), t.what,
-                                          stream_);
   case Thunk::AllGather:
-    return collectives_->allGather(arena + t.p[0], arena + t.p[1], i[0],
-                                   DType(i[2]), AxisMask(i[3]), t.what,
-                                   stream_);
   case Thunk::AllToAll:
-    return collectives_->allToAll(arena + t.p[0], arena + t.p[1], i[0],
-                                  DType(i[2]), AxisMask(i[3]), t.what, stream_);
+    return collective(t, arena);
   case Thunk::TakeShard: {
     // i[5..7]: the shard's first byte, the bytes it holds, the padding.
     cudaError_t e =
@@ -538,12 +555,112 @@ Status Executor::launch(const Thunk &t, char *arena) {
       return cudaFailure("writing a shard's start failed", e);
     return Status::ok();
   }
-  case Thunk::Wait:
-    // Collectives run in order on the step's stream: the work after a
-    // wait is queued after the collective already.
+  case Thunk::Wait: {
+    // The step's stream waits for the asynchronous collective; the time it
+    // stalls there is the communication the step did not hide.
+    auto done = done_.find(int32_t(i[0]));
+    if (done == done_.end())
+      return Status::ok(); // it ran on the step's stream
+    Expected<std::pair<cudaEvent_t, cudaEvent_t>> timed = commTiming();
+    if (!timed)
+      return timed.error();
+    cudaEventRecord(timed->first, stream_);
+    cudaError_t e = cudaStreamWaitEvent(stream_, done->second, 0);
+    cudaEventRecord(timed->second, stream_);
+    if (e != cudaSuccess)
+      return cudaFailure("waiting for a collective failed", e);
     return Status::ok();
   }
+  }
   return Error("unknown launch kind");
+}
+
+Status Executor::collective(const Thunk &t, char *arena) {
+  const std::vector<int64_t> &i = t.i;
+  // A synchronous collective's time on the step's stream is communication
+  // the step waits for; an asynchronous one's is counted at its wait.
+  std::optional<std::pair<cudaEvent_t, cudaEvent_t>> timed;
+  if (!t.async) {
+    Expected<std::pair<cudaEvent_t, cudaEvent_t>> pair = commTiming();
+    if (!pair)
+      return pair.error();
+    timed = *pair;
+    cudaEventRecord(timed->first, stream_);
+  }
+  cudaStream_t on = streamOf(t);
+  const char *src = arena + t.p[0];
+  char *dst = arena + t.p[1];
+  Status s = t.kind == Thunk::AllReduce
+                 ? collectives_->allReduceSum(src, dst, i[0], DType(i[1]),
+                                              AxisMask(i[2]), t.what, on)
+             : t.kind == Thunk::ReduceScatter
+                 ? collectives_->reduceScatterSum(src, dst, i[0], DType(i[2]),
+                                                  AxisMask(i[3]), t.what, on)
+             : t.kind == Thunk::AllGather
+                 ? collectives_->allGather(src, dst, i[0], DType(i[2]),
+                                           AxisMask(i[3]), t.what, on)
+                 : collectives_->allToAll(src, dst, i[0], DType(i[2]),
+                                          AxisMask(i[3]), t.what, on);
+  if (!s)
+    return s;
+  if (timed)
+    cudaEventRecord(timed->second, stream_);
+  if (t.async) {
+    // Its dt.wait makes the step's stream wait for this event.
+    auto [done, fresh] = done_.try_emplace(t.collective, nullptr);
+    if (fresh) {
+      cudaError_t e =
+          cudaEventCreateWithFlags(&done->second, cudaEventDisableTiming);
+      if (e != cudaSuccess)
+        return cudaFailure("cannot make an event for a collective", e);
+    }
+    cudaEventRecord(done->second, commStream_);
+  }
+  return Status::ok();
+}
+
+cudaStream_t Executor::streamOf(const Thunk &t) const {
+  return t.async ? commStream_ : stream_;
+}
+
+Status Executor::startOnCommStream(const Thunk &t) {
+  if (!t.async)
+    return Status::ok();
+  // The collective's operands are the step's work so far.
+  cudaError_t e = cudaEventRecord(ready_, stream_);
+  if (e == cudaSuccess)
+    e = cudaStreamWaitEvent(commStream_, ready_, 0);
+  if (e != cudaSuccess)
+    return cudaFailure("starting an asynchronous collective failed", e);
+  return Status::ok();
+}
+
+Expected<std::pair<cudaEvent_t, cudaEvent_t>> Executor::commTiming() {
+  if (commTimesUsed_ == commTimes_.size()) {
+    cudaEvent_t begin = nullptr, end = nullptr;
+    cudaError_t e = cudaEventCreate(&begin);
+    if (e == cudaSuccess)
+      e = cudaEventCreate(&end);
+    if (e != cudaSuccess)
+      return cudaFailure("cannot make the events that time collectives", e);
+    commTimes_.push_back({begin, end});
+  }
+  return commTimes_[commTimesUsed_++];
+}
+
+Status Executor::countCommTimes() {
+  double ms = 0;
+  for (size_t k = 0; k < commTimesUsed_; ++k) {
+    float each = 0;
+    cudaError_t e =
+        cudaEventElapsedTime(&each, commTimes_[k].first, commTimes_[k].second);
+    if (e != cudaSuccess)
+      return cudaFailure("timing a collective failed", e);
+    ms += each;
+  }
+  commTimesUsed_ = 0;
+  addProgramCollectiveSeconds(ms / 1e3);
+  return Status::ok();
 }
 
 } // namespace dtrt::cuda

@@ -9,16 +9,12 @@
 // 0): every call returns at once, ncclInProgress meaning "still starting",
 // and the runtime polls ncclCommGetAsyncError with a deadline. That is what
 // lets a rank whose peer died say so and end, rather than wait in NCCL
-// forever (ncclCommAbort releases the kernels and the stream). Each
-// collective sits between two CUDA events; the time between them is the
-// step's communication (nothing else runs on the stream meanwhile), counted
-// when the step is synchronised.
+// forever (ncclCommAbort releases the kernels and the stream).
 //
 //===----------------------------------------------------------------------===//
 
 #include "dtrt/cuda/collectives.h"
 
-#include "dtrt/collectives.h"  // addProgramCollectiveSeconds
 #include "dtrt/cuda/library.h" // cudaFailure
 
 #include <dlfcn.h>
@@ -148,10 +144,6 @@ public:
       : DeviceCollectives(host), api_(api), timeout_(timeout) {}
 
   ~NcclCollectives() override {
-    for (auto [begin, end] : events_) {
-      cudaEventDestroy(begin);
-      cudaEventDestroy(end);
-    }
     // A communicator that failed was aborted; the others end in order, but
     // never wait long for it: the program is ending.
     Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
@@ -247,7 +239,7 @@ public:
   Status allReduceSum(const void *src, void *dst, int64_t count, DType type,
                       AxisMask axes, std::string_view what,
                       cudaStream_t stream) override {
-    return issue("all-reduce", axes, type, what, stream,
+    return issue("all-reduce", axes, type, what,
                  [&](ncclComm_t c, ncclDataType_t t) {
                    return api_.allReduce(src, dst, size_t(count), t, ncclSum, c,
                                          stream);
@@ -257,7 +249,7 @@ public:
   Status reduceScatterSum(const void *src, void *dst, int64_t count, DType type,
                           AxisMask axes, std::string_view what,
                           cudaStream_t stream) override {
-    return issue("reduce-scatter", axes, type, what, stream,
+    return issue("reduce-scatter", axes, type, what,
                  [&](ncclComm_t c, ncclDataType_t t) {
                    return api_.reduceScatter(src, dst, size_t(count), t,
                                              ncclSum, c, stream);
@@ -267,7 +259,7 @@ public:
   Status allGather(const void *src, void *dst, int64_t count, DType type,
                    AxisMask axes, std::string_view what,
                    cudaStream_t stream) override {
-    return issue("all-gather", axes, type, what, stream,
+    return issue("all-gather", axes, type, what,
                  [&](ncclComm_t c, ncclDataType_t t) {
                    return api_.allGather(src, dst, size_t(count), t, c, stream);
                  });
@@ -281,8 +273,7 @@ public:
     int group = mesh().groupSize(axes & mesh().allAxes());
     size_t block = size_t(count) * dtypeSize(type);
     return issue(
-        "all-to-all", axes, type, what, stream,
-        [&](ncclComm_t c, ncclDataType_t t) {
+        "all-to-all", axes, type, what, [&](ncclComm_t c, ncclDataType_t t) {
           ncclResult_t r = api_.groupStart();
           for (int j = 0;
                j < group && (r == ncclSuccess || r == ncclInProgress); ++j) {
@@ -313,7 +304,7 @@ public:
                         state, comm);
       }
       if (e == cudaSuccess)
-        return countTimes();
+        return Status::ok();
       if (Clock::now() > deadline)
         return failed(
             fmt::format("a GPU step did not finish within {} s; its "
@@ -326,37 +317,6 @@ public:
   }
 
 private:
-  /// Adds the time of the collectives queued since the last synchronize to
-  /// the program's communication; their events are free again.
-  Status countTimes() {
-    double ms = 0;
-    for (size_t k = 0; k < recorded_; ++k) {
-      float each = 0;
-      cudaError_t e =
-          cudaEventElapsedTime(&each, events_[k].first, events_[k].second);
-      if (e != cudaSuccess)
-        return cudaFailure("timing a collective failed", e);
-      ms += each;
-    }
-    recorded_ = 0;
-    addProgramCollectiveSeconds(ms / 1e3);
-    return Status::ok();
-  }
-
-  /// The next free pair of events (made once, reused every step).
-  Expected<std::pair<cudaEvent_t, cudaEvent_t>> nextEvents() {
-    if (recorded_ == events_.size()) {
-      cudaEvent_t begin = nullptr, end = nullptr;
-      cudaError_t e = cudaEventCreate(&begin);
-      if (e == cudaSuccess)
-        e = cudaEventCreate(&end);
-      if (e != cudaSuccess)
-        return cudaFailure("cannot make the events that time collectives", e);
-      events_.push_back({begin, end});
-    }
-    return events_[recorded_++];
-  }
-
   /// Polls a communicator whose call returned ncclInProgress until it is
   /// done, or the deadline (then: ncclInProgress).
   ncclResult_t settle(ncclComm_t comm, Clock::time_point deadline) {
@@ -406,7 +366,7 @@ private:
 
   template <typename Call>
   Status issue(const char *kind, AxisMask axes, DType type,
-               std::string_view what, cudaStream_t stream, Call call) {
+               std::string_view what, Call call) {
     if (aborted_)
       return Error("NCCL's communicators were aborted after a failure");
     auto comm = comms_.find(axes & mesh().allAxes());
@@ -421,12 +381,7 @@ private:
                                kind, what));
     last_ = fmt::format("the {} of '{}' over {}", kind, what,
                         mesh().describeAxes(axes));
-    Expected<std::pair<cudaEvent_t, cudaEvent_t>> events = nextEvents();
-    if (!events)
-      return events.error();
-    cudaEventRecord(events->first, stream);
     ncclResult_t r = call(comm->second, *t);
-    cudaEventRecord(events->second, stream);
     // A non-blocking communicator may still be enqueueing: wait for that
     // (not for the collective) before the next call.
     if (r == ncclInProgress)
@@ -443,10 +398,6 @@ private:
   std::vector<ncclComm_t> owned_;
   std::string last_ = "none";
   bool aborted_ = false;
-  /// Each collective's events since the last synchronize: the first
-  /// `recorded_` of `events_`.
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
-  size_t recorded_ = 0;
 };
 
 } // namespace

@@ -205,6 +205,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       thunk.kind = Thunk::Kernel;
       thunk.name = thunk.range = op;
       thunk.span = int32_t(t.value("span", int64_t(-1)));
+      thunk.async = t.value("async", false);
       if (op == "kernel") {
         std::string kernel = t.value("name", "");
         thunk.name = kernel;

@@ -44,11 +44,12 @@ const Thunk &only(const Plan &p) {
 
 TEST(GpuPlanTest, CollectivesKeepTheirArgumentsAndNameTheirGroups) {
   // all_reduce over {dp} (mask 1), reduce_scatter over {dp, tp} (mask 3, 4
-  // ranks), all_gather over {tp} (mask 2), a wait.
+  // ranks), an asynchronous all_gather over {tp} (mask 2) and its wait.
   Expected<Plan> p =
       readPlan(planOf(R"({"op": "all_reduce", "p": [0, 64], "i": [16, 0, 1, 0]},
                 {"op": "reduce_scatter", "p": [0, 64], "i": [4, 4, 0, 3, 2]},
-                {"op": "all_gather", "p": [64, 0], "i": [8, 2, 3, 2, 1]},
+                {"op": "all_gather", "p": [64, 0], "i": [8, 2, 3, 2, 1],
+                 "async": true},
                 {"op": "wait", "i": [1]})"),
                kManifest, dpTp(), 3);
   ASSERT_TRUE(bool(p)) << p.error().message();
@@ -61,6 +62,10 @@ TEST(GpuPlanTest, CollectivesKeepTheirArgumentsAndNameTheirGroups) {
   EXPECT_EQ(t[1].what, "grad/wte.weight");
   EXPECT_EQ(t[2].kind, Thunk::AllGather);
   EXPECT_EQ(t[2].i, (std::vector<int64_t>{8, 2, 3, 2, 1}));
+  // Asynchronous (dtc --overlap): on the collectives' stream until its wait.
+  EXPECT_TRUE(t[2].async);
+  EXPECT_FALSE(t[0].async);
+  EXPECT_EQ(t[2].collective, 1);
   EXPECT_EQ(t[3].kind, Thunk::Wait);
   EXPECT_EQ(p->groups, (std::vector<AxisMask>{1, 3, 2}));
 }

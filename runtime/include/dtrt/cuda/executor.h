@@ -112,6 +112,25 @@ private:
   std::vector<std::pair<cudaEvent_t, int64_t>> anchors_;
   std::vector<Traced> traced_;
 
+  /// A collective's launch: on the step's stream, or (asynchronous) on the
+  /// collectives' stream until its dt.wait.
+  Status collective(const Thunk &t, char *arena);
+  cudaStream_t streamOf(const Thunk &t) const;
+  /// Makes the collectives' stream wait for the step's work so far, before
+  /// an asynchronous collective.
+  Status startOnCommStream(const Thunk &t);
+  /// A pair of events around the time a step waits for a collective (the
+  /// collective, or its dt.wait), summed into the program's communication
+  /// at synchronize.
+  Expected<std::pair<cudaEvent_t, cudaEvent_t>> commTiming();
+  Status countCommTimes();
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> commTimes_;
+  size_t commTimesUsed_ = 0;
+  cudaStream_t commStream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
+  /// Each asynchronous collective's end, by id.
+  std::map<int32_t, cudaEvent_t> done_;
+
   /// Runs an entry point's launches one by one (under --trace, timed).
   Status launchAll(const std::string &name, const std::vector<Thunk> &thunks,
                    char *arena, bool tracing);

@@ -88,6 +88,9 @@ struct Thunk {
   /// Its op's span in the manifest (the trace's op_id), or -1; a
   /// collective's id, or -1.
   int32_t span = -1, collective = -1;
+  /// A collective that runs beside the step's work until its dt.wait
+  /// (dtc --overlap).
+  bool async = false;
 };
 
 /// The name of a launch kind in the plan ("matmul").
