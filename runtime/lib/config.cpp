@@ -149,6 +149,7 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   c.timeoutSeconds = o.timeout.value_or(kDefaultCollectiveTimeout);
   c.backend = o.backend.value_or(Backend::Auto);
   c.collectives = o.collectives.value_or(CollectiveEngine::Auto);
+  c.collectivesGiven = o.collectives.has_value();
   if (o.injectOverflow && !m.find("out/loss_scale"))
     return Error("--inject-overflow tests dynamic loss scaling, which this "
                  "program does not have (it comes with precision = f16)",

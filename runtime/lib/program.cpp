@@ -208,6 +208,17 @@ Expected<int> Run::execute(int argc, char **argv) {
     return onDevice.error();
   program_ = *onDevice;
   config_.backend = device_->backend(); // what auto became
+  // --collectives chooses between engines of GPU collectives; say so rather
+  // than ignore it where there are none.
+  if (config_.collectivesGiven && launch_.isLeader() &&
+      (config_.backend != Backend::Cuda || manifest_.mesh.names.empty()))
+    fmt::print(stderr,
+               "{}: warning: --collectives applies to the collectives of a "
+               "sharded program on GPUs; {}\n",
+               name_,
+               manifest_.mesh.names.empty()
+                   ? "this program runs one rank and has none"
+                   : "on the CPU its collectives are OpenMPI's");
   if (manifest_.offloadOptimizer && config_.backend == Backend::Cuda)
     return Error(fmt::format(
         "{} keeps its optimizer state in host memory (offload = "

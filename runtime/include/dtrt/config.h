@@ -67,8 +67,10 @@ struct RunConfig {
   bool threadsGiven = false;
   int64_t timeoutSeconds = kDefaultCollectiveTimeout;
   Backend backend = Backend::Cpu;
-  /// What carries a sharded program's collectives on GPUs.
+  /// What carries a sharded program's collectives on GPUs, and whether
+  /// --collectives said so.
   CollectiveEngine collectives = CollectiveEngine::Auto;
+  bool collectivesGiven = false;
   /// 0: none; else the step whose gradients get an inf (--inject-overflow).
   int64_t injectOverflowStep = 0;
   /// Pretrained weights a fresh run starts from (the program's `init`, or
