@@ -83,6 +83,9 @@ class Communicator;
 /// manifest). The runtime calls it once before the first step.
 void setProgramCommunicator(Communicator *comm,
                             std::vector<std::string> names = {});
+/// The communicator installed (null: none), for code that must end every
+/// rank on a failure it cannot recover from.
+Communicator *programCommunicator();
 /// Seconds the rank's thread has spent in the program's collectives, or
 /// waiting for asynchronous ones, since the communicator was installed (time
 /// waiting for other ranks included): the communication its steps exposed.

@@ -128,6 +128,8 @@ Status checkCollectivesDone(const char *entry) {
                            entry, running));
 }
 
+Communicator *programCommunicator() { return programComm; }
+
 double programCollectiveSeconds() { return programCommSeconds; }
 
 void addProgramCollectiveSeconds(double seconds) {

@@ -17,6 +17,8 @@
 
 #include "dtrt/cuda/device.h"
 
+#include "dtrt/collectives.h" // programCommunicator
+
 #include "dtrt/cuda/executor.h"
 #include "dtrt/cuda/peaks.h"
 #include "dtrt/report.h"
@@ -41,6 +43,11 @@ CudaDevice *active = nullptr;
 [[noreturn]] void die(const Error &e) {
   std::fflush(stdout);
   fmt::print(stderr, "error: on the GPU: {}\n", e.message());
+  std::fflush(stderr);
+  // The other ranks would wait for this one in their collectives: end them
+  // too, as a kernel fault on the CPU does.
+  if (Communicator *comm = programCommunicator(); comm && comm->worldSize() > 1)
+    comm->abort(e.exitCode());
   std::exit(e.exitCode());
 }
 
