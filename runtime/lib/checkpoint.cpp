@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -30,6 +31,7 @@
 #include <fmt/ranges.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <zlib.h>
 
 namespace fs = std::filesystem;
@@ -43,6 +45,8 @@ static constexpr size_t kTensorAlign = 64;
 
 Status agreeAcrossRanks(Communicator &comm, const Status &mine,
                         const char *stage, const char *outcome) {
+  // The others may still be reading or writing: wait as long as I/O may.
+  IoWait wait(comm);
   int32_t ok = mine ? 1 : 0;
   std::vector<int32_t> all(size_t(comm.worldSize()));
   if (Status s = comm.allGather(&ok, all.data(), 1, DType::I32,
@@ -264,6 +268,14 @@ Expected<std::string> writeSharded(const std::string &root, Arena &arena,
 
   // 2. Every rank its pieces.
   Status wrote = [&]() -> Status {
+    // DT_TEST_SLOW_CHECKPOINT=R:MS (tests of the I/O timeout): rank R
+    // takes MS ms longer to write its part, as on a slow disk.
+    if (const char *slow = std::getenv("DT_TEST_SLOW_CHECKPOINT")) {
+      int who = -1;
+      long ms = 0;
+      if (std::sscanf(slow, "%d:%ld", &who, &ms) == 2 && who == rank && ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
     std::vector<const BufferDesc *> mine;
     for (const BufferDesc &b : m.buffers)
       if (isCheckpointTensor(b) &&

@@ -147,6 +147,7 @@ Expected<RunConfig> resolveConfig(const Manifest &m, const Options &o) {
   c.threads = int(o.threads.value_or(availableCpus()));
   c.threadsGiven = o.threads.has_value();
   c.timeoutSeconds = o.timeout.value_or(kDefaultCollectiveTimeout);
+  c.ioTimeoutSeconds = o.ioTimeout.value_or(kDefaultIoTimeout);
   c.backend = o.backend.value_or(Backend::Auto);
   c.collectives = o.collectives.value_or(CollectiveEngine::Auto);
   c.collectivesGiven = o.collectives.has_value();

@@ -47,6 +47,7 @@ enum class Opt {
   Resume,
   Threads,
   Timeout,
+  IoTimeout,
   BackendOpt,
   Collectives,
   InjectOverflow,
@@ -84,6 +85,7 @@ const OptionRow kOptions[] = {
     {Opt::Resume, "resume", "auto|DIR"},
     {Opt::Threads, "threads", "N"},
     {Opt::Timeout, "timeout", "SECONDS"},
+    {Opt::IoTimeout, "io-timeout", "SECONDS"},
     {Opt::BackendOpt, "backend", "cpu|cuda|auto"},
     {Opt::Collectives, "collectives", "auto|nccl|host"},
     {Opt::InjectOverflow, "inject-overflow", "STEP"},
@@ -288,6 +290,9 @@ Expected<Options> parseOptions(int argc, const char *const *argv) {
     case Opt::Timeout:
       s = count(1, o.timeout);
       break;
+    case Opt::IoTimeout:
+      s = count(1, o.ioTimeout);
+      break;
     case Opt::BackendOpt: {
       Expected<Backend> b = parseBackend(value);
       if (!b)
@@ -448,6 +453,11 @@ std::string usageText(const std::string &prog, const Manifest &m) {
                      "before it"));
     line("", fmt::format("stops the job (default: {})",
                          kDefaultCollectiveTimeout));
+    line("--io-timeout SECONDS",
+         "how long the ranks wait for each other around checkpoints,");
+    line("", fmt::format("exports and pretrained weights, which one rank may "
+                         "read or write for minutes (default: {})",
+                         kDefaultIoTimeout));
   }
   line("--backend cpu|cuda|auto",
        "where to train; auto: a GPU if this build and machine have one,");

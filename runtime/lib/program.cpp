@@ -484,6 +484,7 @@ Status Run::openCommunicator() {
   if (!comm)
     return comm.error();
   comm_ = std::move(*comm);
+  comm_->setIoTimeout(std::chrono::seconds(config_.ioTimeoutSeconds));
   if (comm_->rank() != launch_.rank)
     return Error(fmt::format("the launcher says this is rank {}, MPI says {}; "
                              "start the program with one launcher",
@@ -567,6 +568,14 @@ Status Run::restoreOrInitialise() {
   // the pretrained weights.
 
   Expected<TrainPosition> pos = loadCheckpoint(dir, *arena_, coords_);
+  // Every rank read its part (or says which could not), however long the
+  // others took, before any step.
+  if (comm_)
+    if (Status s = agreeAcrossRanks(*comm_, pos ? Status::ok() : pos.error(),
+                                    "read its part of the checkpoint",
+                                    "the run did not resume");
+        !s)
+      return s.error();
   if (!pos)
     return pos.error();
   if (config_.seedGiven && config_.seed != pos->seed)

@@ -145,6 +145,15 @@ public:
   virtual Status finishSends(std::string_view what) = 0;
   /// Every rank of the world reaches this point.
   virtual Status barrier(std::string_view what) = 0;
+  /// How long a collective waits for the other ranks before the engine
+  /// ends the job (zero: no limit), and setting it.
+  virtual std::chrono::milliseconds timeout() const { return {}; }
+  virtual void setTimeout(std::chrono::milliseconds timeout) { (void)timeout; }
+  /// The limit of the waits around file input and output (checkpoints,
+  /// exports, pretrained weights; IoWait): a rank may write its part of a
+  /// checkpoint for minutes while the others wait, far longer than a step.
+  std::chrono::milliseconds ioTimeout() const { return ioTimeout_; }
+  void setIoTimeout(std::chrono::milliseconds t) { ioTimeout_ = t; }
   /// Whether a thread other than the one that made it may call it (one
   /// thread at a time): asynchronous collectives need it.
   virtual bool callableFromAnyThread() const { return true; }
@@ -179,6 +188,28 @@ protected:
 private:
   Mesh mesh_;
   int rank_;
+  std::chrono::milliseconds ioTimeout_{std::chrono::minutes(30)};
+};
+
+/// For its lifetime, `comm`'s collectives wait up to its I/O timeout (never
+/// less than they did): the scope of a collective that waits for the other
+/// ranks' reading or writing.
+class IoWait {
+public:
+  explicit IoWait(Communicator &comm) : comm_(comm), before_(comm.timeout()) {
+    if (before_.count() > 0 && comm.ioTimeout() > before_)
+      comm.setTimeout(comm.ioTimeout());
+  }
+  ~IoWait() {
+    if (before_.count() > 0)
+      comm_.setTimeout(before_);
+  }
+  IoWait(const IoWait &) = delete;
+  IoWait &operator=(const IoWait &) = delete;
+
+private:
+  Communicator &comm_;
+  std::chrono::milliseconds before_;
 };
 
 /// A world of one rank over `mesh` (whose axes must all have size 1):

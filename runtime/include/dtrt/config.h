@@ -66,6 +66,7 @@ struct RunConfig {
   /// CPUs).
   bool threadsGiven = false;
   int64_t timeoutSeconds = kDefaultCollectiveTimeout;
+  int64_t ioTimeoutSeconds = kDefaultIoTimeout;
   Backend backend = Backend::Cpu;
   /// What carries a sharded program's collectives on GPUs, and whether
   /// --collectives said so.

@@ -57,6 +57,8 @@ struct Options {
   std::optional<int64_t> threads;
   /// Seconds a collective may wait for the other ranks.
   std::optional<int64_t> timeout;
+  /// Seconds the ranks may wait for each other around file I/O.
+  std::optional<int64_t> ioTimeout;
   std::optional<Backend> backend;
   std::optional<CollectiveEngine> collectives;
   std::optional<int64_t> evalEvery;
@@ -77,6 +79,9 @@ struct Options {
 /// for a rank that is writing a checkpoint, short enough not to leave a job
 /// that lost a rank hanging.
 inline constexpr int64_t kDefaultCollectiveTimeout = 60;
+/// The limit of the waits around checkpoints, exports and pretrained weights
+/// (--io-timeout): half an hour, for one rank writing tens of GB.
+inline constexpr int64_t kDefaultIoTimeout = 1800;
 
 /// Parses argv[1..argc). Errors are usage errors (exit code 2).
 Expected<Options> parseOptions(int argc, const char *const *argv);

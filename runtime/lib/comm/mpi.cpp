@@ -91,6 +91,11 @@ public:
     thread_.join();
   }
 
+  void setTimeout(std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timeout_ = timeout;
+  }
+
   /// A collective starts. Copying the name reuses the string's storage, so a
   /// call allocates nothing once names have been seen.
   void begin(const char *kind, AxisMask axes, std::string_view what) {
@@ -109,6 +114,8 @@ public:
 private:
   void run() {
     std::unique_lock<std::mutex> lock(mutex_);
+    // The timeout may grow for a while (IoWait), never below the one the
+    // period was chosen for: checking often is only cheaper than needed.
     auto period = std::max(std::chrono::milliseconds(20), timeout_ / 10);
     while (!stop_) {
       wake_.wait_for(lock, period);
@@ -140,8 +147,8 @@ class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(Mesh mesh, int rank, std::chrono::milliseconds timeout,
                   MPI_Comm world, std::vector<MPI_Comm> groups)
-      : Communicator(std::move(mesh), rank), timeout_(timeout), world_(world),
-        groups_(std::move(groups)),
+      : Communicator(std::move(mesh), rank), timeout_(timeout),
+        stepTimeout_(timeout), world_(world), groups_(std::move(groups)),
         watchdog_(timeout, [this](const char *kind, AxisMask axes,
                                   const std::string &what) {
           return timeoutMessage(kind, axes, what);
@@ -158,6 +165,12 @@ public:
     if (world_ != MPI_COMM_WORLD)
       MPI_Comm_free(&world_);
     MPI_Finalize();
+  }
+
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    timeout_ = timeout;
+    watchdog_.setTimeout(timeout);
   }
 
   std::string engine() const override {
@@ -375,9 +388,10 @@ private:
     return fmt::format(
         "rank {}: {} of '{}' over {} waited {:.0f} s for rank(s) {} without "
         "an answer: one of them died or hangs (their own messages, or the "
-        "launcher's, say which); stopping every rank",
+        "launcher's, say which; {} sets the limit); stopping every rank",
         rank(), kind, what, mesh().describeAxes(axes),
-        std::chrono::duration<double>(timeout_).count(), others);
+        std::chrono::duration<double>(timeout_).count(), others,
+        timeout_ > stepTimeout_ ? "--io-timeout" : "--timeout");
   }
 
   /// A message handed to MPI_Isend, with its own copy of the data.
@@ -389,7 +403,9 @@ private:
   };
   std::deque<PendingSend> sends_;
 
-  std::chrono::milliseconds timeout_;
+  /// The limit now, and the one the communicator was made with (a longer
+  /// one is an IoWait's).
+  std::chrono::milliseconds timeout_, stepTimeout_;
   MPI_Comm world_;
   /// Indexed by axis mask.
   std::vector<MPI_Comm> groups_;

@@ -119,6 +119,8 @@ TEST(Options, ParsesEveryOptionInBothSpellings) {
   EXPECT_EQ(o->backend, Backend::Cuda);
   EXPECT_FALSE(o->collectives.has_value());
   EXPECT_EQ(parse({"--collectives=nccl"})->collectives, CollectiveEngine::Nccl);
+  EXPECT_EQ(parse({"--io-timeout", "600"})->ioTimeout, 600);
+  EXPECT_FALSE(o->ioTimeout.has_value());
   EXPECT_TRUE(parse({"-h"})->help);
 }
 
@@ -148,6 +150,8 @@ TEST(Options, RejectsBadUsage) {
   EXPECT_NE(usageError({"--data", "train"}).find("expected NAME=PATH"),
             std::string::npos);
   EXPECT_NE(usageError({"--backend", "tpu"}).find("not cpu, cuda or auto"),
+            std::string::npos);
+  EXPECT_NE(usageError({"--io-timeout", "0"}).find("expected an integer >= 1"),
             std::string::npos);
   EXPECT_NE(usageError({"--collectives", "gloo"})
                 .find("--collectives gloo is not auto, nccl or host"),
