@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <vector>
 
 using namespace dtrt;
@@ -120,6 +122,74 @@ TEST(MeshTest, TakeShardPadsTheLastBlock) {
   dtrt_take_shard(src.data(), dst.data(), 3, 4, int32_t(DType::I32), 0, 0);
   EXPECT_EQ(dst, (std::vector<int32_t>{1, 2, 3, 0}));
   setProgramCommunicator(nullptr);
+}
+
+/// A communicator whose only state is its timeout.
+class TimedComm final : public Communicator {
+public:
+  explicit TimedComm(std::chrono::milliseconds t)
+      : Communicator(Mesh(), 0), timeout_(t) {}
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  void setTimeout(std::chrono::milliseconds t) override { timeout_ = t; }
+  std::string engine() const override { return "timed"; }
+  Status allReduceSum(const void *, void *, int64_t, DType, AxisMask,
+                      std::string_view) override {
+    return Status::ok();
+  }
+  Status reduceScatterSum(const void *, void *, int64_t, DType, AxisMask,
+                          std::string_view) override {
+    return Status::ok();
+  }
+  Status allGather(const void *, void *, int64_t, DType, AxisMask,
+                   std::string_view) override {
+    return Status::ok();
+  }
+  Status allToAll(const void *, void *, int64_t, DType, AxisMask,
+                  std::string_view) override {
+    return Status::ok();
+  }
+  Status exchange(const void *, int64_t, int, void *, int64_t, int, DType,
+                  AxisMask, std::string_view) override {
+    return Status::ok();
+  }
+  Status send(const void *, int64_t, DType, AxisMask, int, int,
+              std::string_view) override {
+    return Status::ok();
+  }
+  Status receive(void *, int64_t, DType, AxisMask, int, int,
+                 std::string_view) override {
+    return Status::ok();
+  }
+  Status finishSends(std::string_view) override { return Status::ok(); }
+  Status barrier(std::string_view) override { return Status::ok(); }
+  [[noreturn]] void abort(int code) override { std::_Exit(code); }
+
+private:
+  std::chrono::milliseconds timeout_;
+};
+
+TEST(MeshTest, AnIoWaitLengthensTheTimeoutForItsScopeOnly) {
+  using std::chrono::seconds;
+  TimedComm comm(seconds(60));
+  comm.setIoTimeout(seconds(1800));
+  {
+    IoWait wait(comm);
+    EXPECT_EQ(comm.timeout(), seconds(1800));
+  }
+  EXPECT_EQ(comm.timeout(), seconds(60));
+  // Never shorter than the step's timeout.
+  comm.setIoTimeout(seconds(5));
+  {
+    IoWait wait(comm);
+    EXPECT_EQ(comm.timeout(), seconds(60));
+  }
+  EXPECT_EQ(comm.timeout(), seconds(60));
+  // An engine without a limit keeps none.
+  TimedComm unlimited(seconds(0));
+  {
+    IoWait wait(unlimited);
+    EXPECT_EQ(unlimited.timeout(), seconds(0));
+  }
 }
 
 } // namespace
