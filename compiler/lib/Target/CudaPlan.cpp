@@ -11,8 +11,6 @@
 //   {"op": "copy", "p": [from, to], "i": [bytes]}          device to device
 //   {"op": "<kernel>", "p": [offsets...], "i": [...], "f": [...]}
 //
-// and each record of an op that is a span of the trace carries its number,
-// "span": N (the manifest's `spans` name it).
 // where <kernel> names a kernels/cuda kernel or the cuBLAS product, and its
 // pointers, integers and floats are the CPU kernel's arguments in its order
 // (the lowering in DTToKernels.cpp makes the same lists); `"tf32": true` on
@@ -26,10 +24,11 @@
 // count, ...), and "shard_start" (a rank's first row of a block) names its
 // axes and block size for the runtime to work out. An asynchronous
 // collective (dtc --overlap) is marked "async": true, and its dt.wait is
-// {"op": "wait", "i": [id]}. What a GPU cannot run
-// yet (pipeline stages, kernels without a GPU twin, 16-bit products) makes
-// the whole program CPU-only, with the first such op's location as the
-// reason.
+// {"op": "wait", "i": [id]}. Each record of an op that is a span of the
+// trace carries its number, "span": N (the manifest's `spans` name it). What
+// a GPU cannot run yet (pipeline stages, kernels without a GPU twin, 16-bit
+// products) makes the whole program CPU-only, with the first such op's
+// location as the reason.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,10 +36,9 @@
 
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Target/PTXEmitter.h"
 #include "dt/Transforms/Passes.h"
-
-#include "dt/Dialect/DT/IR/Sharding.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"

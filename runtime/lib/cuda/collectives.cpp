@@ -41,54 +41,39 @@ public:
                       AxisMask axes, std::string_view what,
                       cudaStream_t stream) override {
     size_t bytes = bytesOf(count, type);
-    if (Status s = stageIn(src, bytes, stream); !s)
-      return s;
-    if (Status s = host_.allReduceSum(in_, in_, count, type, axes, what); !s)
-      return s;
-    return stageOut(in_, dst, bytes, stream);
+    return staged(src, bytes, dst, bytes, stream, [&](char *in, char *out) {
+      return host_.allReduceSum(in, out, count, type, axes, what);
+    });
   }
 
   Status reduceScatterSum(const void *src, void *dst, int64_t count, DType type,
                           AxisMask axes, std::string_view what,
                           cudaStream_t stream) override {
     size_t bytes = bytesOf(count, type);
-    int group = mesh().groupSize(axes & mesh().allAxes());
-    if (Status s = stageIn(src, bytes * size_t(group), stream); !s)
-      return s;
-    if (Status s = reserve(out_, outBytes_, bytes); !s)
-      return s;
-    if (Status s = host_.reduceScatterSum(in_, out_, count, type, axes, what);
-        !s)
-      return s;
-    return stageOut(out_, dst, bytes, stream);
+    return staged(src, bytes * groupOf(axes), dst, bytes, stream,
+                  [&](char *in, char *out) {
+                    return host_.reduceScatterSum(in, out, count, type, axes,
+                                                  what);
+                  });
   }
 
   Status allGather(const void *src, void *dst, int64_t count, DType type,
                    AxisMask axes, std::string_view what,
                    cudaStream_t stream) override {
     size_t bytes = bytesOf(count, type);
-    int group = mesh().groupSize(axes & mesh().allAxes());
-    if (Status s = stageIn(src, bytes, stream); !s)
-      return s;
-    if (Status s = reserve(out_, outBytes_, bytes * size_t(group)); !s)
-      return s;
-    if (Status s = host_.allGather(in_, out_, count, type, axes, what); !s)
-      return s;
-    return stageOut(out_, dst, bytes * size_t(group), stream);
+    return staged(src, bytes, dst, bytes * groupOf(axes), stream,
+                  [&](char *in, char *out) {
+                    return host_.allGather(in, out, count, type, axes, what);
+                  });
   }
 
   Status allToAll(const void *src, void *dst, int64_t count, DType type,
                   AxisMask axes, std::string_view what,
                   cudaStream_t stream) override {
-    size_t bytes = bytesOf(count, type) *
-                   size_t(mesh().groupSize(axes & mesh().allAxes()));
-    if (Status s = stageIn(src, bytes, stream); !s)
-      return s;
-    if (Status s = reserve(out_, outBytes_, bytes); !s)
-      return s;
-    if (Status s = host_.allToAll(in_, out_, count, type, axes, what); !s)
-      return s;
-    return stageOut(out_, dst, bytes, stream);
+    size_t bytes = bytesOf(count, type) * groupOf(axes);
+    return staged(src, bytes, dst, bytes, stream, [&](char *in, char *out) {
+      return host_.allToAll(in, out, count, type, axes, what);
+    });
   }
 
   Status synchronize(cudaStream_t stream) override {
@@ -119,24 +104,31 @@ private:
     return Status::ok();
   }
 
-  Status stageIn(const void *src, size_t bytes, cudaStream_t stream) {
-    if (Status s = reserve(in_, inBytes_, bytes); !s)
+  size_t groupOf(AxisMask axes) const {
+    return size_t(mesh().groupSize(axes & mesh().allAxes()));
+  }
+
+  /// Copies `inBytes` of `src` to the pinned input buffer, runs `collective`
+  /// from it into the pinned output buffer, and copies `outBytes` of that to
+  /// `dst`, draining the stream after each copy.
+  template <typename Collective>
+  Status staged(const void *src, size_t inBytes, void *dst, size_t outBytes,
+                cudaStream_t stream, Collective collective) {
+    if (Status s = reserve(in_, inBytes_, inBytes); !s)
+      return s;
+    if (Status s = reserve(out_, outBytes_, outBytes); !s)
       return s;
     cudaError_t e =
-        cudaMemcpyAsync(in_, src, bytes, cudaMemcpyDeviceToHost, stream);
+        cudaMemcpyAsync(in_, src, inBytes, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess)
       return cudaFailure("a collective's copy to the host failed (the step "
                          "before it may have faulted)",
                          e);
-    return Status::ok();
-  }
-
-  Status stageOut(const char *from, void *dst, size_t bytes,
-                  cudaStream_t stream) {
-    cudaError_t e =
-        cudaMemcpyAsync(dst, from, bytes, cudaMemcpyHostToDevice, stream);
+    if (Status s = collective(in_, out_); !s)
+      return s;
+    e = cudaMemcpyAsync(dst, out_, outBytes, cudaMemcpyHostToDevice, stream);
     if (e == cudaSuccess)
       e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess)
@@ -150,8 +142,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<DeviceCollectives>
-openHostCollectives(Communicator &host, std::chrono::milliseconds) {
+std::unique_ptr<DeviceCollectives> openHostCollectives(Communicator &host) {
   return std::make_unique<HostCollectives>(host);
 }
 
@@ -161,7 +152,7 @@ openDeviceCollectives(CollectiveEngine engine, Communicator &host,
                       std::chrono::milliseconds timeout,
                       const std::string &obstacle, std::string *note) {
   if (engine == CollectiveEngine::Host)
-    return openHostCollectives(host, timeout);
+    return openHostCollectives(host);
   // Whether NCCL is there is agreed by every rank before any starts it, so
   // all fall back alike.
   bool unavailable = false;
@@ -171,7 +162,7 @@ openDeviceCollectives(CollectiveEngine engine, Communicator &host,
     return nccl;
   if (note)
     *note = nccl.error().message();
-  return openHostCollectives(host, timeout);
+  return openHostCollectives(host);
 }
 
 } // namespace dtrt::cuda

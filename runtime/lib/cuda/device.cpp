@@ -18,7 +18,6 @@
 #include "dtrt/cuda/device.h"
 
 #include "dtrt/collectives.h" // programCommunicator
-
 #include "dtrt/cuda/executor.h"
 #include "dtrt/cuda/peaks.h"
 #include "dtrt/report.h"
@@ -211,9 +210,7 @@ openCudaDevice(const Launch &launch, const Program &program,
     return cudaFailure(fmt::format("cannot query GPU {}", ordinal), e);
   ExecutorSetup setup;
   setup.manifest = program.manifest ? program.manifest : "";
-  setup.host = collectives.host;
-  setup.engine = collectives.engine;
-  setup.timeout = collectives.timeout;
+  setup.collectives = collectives;
   // NCCL refuses two ranks of one communicator on one GPU.
   if (launch.localWorldSize > count)
     setup.ncclObstacle = fmt::format(

@@ -49,9 +49,10 @@ Expected<std::unique_ptr<Executor>>
 Executor::create(const std::string &image, const std::string &planText,
                  const ExecutorSetup &setup) {
   Mesh oneRank;
-  const Mesh &mesh = setup.host ? setup.host->mesh() : oneRank;
-  Expected<Plan> plan = readPlan(planText, setup.manifest, mesh,
-                                 setup.host ? setup.host->rank() : 0);
+  Communicator *host = setup.collectives.host;
+  Expected<Plan> plan =
+      readPlan(planText, setup.manifest, host ? host->mesh() : oneRank,
+               host ? host->rank() : 0);
   if (!plan)
     return plan.error();
   std::unique_ptr<Executor> e(new Executor);
@@ -97,12 +98,12 @@ Executor::create(const std::string &image, const std::string &planText,
     }
   e->entries_ = std::move(plan->entries);
   if (!plan->groups.empty()) {
-    if (!setup.host)
+    if (!host)
       return Error("the program's GPU plan has collectives, but the program "
                    "runs one rank; rebuild it with this runtime's dtc");
     Expected<std::unique_ptr<DeviceCollectives>> engine = openDeviceCollectives(
-        setup.engine, *setup.host, plan->groups, setup.timeout,
-        setup.ncclObstacle, &e->collectivesNote_);
+        setup.collectives.engine, *host, plan->groups,
+        setup.collectives.timeout, setup.ncclObstacle, &e->collectivesNote_);
     if (!engine)
       return engine.error();
     e->collectives_ = std::move(*engine);

@@ -99,8 +99,7 @@ openNcclCollectives(Communicator &host, std::vector<AxisMask> groups,
                     const std::string &obstacle, bool *unavailable);
 
 /// The host engine alone.
-std::unique_ptr<DeviceCollectives>
-openHostCollectives(Communicator &host, std::chrono::milliseconds timeout);
+std::unique_ptr<DeviceCollectives> openHostCollectives(Communicator &host);
 
 } // namespace dtrt::cuda
 

@@ -40,13 +40,10 @@ struct ExecutorSetup {
   /// The program's manifest: the names of spans (NVTX ranges) and
   /// collectives.
   std::string manifest;
-  /// The rank's host communicator: its mesh and rank place the rank's
-  /// shards, and it starts the engine of a plan's collectives. Null for a
-  /// program of one rank.
-  Communicator *host = nullptr;
-  CollectiveEngine engine = CollectiveEngine::Auto;
-  /// How long a step may wait for its collectives.
-  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  /// The rank's host communicator (its mesh and rank place the rank's
+  /// shards, and it starts the engine of a plan's collectives; null for a
+  /// program of one rank), the engine asked for and the step's timeout.
+  CollectiveSetup collectives;
   /// Why this rank cannot use NCCL ("" when it can).
   std::string ncclObstacle;
 };
