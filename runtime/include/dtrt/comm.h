@@ -37,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dtrt {
@@ -69,6 +70,11 @@ public:
   /// Which group over `axes` `rank` belongs to: its row-major index over the
   /// axes outside the mask (equal for exactly the members of one group).
   int groupColor(int rank, AxisMask axes) const;
+  /// The elements [first, last) of a value of `total` elements that `rank`
+  /// holds when it is cut over `axes` into blocks of `each` (the last ones
+  /// short or empty): a take_shard's, on the CPU and on the GPU.
+  std::pair<int64_t, int64_t> shardRange(int rank, AxisMask axes, int64_t total,
+                                         int64_t each) const;
   /// The world ranks of `rank`'s group over `axes`, in group-index order.
   std::vector<int> group(int rank, AxisMask axes) const;
 

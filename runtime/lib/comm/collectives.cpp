@@ -263,14 +263,13 @@ extern "C" void dtrt_take_shard(const void *src, void *dst, int64_t total,
     fail(Error(fmt::format("internal error: shard copy of '{}' with dtype "
                            "{}, total {}, count {}, axes {:#x}",
                            nameOf(id), dtype, total, count, axes)));
-  int64_t index = c.mesh().indexInGroup(c.rank(), AxisMask(axes));
   int64_t groupSize = c.mesh().groupSize(AxisMask(axes));
   if (count * groupSize < total)
     fail(Error(fmt::format("internal error: shard copy of '{}': {} shards of "
                            "{} do not cover {} elements",
                            nameOf(id), groupSize, count, total)));
-  int64_t begin = std::min(total, index * count);
-  int64_t end = std::min(total, begin + count);
+  auto [begin, end] =
+      c.mesh().shardRange(c.rank(), AxisMask(axes), total, count);
   const char *from = static_cast<const char *>(src) + begin * bytes;
   std::memcpy(dst, from, size_t(end - begin) * bytes);
   std::memset(static_cast<char *>(dst) + (end - begin) * bytes, 0,

@@ -6,6 +6,8 @@
 
 #include "dtrt/comm.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <set>
@@ -86,6 +88,12 @@ int Mesh::indexInGroup(int rank, AxisMask axes) const {
 
 int Mesh::groupColor(int rank, AxisMask axes) const {
   return linearIndex(*this, rank, axes, /*inside=*/false);
+}
+
+std::pair<int64_t, int64_t>
+Mesh::shardRange(int rank, AxisMask axes, int64_t total, int64_t each) const {
+  int64_t first = std::min(total, int64_t(indexInGroup(rank, axes)) * each);
+  return {first, std::min(total, first + each)};
 }
 
 std::vector<int> Mesh::group(int rank, AxisMask axes) const {

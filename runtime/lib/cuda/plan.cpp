@@ -136,13 +136,11 @@ static Status resolveCollective(Thunk &t, const nlohmann::json &record,
   if (t.kind == Thunk::TakeShard) {
     int64_t total = i[0], each = i[1];
     size_t bytes = dtypeSize(DType(dtype));
-    int64_t index = mesh.indexInGroup(rank, axes);
     if (each * group < total)
       return planError(fmt::format("{} shards of {} of '{}' do not cover {} "
                                    "elements",
                                    group, each, t.what, total));
-    int64_t begin = std::min(total, index * each);
-    int64_t end = std::min(total, begin + each);
+    auto [begin, end] = mesh.shardRange(rank, axes, total, each);
     i.insert(i.end(), {begin * int64_t(bytes), (end - begin) * int64_t(bytes),
                        (each - (end - begin)) * int64_t(bytes)});
     return Status::ok();
