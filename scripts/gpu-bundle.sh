@@ -25,6 +25,11 @@ sed -e 's/^  seed      = 1337$/&\n  precision = bf16/' "$root/examples/gpt_tiny.
   > "$out/gpt_tiny_bf16.dt"
 grep -q "^  precision = bf16" "$out/gpt_tiny_bf16.dt"
 DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_bf16.dt" -o "$out/gpt_tiny_bf16"
+# The optimizer in host memory (offload = "optimizer"): its update runs on the CPU.
+sed -e 's/^train gpt_tiny {$/parallel { offload = "optimizer" }\n&/' \
+  "$root/examples/gpt_tiny.dt" > "$out/gpt_tiny_offload.dt"
+grep -q 'offload = "optimizer"' "$out/gpt_tiny_offload.dt"
+DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_offload.dt" -o "$out/gpt_tiny_offload"
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
 # LLaMA's layers (RMS norms, rotary embeddings, SwiGLU, grouped-query attention) and
 # GPT-2's dropouts (residual and attention) on the GPU.
@@ -59,6 +64,10 @@ DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tp.dt" -o "$out/gpt_tp"
 # The same ZeRO-3 step with its collectives beside the compute (a stream of their own).
 DT_GPU=on "$build/bin/dtc" --overlap "$root/../shared/spec/programs/zero3_synthetic.dt" \
   -o "$out/zero3_overlap"
+sed -e 's/^  zero = 3$/&\n  offload = "optimizer"/' \
+  "$root/../shared/spec/programs/zero3_synthetic.dt" > "$out/zero3_offload.dt"
+grep -q 'offload = "optimizer"' "$out/zero3_offload.dt"
+DT_GPU=on "$build/bin/dtc" "$out/zero3_offload.dt" -o "$out/zero3_offload"
 # Open MPI's launcher, relocated (OPAL_PREFIX; PMIx's plugins by their path): the GPU machine
 # has none. Its plugins, PMIx's, and every library they load go in ompi/.
 ompi="$out/ompi"
@@ -80,9 +89,9 @@ done | sort -u | while read -r lib; do
 done
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
-for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests gpt_tiny gpt_tiny_bf16 gpt2_124m_gpu \
-    llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp zero3_synthetic zero3_overlap \
-    gpt_tp; do
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests gpt_tiny gpt_tiny_bf16 \
+    gpt_tiny_offload gpt2_124m_gpu llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp \
+    zero3_synthetic zero3_overlap zero3_offload gpt_tp; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
   ldd "$out/$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -117,12 +126,14 @@ cat > "$out/run-gpt-tiny.sh" <<'RUN'
 # same initialisation and batches; the losses must agree within 1e-3 relative.
 # Then its bf16 twin, whose GPU products and attention run on bf16 tensor cores:
 # within 5e-3 (what test/e2e/precision.test allows bf16 against f32 on the CPU).
+# And its twin with the optimizer in host memory (offload = "optimizer": the update
+# runs on the CPU between the copies), within 1e-3.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 steps=${STEPS:-50}
 rm -rf runs ckpt
 status=0
-for program in gpt_tiny gpt_tiny_bf16; do
+for program in gpt_tiny gpt_tiny_bf16 gpt_tiny_offload; do
   for backend in cuda cpu; do
     timeout 300 ./$program --backend $backend --steps "$steps" --log-every 1 --eval-every 0 \
       --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \
@@ -131,6 +142,7 @@ for program in gpt_tiny gpt_tiny_bf16; do
 done
 python3 compare-losses.py runs/gpt_tiny-cuda/metrics.jsonl runs/gpt_tiny-cpu/metrics.jsonl 1e-3 || status=1
 python3 compare-losses.py runs/gpt_tiny_bf16-cuda/metrics.jsonl runs/gpt_tiny_bf16-cpu/metrics.jsonl 5e-3 || status=1
+python3 compare-losses.py runs/gpt_tiny_offload-cuda/metrics.jsonl runs/gpt_tiny_offload-cpu/metrics.jsonl 1e-3 || status=1
 # A trace of steps 2:3 on the GPU: the launches of every op with a span are "kernel"
 # events of the GPU stream (tid 3), inside their steps; the start-up lines name the
 # measured peaks beside the datasheet's.
@@ -179,7 +191,8 @@ cat > "$out/run-sharded.sh" <<'RUN'
 # ranks that share a GPU); STEPS (8) steps on the GPU and on the CPU from the same
 # initialisation and batches give the same losses within 1e-3 relative: the GPU
 # plan's collectives, shards, block starts and vocabulary-parallel kernels (gpt_tp),
-# and asynchronous collectives on a stream of their own (zero3_overlap).
+# asynchronous collectives on a stream of their own (zero3_overlap), and each rank's
+# optimizer in host memory (zero3_offload).
 # Then --collectives nccl must stop with a message, not hang.
 cd "$(dirname "$0")"
 here=$PWD
@@ -192,7 +205,7 @@ mpirun="$here/ompi/bin/orterun -n 4 --oversubscribe --bind-to none --mca btl_vad
 steps=${STEPS:-8}
 status=0
 mkdir -p runs
-for program in mlp_fashion_dp zero3_synthetic zero3_overlap gpt_tp; do
+for program in mlp_fashion_dp zero3_synthetic zero3_overlap zero3_offload gpt_tp; do
   for backend in cuda cpu; do
     timeout 120 $mpirun ./$program --backend $backend --steps "$steps" --log-every 1 \
       --eval-every 0 --checkpoint-every 0 --checkpoint-dir "ckpt/$program-$backend" \

@@ -455,6 +455,64 @@ void requireScalar(const Manifest &m, const char *name, Role role,
                     dtypeName(b->dtype), b->elements));
 }
 
+ArenaRanges parseRanges(const json &j, const std::string &where, int64_t from,
+                        int64_t to) {
+  if (!j.is_array())
+    bad(fmt::format("{} must be an array", where));
+  ArenaRanges ranges;
+  int64_t end = from;
+  for (const json &r : j) {
+    if (!r.is_array() || r.size() != 2)
+      bad(fmt::format("{} holds {}, not [offset, bytes]", where, r.dump()));
+    int64_t offset = getInt(r[0], where), bytes = getPositive(r[1], where);
+    // In order, apart, and inside [from, to).
+    if (offset < end || offset > to || bytes > to - offset)
+      bad(fmt::format("{} has [{}, {}), which is out of order or outside "
+                      "[{}, {})",
+                      where, offset, offset + bytes, from, to));
+    ranges.push_back({offset, bytes});
+    end = offset + bytes;
+  }
+  return ranges;
+}
+
+void parseOffload(const json &o, Manifest &m) {
+  std::string what = getString(member(o, "what", "offload"), "offload.what");
+  if (what != "optimizer")
+    bad(fmt::format("offload is \"{}\"; this runtime offloads only "
+                    "\"optimizer\"",
+                    what));
+  m.offloadOptimizer = true;
+  if (!optional(o, "host_bytes"))
+    return; // a pipeline's: no split
+  OffloadSplit split;
+  split.hostBytes = getInt(o["host_bytes"], "offload.host_bytes");
+  int64_t arena = int64_t(m.arenaBytes);
+  if (split.hostBytes < 0 || split.hostBytes > arena ||
+      split.hostBytes % int64_t(m.arenaAlign) != 0)
+    bad(fmt::format("offload.host_bytes {} is not an aligned offset in the "
+                    "arena of {} bytes",
+                    split.hostBytes, arena));
+  auto ranges = [&](const char *key) {
+    return parseRanges(member(o, key, "offload"),
+                       fmt::format("offload.{}", key), split.hostBytes, arena);
+  };
+  split.mirrored = ranges("mirrored");
+  split.down = ranges("down");
+  split.up = ranges("up");
+  // What the host copies to or from the device, it mirrors.
+  for (const ArenaRanges *part : {&split.down, &split.up})
+    for (const std::pair<int64_t, int64_t> &copy : *part)
+      if (std::none_of(split.mirrored.begin(), split.mirrored.end(),
+                       [&](const std::pair<int64_t, int64_t> &r) {
+                         return r.first <= copy.first &&
+                                copy.first + copy.second <= r.first + r.second;
+                       }))
+        bad(fmt::format("offload copies [{}, {}), which it does not mirror",
+                        copy.first, copy.first + copy.second));
+  m.offloadSplit = std::move(split);
+}
+
 void validateLayout(const Manifest &m) {
   if (m.arenaAlign < 64 || (m.arenaAlign & (m.arenaAlign - 1)) != 0)
     bad(fmt::format("arena.align {} is not a power of two >= 64",
@@ -694,14 +752,8 @@ Manifest parse(std::string_view text) {
       size_t(getPositive(member(arena, "bytes", "arena"), "arena.bytes"));
   if (const json *a = optional(arena, "align"))
     m.arenaAlign = size_t(getPositive(*a, "arena.align"));
-  if (const json *o = optional(j, "offload")) {
-    std::string what = getString(*o, "offload");
-    if (what != "optimizer")
-      bad(fmt::format("offload is \"{}\"; this runtime offloads only "
-                      "\"optimizer\"",
-                      what));
-    m.offloadOptimizer = true;
-  }
+  if (const json *o = optional(j, "offload"))
+    parseOffload(*o, m);
 
   if (const json *cost = optional(j, "cost")) {
     if (const json *f = optional(*cost, "flops_per_step"); f && f->is_number())

@@ -28,6 +28,7 @@
 #include "dtrt/manifest.h"
 #include "dtrt/memory.h"
 #include "dtrt/metrics.h"
+#include "dtrt/offload.h"
 #include "dtrt/options.h"
 #include "dtrt/peaks.h"
 #include "dtrt/pipeline.h"
@@ -79,6 +80,10 @@ private:
   Status restoreOrInitialise();
   Status checkCheckpointDir();
   Status openCommunicator();
+  /// offload = "optimizer" on a GPU (or under DTRT_TEST_OFFLOAD=1, on the
+  /// CPU too): wraps the device so that the optimizer's state and update
+  /// stay in host memory (dtrt/offload.h).
+  Status offloadOptimizerIfAsked();
   Status loadInitialWeights();
   void openTensorBoard();
   Status openTrace();
@@ -202,6 +207,8 @@ Expected<int> Run::execute(int argc, char **argv) {
   if (!device)
     return device.error();
   device_ = std::move(*device);
+  if (Status s = offloadOptimizerIfAsked(); !s)
+    return s.error();
   // On a GPU the entry points are the GPU plan's.
   Expected<Program> onDevice = device_->programFor(program_);
   if (!onDevice)
@@ -219,12 +226,6 @@ Expected<int> Run::execute(int argc, char **argv) {
                manifest_.mesh.names.empty()
                    ? "this program runs one rank and has none"
                    : "on the CPU its collectives are OpenMPI's");
-  if (manifest_.offloadOptimizer && config_.backend == Backend::Cuda)
-    return Error(fmt::format(
-        "{} keeps its optimizer state in host memory (offload = "
-        "\"optimizer\"), which the CUDA backend does not do yet: run it with "
-        "--backend cpu, or compile it without the offload key",
-        name_));
   // Ranks on one machine share its CPUs unless told otherwise.
   if (!config_.threadsGiven && launch_.localWorldSize > 1)
     config_.threads = std::max(1, config_.threads / launch_.localWorldSize);
@@ -422,6 +423,32 @@ Expected<int> Run::exportModel() {
              index ? " with their index" : "", config ? ", config.json" : "",
              manifest_.adapters ? ", LoRA adapters merged" : "");
   return int(kExitOk);
+}
+
+Status Run::offloadOptimizerIfAsked() {
+  if (!manifest_.offloadOptimizer)
+    return Status::ok();
+  // The CPU's arena is host memory already. Tests split it all the same, to
+  // run the GPU's path on the CPU.
+  const char *test = std::getenv("DTRT_TEST_OFFLOAD");
+  bool split =
+      device_->backend() == Backend::Cuda || (test && std::string(test) == "1");
+  if (!split)
+    return Status::ok();
+  if (!manifest_.offloadSplit)
+    return Error(fmt::format("{} keeps its optimizer in host memory (offload "
+                             "= \"optimizer\"), which a pipelined program "
+                             "does not do on a GPU yet; run it with "
+                             "--backend cpu",
+                             name_),
+                 kExitUsage);
+  if (isCheckedBuild())
+    return Error("a checked program (dtc --checked) runs its optimizer over "
+                 "the one arena it checks; DTRT_TEST_OFFLOAD=1 does not "
+                 "apply to it",
+                 kExitUsage);
+  device_ = offloadOptimizer(std::move(device_), *manifest_.offloadSplit);
+  return Status::ok();
 }
 
 Status Run::openCommunicator() {

@@ -145,3 +145,46 @@ module {
     return
   }
 }
+
+// -----
+
+// offload = "optimizer": what only @apply_step touches (the moment, the step)
+// comes first and dt.host_bytes marks its end; the parameter and gradient, which
+// @grad_step touches too, follow, and then the other globals.
+// CHECK: module attributes {dt.arena_bytes = {{[0-9]+}} : i64, dt.host_bytes = 128 : i64, dt.offload = "optimizer"
+module attributes {dt.offload = "optimizer"} {
+  // CHECK: dt.global param @w : tensor<8xf32> {init = {{.*}}, offset = 128 : i64}
+  dt.global param @w : tensor<8xf32> {init = {kind = "constant", value = 1.0 : f64}}
+  // CHECK: dt.global grad @"grad/w" : tensor<8xf32> {offset = 192 : i64}
+  dt.global grad @"grad/w" : tensor<8xf32>
+  // CHECK: dt.global state @m : tensor<8xf32> {offset = 0 : i64}
+  dt.global state @m : tensor<8xf32>
+  // CHECK: dt.global state @step : tensor<i64> {offset = 64 : i64}
+  dt.global state @step : tensor<i64>
+  // Touched by no entry point: in order with the device's.
+  // CHECK: dt.global output @unused : tensor<f32> {offset = 256 : i64}
+  dt.global output @unused : tensor<f32>
+
+  func.func @grad_step() {
+    %w = dt.load @w : tensor<8xf32>
+    dt.store %w, @"grad/w" : tensor<8xf32>
+    return
+  }
+
+  func.func @apply_step() {
+    %s = dt.load @step : tensor<i64>
+    dt.store %s, @step : tensor<i64>
+    %w = dt.load @w : tensor<8xf32>
+    %g = dt.load @"grad/w" : tensor<8xf32>
+    %m = dt.load @m : tensor<8xf32>
+    %n:2 = dt.fused(%w, %g, %m) : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+    ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>):
+      %d = dt.add %c, %b : tensor<8xf32>
+      %e = dt.sub %a, %d : tensor<8xf32>
+      dt.yield %e, %d : tensor<8xf32>, tensor<8xf32>
+    }
+    dt.store %n#0, @w : tensor<8xf32>
+    dt.store %n#1, @m : tensor<8xf32>
+    return
+  }
+}

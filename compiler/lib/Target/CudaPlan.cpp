@@ -120,9 +120,14 @@ public:
       if (g->hasAttr(names::kSlotsAttr))
         return Unsupported{g, "a pipelined program's stages do not run on "
                               "the GPU yet"};
+    // With the optimizer offloaded the update runs on the host (the
+    // program's own CPU @apply_step over a host copy of the arena), and the
+    // device holds the arena from hostBytes on.
+    auto hostBytes = module->getAttrOfType<IntegerAttr>(names::kHostBytesAttr);
     json::Object entries;
     for (auto fn : module.getOps<func::FuncOp>()) {
-      if (fn.isExternal())
+      if (fn.isExternal() ||
+          (hostBytes && fn.getSymName() == names::kApplyStep))
         continue;
       json::Array thunks;
       for (Operation &op : fn.getBody().front()) {
@@ -142,6 +147,8 @@ public:
                       {"scratch_bytes", scratchBytes},
                       {"arena_bytes", gpuArenaBytes(module)},
                       {"entries", std::move(entries)}};
+    if (hostBytes)
+      plan["device_from"] = hostBytes.getInt();
     std::string text;
     llvm::raw_string_ostream os(text);
     os << json::Value(std::move(plan));

@@ -12,6 +12,7 @@
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
 #include "dt/Pipeline/Schedule.h"
+#include "dt/Transforms/OffloadInfo.h"
 #include "dt/Transforms/Passes.h"
 #include "dt/Transforms/PipelineInfo.h"
 
@@ -295,8 +296,27 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
   manifest["abi"] = 1;
   manifest["arena"] =
       llvm::json::Object{{"bytes", arena.getInt()}, {"align", 64}};
-  if (auto offload = module->getAttrOfType<StringAttr>(names::kOffloadAttr))
-    manifest["offload"] = offload.getValue().str();
+  if (auto offload = module->getAttrOfType<StringAttr>(names::kOffloadAttr)) {
+    // What the runtime needs to keep the state in host memory: where the
+    // device's part of the arena starts, and which ranges the host mirrors
+    // and copies each step (a pipeline's modules have no split).
+    llvm::json::Object split{{"what", offload.getValue().str()}};
+    auto hostBytes = module->getAttrOfType<IntegerAttr>(names::kHostBytesAttr);
+    if (std::optional<OffloadInfo> info = OffloadInfo::get(module);
+        info && hostBytes) {
+      auto ranges = [](const std::vector<GlobalOp> &globals) {
+        llvm::json::Array list;
+        for (auto [offset, bytes] : OffloadInfo::ranges(globals))
+          list.push_back(llvm::json::Array{offset, bytes});
+        return list;
+      };
+      split["host_bytes"] = hostBytes.getInt();
+      split["mirrored"] = ranges(info->mirrored);
+      split["down"] = ranges(info->down);
+      split["up"] = ranges(info->up);
+    }
+    manifest["offload"] = std::move(split);
+  }
 
   if (mesh->rank() > 0) {
     llvm::json::Array axes;

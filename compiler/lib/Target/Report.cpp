@@ -536,9 +536,13 @@ LogicalResult dt::printReport(ModuleOp module, bool json, llvm::raw_ostream &os,
   if (job)
     prediction = predict(module, world);
   // ZeRO-Offload: the optimizer state is host memory, the rest device memory
-  // (on the CPU backend both are the host's).
+  // (on the CPU backend both are the host's). dt-plan-memory put what only
+  // the update touches first in the arena (a pipeline's stays where it is:
+  // its state is counted).
   bool offload = module->hasAttr(names::kOffloadAttr);
   int64_t hostBytes = offload ? rank.optimizer : 0;
+  if (auto split = module->getAttrOfType<IntegerAttr>(names::kHostBytesAttr))
+    hostBytes = split.getInt();
   int64_t deviceBytes = arena - hostBytes;
 
   if (json) {

@@ -6,7 +6,10 @@
 //   1. Persistent region: the globals, in order, each 64-byte aligned; in a
 //      pipeline, those one pipeline rank holds alone (`dt.pp_rank`) after
 //      the others, every rank's from the same offset, since a rank's arena
-//      never holds another's.
+//      never holds another's. With `offload = "optimizer"` the globals only
+//      @apply_step touches come first, and `dt.host_bytes` marks their end:
+//      they live in host memory alone, the device holding the arena from
+//      there on (dt/Transforms/OffloadInfo.h).
 //   2. Storage per entry point: a dt.load result *is* its global's buffer, a
 //      dt.reshape result is its operand's buffer and a dt.wait result its
 //      asynchronous collective's (the operands a dt.wait keeps are read there,
@@ -29,10 +32,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dt/Transforms/OffloadInfo.h"
 #include "dt/Transforms/Passes.h"
 #include "dt/Transforms/PipelineInfo.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <map>
@@ -145,8 +150,19 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         return tooLarge(g, at);
       return success();
     };
+    llvm::DenseSet<Operation *> placed;
+    if (std::optional<OffloadInfo> offload = OffloadInfo::get(module)) {
+      for (GlobalOp g : offload->hostOnly) {
+        if (failed(place(g, cursor)))
+          return signalPassFailure();
+        placed.insert(g);
+      }
+      cursor = alignUp(cursor);
+      module->setAttr(names::kHostBytesAttr, b.getI64IntegerAttr(cursor));
+    }
     for (GlobalOp g : module.getOps<GlobalOp>())
-      if (pipelineRankOf(g) < 0 && failed(place(g, cursor)))
+      if (pipelineRankOf(g) < 0 && !placed.contains(g) &&
+          failed(place(g, cursor)))
         return signalPassFailure();
     std::map<int64_t, int64_t> ownCursor;
     for (GlobalOp g : module.getOps<GlobalOp>())

@@ -40,8 +40,7 @@ public:
   /// The buffer itself when the arena is host memory (the CPU backend), to
   /// fill in place; null when it lives on a device and takes a copy.
   char *hostData(const BufferDesc &buffer) {
-    return device_->backend() == Backend::Cpu ? base_ + buffer.offset
-                                              : nullptr;
+    return device_->hostAddressable() ? base_ + buffer.offset : nullptr;
   }
 
   /// Copies `buffer.bytes` host bytes from `src` into the buffer.

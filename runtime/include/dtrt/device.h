@@ -94,6 +94,18 @@ public:
   virtual void copyIn(char *deviceDst, const void *hostSrc, size_t bytes) = 0;
   /// Copies device memory into host memory.
   virtual void copyOut(void *hostDst, const char *deviceSrc, size_t bytes) = 0;
+  /// Whether the arena's bytes are host memory the runtime may fill in place
+  /// (base + offset), rather than through copyIn.
+  virtual bool hostAddressable() const { return backend() == Backend::Cpu; }
+  /// Page-locks host memory that copies to and from the device use every
+  /// step, so that they run at the link's speed; false where that means
+  /// nothing (the host) or fails. unpinHost undoes it.
+  virtual bool pinHost(void *host, size_t bytes) {
+    (void)host;
+    (void)bytes;
+    return false;
+  }
+  virtual void unpinHost(void *host) { (void)host; }
   /// Waits for the device's queued work (a no-op on the host).
   virtual void synchronize() {}
   /// How many bytes of an allocation are backed by memory now (pages the

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dtrt {
@@ -271,6 +272,20 @@ struct AdapterSpec {
   std::vector<Layer> layers;
 };
 
+/// Byte ranges [offset, offset + bytes) of the arena.
+using ArenaRanges = std::vector<std::pair<int64_t, int64_t>>;
+
+/// The manifest's `offload` split (dt/Transforms/OffloadInfo.h in dtc): the
+/// arena's first `hostBytes` are touched by dt_apply_step alone and live in
+/// host memory only; the device holds the rest. Of the device's ranges, the
+/// host mirrors `mirrored` (what dt_apply_step reads or writes there),
+/// copies `down` to itself before each update (the gradients) and `up` back
+/// after it (the parameters).
+struct OffloadSplit {
+  int64_t hostBytes = 0;
+  ArenaRanges mirrored, down, up;
+};
+
 /// The parsed, validated manifest.
 struct Manifest {
   int abi = 0;
@@ -280,6 +295,9 @@ struct Manifest {
   /// `offload = "optimizer"` (ZeRO-Offload): the optimizer state belongs in
   /// host memory. The CPU backend's arena is host memory already.
   bool offloadOptimizer = false;
+  /// How the arena splits between host and device under offload (absent in
+  /// a pipelined program's manifest): dtrt/offload.h.
+  std::optional<OffloadSplit> offloadSplit;
   size_t arenaAlign = 64;
   /// The FLOPs of one optimizer step of this rank (the compiler's cost
   /// model; in a pipeline, the mean over its ranks) and the precision they

@@ -137,6 +137,14 @@ public:
 
   void release(char *memory) override { cudaFree(memory); }
 
+  bool pinHost(void *host, size_t bytes) override {
+    if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) == cudaSuccess)
+      return true;
+    cudaGetLastError(); // not an error of the step's launches
+    return false;
+  }
+  void unpinHost(void *host) override { cudaHostUnregister(host); }
+
   // The copies wait for the stream first, through the executor: a step
   // whose collectives stall then ends with a message, not in cudaMemcpy.
   void copyIn(char *dst, const void *src, size_t bytes) override {

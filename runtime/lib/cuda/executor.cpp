@@ -73,7 +73,7 @@ Executor::create(const std::string &image, const std::string &planText,
   const char *graphs = std::getenv("DTRT_CUDA_GRAPHS");
   if (!graphs || std::string(graphs) != "0")
     e->graphs_.emplace();
-  e->arenaBytes_ = plan->arenaBytes;
+  e->arenaBytes_ = plan->arenaBytes - plan->deviceFrom;
   if (plan->scratchBytes > 0 &&
       (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
                         size_t(plan->scratchBytes))) != cudaSuccess)

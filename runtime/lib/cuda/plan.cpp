@@ -193,6 +193,9 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
   Plan out;
   out.arenaBytes = j.value("arena_bytes", int64_t(0));
   out.scratchBytes = j.value("scratch_bytes", int64_t(0));
+  out.deviceFrom = j.value("device_from", int64_t(0));
+  if (out.deviceFrom < 0 || out.deviceFrom > out.arenaBytes)
+    return planError("device_from lies outside the arena");
   for (auto &[name, list] : j["entries"].items()) {
     if (!list.is_array())
       return planError("entry " + name + " is not a list");

@@ -162,3 +162,20 @@ TEST(GpuPlanTest, VocabularyParallelLaunchesAndMalformedOnesAreChecked) {
 }
 
 } // namespace
+
+TEST(GpuPlanTest, AnOffloadedArenaStartsOnTheDeviceAtDeviceFrom) {
+  // offload = "optimizer": the arena's first 1024 bytes are the host's.
+  std::string plan = R"({"version": 1, "arena_bytes": 4096, "device_from": 1024,
+                         "entries": {"grad_step": []}})";
+  Expected<Plan> p = readPlan(plan, kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  EXPECT_EQ(p->deviceFrom, 1024);
+  EXPECT_EQ(p->arenaBytes, 4096);
+  Expected<Plan> bad =
+      readPlan(R"({"arena_bytes": 4096, "device_from": 8192, "entries": {}})",
+               kManifest, dpTp(), 0);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(bad.error().message().find("device_from lies outside the arena"),
+            std::string::npos)
+      << bad.error().message();
+}

@@ -106,6 +106,44 @@ TEST(Manifest, RejectsOverlap) {
   expectInvalid(j, "buffers \"w\" and \"b\" overlap");
 }
 
+TEST(Manifest, ReadsTheOffloadSplitAndChecksIt) {
+  // A pipeline's manifest names what it offloads without a split.
+  json j = baseManifest();
+  j["offload"] = {{"what", "optimizer"}};
+  Manifest plain = mustParse(j);
+  EXPECT_TRUE(plain.offloadOptimizer);
+  EXPECT_FALSE(plain.offloadSplit.has_value());
+  // The first 192 bytes are the host's; the device's [192, 512) mirrors
+  // [256, 320) and [384, 448), copying one down and one up.
+  j["offload"] = {{"what", "optimizer"},
+                  {"host_bytes", 192},
+                  {"mirrored", {{256, 64}, {384, 64}}},
+                  {"down", {{384, 64}}},
+                  {"up", {{256, 8}}}};
+  Manifest m = mustParse(j);
+  ASSERT_TRUE(m.offloadSplit.has_value());
+  EXPECT_EQ(m.offloadSplit->hostBytes, 192);
+  EXPECT_EQ(m.offloadSplit->mirrored, (ArenaRanges{{256, 64}, {384, 64}}));
+  EXPECT_EQ(m.offloadSplit->up, (ArenaRanges{{256, 8}}));
+
+  json bad = j;
+  bad["offload"]["what"] = "params";
+  expectInvalid(bad, "offload is \"params\"");
+  bad = j;
+  bad["offload"]["host_bytes"] = 100;
+  expectInvalid(bad, "offload.host_bytes 100 is not an aligned offset");
+  bad = j;
+  bad["offload"]["mirrored"] = {{384, 64}, {256, 64}};
+  expectInvalid(bad, "offload.mirrored has [256, 320), which is out of order");
+  bad = j;
+  bad["offload"]["down"] = {{64, 64}}; // the host's own bytes
+  expectInvalid(bad, "offload.down has [64, 128), which is out of order or "
+                     "outside [192, 512)");
+  bad = j;
+  bad["offload"]["up"] = {{320, 8}};
+  expectInvalid(bad, "offload copies [320, 328), which it does not mirror");
+}
+
 TEST(Manifest, RejectsUnknownRoleAndDtype) {
   json j = baseManifest();
   j["buffers"][0]["role"] = "weights";

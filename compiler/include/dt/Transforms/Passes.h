@@ -56,10 +56,14 @@ inline constexpr llvm::StringLiteral kBufferParamAttr = "dt.buffer_param";
 /// On a parameter: the optimizer's `no_decay` names it, so no weight decay
 /// applies to it even if it is a matrix.
 inline constexpr llvm::StringLiteral kNoDecayAttr = "dt.no_decay";
-/// On the module: `offload = "optimizer"`, the optimizer state kept in host
-/// memory (what --report counts as host bytes; the CPU backend's memory is
-/// all host memory).
+/// On the module: `offload = "optimizer"`, the optimizer state and its update
+/// kept in host memory (dt/Transforms/OffloadInfo.h; the CPU backend's memory
+/// is all host memory).
 inline constexpr llvm::StringLiteral kOffloadAttr = "dt.offload";
+/// On the module, from dt-plan-memory with `offload = "optimizer"`: the bytes
+/// at the arena's start that only @apply_step touches, which stay in host
+/// memory (dt/Transforms/OffloadInfo.h).
+inline constexpr llvm::StringLiteral kHostBytesAttr = "dt.host_bytes";
 /// On an input global: it holds samples of a batch (dimension 0).
 inline constexpr llvm::StringLiteral kBatchAttr = "dt.batch";
 /// On the module: the pipeline, `{axis, schedule, microbatches, chunks,

@@ -58,8 +58,9 @@ public:
          const ExecutorSetup &setup = {});
   ~Executor();
 
-  /// The bytes the device arena needs: the planned arena's and, past it,
-  /// the split reductions' counters and partial sums (zeros at start).
+  /// The bytes of device memory the arena needs: the planned arena's from
+  /// the plan's device_from (0 unless the optimizer is offloaded) and, past
+  /// it, the split reductions' counters and partial sums (zeros at start).
   int64_t arenaBytes() const { return arenaBytes_; }
   /// Whether the plan has entry point `name` (grad_step, apply_step, ...).
   bool has(const std::string &name) const;

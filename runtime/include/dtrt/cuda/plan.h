@@ -100,6 +100,9 @@ struct Plan {
   /// The bytes the device arena needs (docs/abi.md) and the executor's
   /// scratch.
   int64_t arenaBytes = 0, scratchBytes = 0;
+  /// Where the device's part of the arena starts: the bytes before it are
+  /// the host's alone (offload = "optimizer"; 0 otherwise).
+  int64_t deviceFrom = 0;
   /// Each entry point's launches, in order.
   std::vector<std::pair<std::string, std::vector<Thunk>>> entries;
   /// The sets of axes the collectives run over, in the plan's order.
