@@ -9,7 +9,11 @@
 // arg-max), and the mean over labelled rows by one block that adds the rows'
 // values in a fixed order (in double, as the CPU kernel does), through
 // `scratch` (one float per row) rather than atomics. Rows labelled < 0 are
-// not counted.
+// not counted. The loss and its gradient also read 16-bit logits as the f32
+// values they widen to, and the gradient may write 16-bit values rounded to
+// nearest: what a mixed-precision program's widening and narrowing around
+// them compute, without their passes over the logits (the GPU plan's "in"
+// and "out").
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,9 @@
 
 #include "labelled.cuh"
 #include "reduce.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace {
 
@@ -27,19 +34,35 @@ __device__ void checkLabel(int32_t label, int64_t classes) {
     __trap(); // reported as a launch failure at the next synchronisation
 }
 
+/// An element as f32, and an f32 stored as a T (16-bit: rounded to
+/// nearest, as a narrowing's conversion rounds).
+__device__ float widen(float v) { return v; }
+__device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ float widen(__half v) { return __half2float(v); }
+template <typename T> __device__ T narrow(float v);
+template <> __device__ float narrow<float>(float v) { return v; }
+template <> __device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __half narrow<__half>(float v) {
+  return __float2half_rn(v);
+}
+
 /// log(sum(exp(row))), the maximum subtracted first.
-__device__ float logSumExp(const float *row, int64_t n, float *shared) {
+template <typename In>
+__device__ float logSumExp(const In *row, int64_t n, float *shared) {
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    mx = fmaxf(mx, row[j]);
+    mx = fmaxf(mx, widen(row[j]));
   mx = dtk::blockMax(mx, shared);
   float s = 0.0f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    s += expf(row[j] - mx);
+    s += expf(widen(row[j]) - mx);
   return mx + logf(dtk::blockSum(s, shared));
 }
 
-__global__ void rowLosses(const float *logits, const int32_t *labels,
+template <typename In>
+__global__ void rowLosses(const In *logits, const int32_t *labels,
                           float *rowLoss, int64_t classes) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
@@ -50,31 +73,71 @@ __global__ void rowLosses(const float *logits, const int32_t *labels,
     return;
   }
   checkLabel(label, classes);
-  const float *row = logits + r * classes; // (classes)
+  const In *row = logits + r * classes; // (classes)
   float lse = logSumExp(row, classes, shared);
   if (threadIdx.x == 0)
-    rowLoss[r] = lse - row[label];
+    rowLoss[r] = lse - widen(row[label]);
 }
 
 // dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere.
-__global__ void rowGrads(const float *logits, const int32_t *labels,
-                         const float *dloss, const float *count,
-                         float *dlogits, int64_t classes) {
+template <typename In, typename Out>
+__global__ void rowGrads(const In *logits, const int32_t *labels,
+                         const float *dloss, const float *count, Out *dlogits,
+                         int64_t classes) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
-  float *d = dlogits + r * classes; // (classes)
+  Out *d = dlogits + r * classes; // (classes)
   if (label < 0) {
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-      d[j] = 0.0f;
+      d[j] = narrow<Out>(0.0f);
     return;
   }
   checkLabel(label, classes);
-  const float *row = logits + r * classes;
+  const In *row = logits + r * classes;
   float scale = *count > 0 ? *dloss / *count : 0.0f;
   float lse = logSumExp(row, classes, shared);
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    d[j] = expf(row[j] - lse) * scale - (j == label ? scale : 0.0f);
+    d[j] = narrow<Out>(expf(widen(row[j]) - lse) * scale -
+                       (j == label ? scale : 0.0f));
+}
+
+template <typename In>
+void crossEntropy(const In *logits, const int32_t *labels, float *loss,
+                  float *scratch, int64_t rows, int64_t classes,
+                  dtk_stream stream) {
+  if (rows > 0)
+    rowLosses<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, scratch,
+                                                       classes);
+  dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, loss, rows,
+                                                  /*mean=*/true);
+}
+
+template <typename In, typename Out>
+void crossEntropyGrad(const In *logits, const int32_t *labels,
+                      const float *dloss, Out *dlogits, float *scratch,
+                      int64_t rows, int64_t classes, dtk_stream stream) {
+  dtk::countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
+  if (rows > 0)
+    rowGrads<<<unsigned(rows), kThreads, 0, stream>>>(
+        logits, labels, dloss, scratch, dlogits, classes);
+}
+
+template <typename In>
+void crossEntropyGradTo(const In *logits, const int32_t *labels,
+                        const float *dloss, void *dlogits, int out,
+                        float *scratch, int64_t rows, int64_t classes,
+                        dtk_stream stream) {
+  if (out == DTK_CUDA_BF16)
+    crossEntropyGrad(logits, labels, dloss,
+                     static_cast<__nv_bfloat16 *>(dlogits), scratch, rows,
+                     classes, stream);
+  else if (out == DTK_CUDA_F16)
+    crossEntropyGrad(logits, labels, dloss, static_cast<__half *>(dlogits),
+                     scratch, rows, classes, stream);
+  else
+    crossEntropyGrad(logits, labels, dloss, static_cast<float *>(dlogits),
+                     scratch, rows, classes, stream);
 }
 
 // Whether each row's arg-max (its first maximum) is its label.
@@ -118,22 +181,46 @@ extern "C" void dtk_cuda_cross_entropy_f32(const float *logits,
                                            const int32_t *labels, float *loss,
                                            float *scratch, int64_t rows,
                                            int64_t classes, dtk_stream stream) {
-  if (rows > 0)
-    rowLosses<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, scratch,
-                                                       classes);
-  dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, loss, rows,
-                                                  /*mean=*/true);
+  crossEntropy(logits, labels, loss, scratch, rows, classes, stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_grad_f32(
     const float *logits, const int32_t *labels, const float *dloss,
     float *dlogits, float *scratch, int64_t rows, int64_t classes,
     dtk_stream stream) {
-  dtk::countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
-  if (rows > 0)
-    rowGrads<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, dloss,
-                                                      scratch, dlogits,
-                                                      classes);
+  crossEntropyGrad(logits, labels, dloss, dlogits, scratch, rows, classes,
+                   stream);
+}
+
+extern "C" void dtk_cuda_cross_entropy_typed(const void *logits, int in,
+                                             const int32_t *labels, float *loss,
+                                             float *scratch, int64_t rows,
+                                             int64_t classes,
+                                             dtk_stream stream) {
+  if (in == DTK_CUDA_BF16)
+    crossEntropy(static_cast<const __nv_bfloat16 *>(logits), labels, loss,
+                 scratch, rows, classes, stream);
+  else if (in == DTK_CUDA_F16)
+    crossEntropy(static_cast<const __half *>(logits), labels, loss, scratch,
+                 rows, classes, stream);
+  else
+    crossEntropy(static_cast<const float *>(logits), labels, loss, scratch,
+                 rows, classes, stream);
+}
+
+extern "C" void dtk_cuda_cross_entropy_grad_typed(
+    const void *logits, int in, const int32_t *labels, const float *dloss,
+    void *dlogits, int out, float *scratch, int64_t rows, int64_t classes,
+    dtk_stream stream) {
+  if (in == DTK_CUDA_BF16)
+    crossEntropyGradTo(static_cast<const __nv_bfloat16 *>(logits), labels,
+                       dloss, dlogits, out, scratch, rows, classes, stream);
+  else if (in == DTK_CUDA_F16)
+    crossEntropyGradTo(static_cast<const __half *>(logits), labels, dloss,
+                       dlogits, out, scratch, rows, classes, stream);
+  else
+    crossEntropyGradTo(static_cast<const float *>(logits), labels, dloss,
+                       dlogits, out, scratch, rows, classes, stream);
 }
 
 extern "C" void dtk_cuda_count_correct_f32(const float *logits,

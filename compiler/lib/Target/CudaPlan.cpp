@@ -34,6 +34,8 @@
 
 #include "dt/Target/CudaPlan.h"
 
+#include "CudaZeroCopy.h"
+
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 #include "dt/Dialect/DT/IR/Sharding.h"
@@ -130,6 +132,7 @@ public:
           (hostBytes && fn.getSymName() == names::kApplyStep))
         continue;
       json::Array thunks;
+      zero = ZeroCopies::find(fn, narrowed);
       for (Operation &op : fn.getBody().front()) {
         size_t before = thunks.size();
         std::optional<Unsupported> failed = lower(&op, thunks);
@@ -182,6 +185,8 @@ private:
   }
 
   std::optional<Unsupported> lower(Operation *op, json::Array &out) {
+    if (zero.skips(op))
+      return std::nullopt;
     if (auto it = kernelOf.find(op); it != kernelOf.end()) {
       out.push_back(json::Object{
           {"op", "kernel"}, {"name", it->second}, {"n", launchElements(op)}});
@@ -258,14 +263,28 @@ private:
             name = "matmul_bias";
           }
           p.push_back(offsetOf(m.getResult()));
-          json::Object t = thunk(name, p,
+          // Where the GPU reads and writes instead, when conversions around
+          // the product are left out (CudaZeroCopy.h); the CPU's pointers
+          // stay beside them, for the tests that hold the two to each other.
+          SmallVector<int64_t> gpu = p;
+          gpu[0] = offsetOf(zero.readFrom(m.getLhs()));
+          gpu[1] = offsetOf(zero.readFrom(m.getRhs()));
+          Operation *narrowing = zero.narrowedInto.lookup(m);
+          if (narrowing)
+            gpu.back() = offsetOf(narrowing->getResult(0));
+          json::Object t = thunk(name, gpu,
                                  {product(a.drop_back(2)), c[r - 2], c[r - 1],
                                   k, int64_t(m.getTransposeLhs()),
                                   int64_t(m.getTransposeRhs())});
-          if (Type half = narrowedOperands(m, narrowed))
+          if (gpu != p)
+            t["cpu_p"] = json::Array(p);
+          if (Type half = narrowedOperands(m, narrowed)) {
             t["half"] = half.isBF16() ? "bf16" : "f16";
-          else if (allHalfValued({m.getLhs(), m.getRhs()}))
+            if (narrowing)
+              t["out"] = t["half"];
+          } else if (allHalfValued({m.getLhs(), m.getRhs()})) {
             t["tf32"] = true;
+          }
           return emit(std::move(t));
         })
         .Case([&](SoftmaxOp s) -> std::optional<Unsupported> {
@@ -634,7 +653,27 @@ private:
       p.push_back(offsetOf(grad));
     p.push_back(offsetOf(result));
     scratch(name == "cross_entropy_grad" ? 4 : rows * 4);
-    out.push_back(thunk(name, p, {rows, shape.back()}));
+    // 16-bit logits read where they lie, a 16-bit gradient written into its
+    // narrowing's buffer (CudaZeroCopy.h).
+    auto typeName = [](Value v) {
+      return llvm::cast<RankedTensorType>(v.getType()).getElementType().isBF16()
+                 ? "bf16"
+                 : "f16";
+    };
+    SmallVector<int64_t> gpu = p;
+    Value read = zero.readFrom(logits);
+    Operation *narrowing = zero.narrowedInto.lookup(op);
+    gpu[0] = offsetOf(read);
+    if (narrowing)
+      gpu.back() = offsetOf(narrowing->getResult(0));
+    json::Object t = thunk(name, gpu, {rows, shape.back()});
+    if (read != logits)
+      t["in"] = typeName(read);
+    if (narrowing)
+      t["out"] = typeName(narrowing->getResult(0));
+    if (gpu != p)
+      t["cpu_p"] = json::Array(p);
+    out.push_back(std::move(t));
     return std::nullopt;
   }
 
@@ -642,6 +681,8 @@ private:
   llvm::StringMap<int64_t> globals;
   llvm::DenseMap<Operation *, std::string> kernelOf;
   llvm::DenseSet<Operation *> narrowed;
+  /// The entry point's conversions that launch nothing.
+  ZeroCopies zero;
   SmallVector<int64_t> meshShape;
   int64_t scratchBytes = 0;
 };

@@ -157,6 +157,21 @@ void dtk_cuda_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
                                      const float *dloss, float *dlogits,
                                      float *scratch, int64_t rows,
                                      int64_t classes, dtk_stream stream);
+/* The element types of the _typed kernels' data. */
+enum { DTK_CUDA_F32 = 0, DTK_CUDA_BF16 = 1, DTK_CUDA_F16 = 2 };
+/* dtk_cuda_cross_entropy_f32 over logits of type `in`, read as the f32
+ * values they widen to. */
+void dtk_cuda_cross_entropy_typed(const void *logits, int in,
+                                  const int32_t *labels, float *loss,
+                                  float *scratch, int64_t rows, int64_t classes,
+                                  dtk_stream stream);
+/* dtk_cuda_cross_entropy_grad_f32 over logits of type `in`, writing dlogits
+ * of type `out` (16-bit: the f32 values rounded to nearest). */
+void dtk_cuda_cross_entropy_grad_typed(const void *logits, int in,
+                                       const int32_t *labels,
+                                       const float *dloss, void *dlogits,
+                                       int out, float *scratch, int64_t rows,
+                                       int64_t classes, dtk_stream stream);
 /* `scratch`: `rows` floats. */
 void dtk_cuda_count_correct_f32(const float *logits, const int32_t *labels,
                                 float *correct, float *scratch, int64_t rows,

@@ -110,9 +110,11 @@ Blas::~Blas() {
   // The library stays loaded: its own teardown runs at exit.
 }
 
-Status Blas::matmul(const void *a, const void *b, float *c, int64_t batch,
+Status Blas::matmul(const void *a, const void *b, void *c, int64_t batch,
                     int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                    bool accumulate, Operands operands) {
+                    bool accumulate, Operands operands, Operands result) {
+  if (result != Operands::F32 && result != operands)
+    return Error("a product's 16-bit result must have its operands' type");
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
     return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
                              "cuBLAS's 32-bit sizes",
@@ -126,11 +128,11 @@ Status Blas::matmul(const void *a, const void *b, float *c, int64_t batch,
   const float *beta = accumulate ? &one : &zero;
   cublasStatus_t s;
   if (operands == Operands::F32) {
-    s = api_->sgemmStridedBatched(
-        handle_, opB, opA, int(n), int(m), int(k), &one,
-        static_cast<const float *>(b), ldb, k * n,
-        static_cast<const float *>(a), lda, m * k, beta, c, int(n), m * n,
-        int(batch));
+    s = api_->sgemmStridedBatched(handle_, opB, opA, int(n), int(m), int(k),
+                                  &one, static_cast<const float *>(b), ldb,
+                                  k * n, static_cast<const float *>(a), lda,
+                                  m * k, beta, static_cast<float *>(c), int(n),
+                                  m * n, int(batch));
   } else {
     // TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit values
     // only, which is what the plan's flag promises; 16-bit operands multiply
@@ -141,9 +143,12 @@ Status Blas::matmul(const void *a, const void *b, float *c, int64_t batch,
     cublasComputeType_t compute = operands == Operands::TF32
                                       ? CUBLAS_COMPUTE_32F_FAST_TF32
                                       : CUBLAS_COMPUTE_32F;
+    // A 16-bit result is the f32 sums rounded to nearest, as the CPU's
+    // narrowing after its f32 product rounds them.
+    cudaDataType out = result == Operands::F32 ? CUDA_R_32F : type;
     s = api_->gemmStridedBatchedEx(handle_, opB, opA, int(n), int(m), int(k),
                                    &one, b, type, ldb, k * n, a, type, lda,
-                                   m * k, beta, c, CUDA_R_32F, int(n), m * n,
+                                   m * k, beta, c, out, int(n), m * n,
                                    int(batch), compute, CUBLAS_GEMM_DEFAULT);
   }
   if (s != CUBLAS_STATUS_SUCCESS) {

@@ -24,6 +24,14 @@ namespace dtrt::cuda {
 
 namespace {
 
+/// The _typed kernels' code for data the plan marks 16-bit (F32 and TF32:
+/// f32).
+int elementType(Operands type) {
+  return type == Operands::BF16  ? DTK_CUDA_BF16
+         : type == Operands::F16 ? DTK_CUDA_F16
+                                 : DTK_CUDA_F32;
+}
+
 /// The products of a convolution's kernels (dtk_cuda_gemm) through cuBLAS,
 /// in f32; the first failure is kept for the message.
 struct ConvProducts {
@@ -404,8 +412,9 @@ Status Executor::launch(const Thunk &t, char *arena) {
     return Status::ok();
   }
   case Thunk::Matmul:
-    return blas_->matmul(arena + t.p[0], arena + t.p[1], f32(2), i[0], i[1],
-                         i[2], i[3], i[4] != 0, i[5] != 0, false, t.operands);
+    return blas_->matmul(arena + t.p[0], arena + t.p[1], arena + t.p[2], i[0],
+                         i[1], i[2], i[3], i[4] != 0, i[5] != 0, false,
+                         t.operands, t.result);
   case Thunk::MatmulBias:
     dtk_cuda_fill_rows_f32(f32(2), f32(3), i[0] * i[1], i[2], s);
     return blas_->matmul(arena + t.p[0], arena + t.p[1], f32(3), i[0], i[1],
@@ -483,11 +492,13 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_embedding_grad_f32(i32(0), f32(1), f32(2), i[0], i[1], i[2], s);
     return Status::ok();
   case Thunk::CrossEntropy:
-    dtk_cuda_cross_entropy_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
+    dtk_cuda_cross_entropy_typed(arena + t.p[0], elementType(t.operands),
+                                 i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::CrossEntropyGrad:
-    dtk_cuda_cross_entropy_grad_f32(f32(0), i32(1), f32(2), f32(3), scratch,
-                                    i[0], i[1], s);
+    dtk_cuda_cross_entropy_grad_typed(
+        arena + t.p[0], elementType(t.operands), i32(1), f32(2), arena + t.p[3],
+        elementType(t.result), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::CountCorrect:
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);

@@ -239,6 +239,34 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       else if (!half.empty())
         return planError("'" + op + "' has 16-bit operands of type '" + half +
                          "'");
+      // The loss reads 16-bit logits ("in") and its gradient may write a
+      // 16-bit result ("out"); a product of 16-bit operands may write one in
+      // their type (cuBLAS's GemmEx takes no other pairing).
+      bool loss = info->kind == Thunk::CrossEntropy ||
+                  info->kind == Thunk::CrossEntropyGrad;
+      auto sixteen = [](const std::string &type) -> std::optional<Operands> {
+        if (type == "bf16")
+          return Operands::BF16;
+        if (type == "f16")
+          return Operands::F16;
+        return std::nullopt;
+      };
+      if (t.contains("in")) {
+        std::optional<Operands> in = sixteen(t.value("in", ""));
+        if (!loss || !in)
+          return planError("'" + op + "' reads data of type '" +
+                           t.value("in", std::string("?")) + "'");
+        thunk.operands = *in;
+      }
+      if (t.contains("out")) {
+        std::optional<Operands> out = sixteen(t.value("out", ""));
+        bool product =
+            info->kind == Thunk::Matmul && out && t.value("out", "") == half;
+        if (!out || !(product || info->kind == Thunk::CrossEntropyGrad))
+          return planError("'" + op + "' writes a result of type '" +
+                           t.value("out", std::string("?")) + "'");
+        thunk.result = *out;
+      }
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");

@@ -63,7 +63,9 @@ FIRST_LAST = {
 def plan_args(t):
     if t["op"] in FIRST_LAST:
         return FIRST_LAST[t["op"]](t["p"], t["i"])
-    return t.get("p", []) + t["i"] + t.get("f", [])
+    # A product that reads or writes elsewhere on the GPU (conversions left
+    # out, compiler/lib/Target/CudaZeroCopy.h) keeps the CPU's pointers too.
+    return t.get("cpu_p", t.get("p", [])) + t["i"] + t.get("f", [])
 
 
 def main():

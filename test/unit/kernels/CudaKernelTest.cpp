@@ -714,4 +714,86 @@ TEST(CudaKernelTest, Bf16AttentionGivesTheSameBitsEveryRun) {
         << "output " << i;
 }
 
+/// The top 16 bits of each element (bf16 values, as roundedToBf16 leaves
+/// them), and back.
+std::vector<uint16_t> bf16Bits(const std::vector<float> &x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    bits[i] = uint16_t(b >> 16);
+  }
+  return bits;
+}
+
+TEST(CudaKernelTest, ABf16ProductWritesItsResultInBf16) {
+  REQUIRE_GPU();
+  // What a bf16 program's GPU plan asks of a product followed by its
+  // narrowing ("out": "bf16"): the f32 sums rounded to bf16, within the
+  // rounding of sums cuBLAS may order differently for the two outputs.
+  auto blas = dtrt::cuda::Blas::open(nullptr);
+  ASSERT_TRUE(bool(blas)) << blas.error().message();
+  const int64_t m = 37, n = 50, k = 64;
+  std::vector<float> a = roundedToBf16(randomVector(size_t(m * k), 51)),
+                     b = roundedToBf16(randomVector(size_t(k * n), 52));
+  DeviceBuffer<uint16_t> ga(bf16Bits(a)), gb(bf16Bits(b)), c16(size_t(m * n));
+  DeviceBuffer<float> c32(size_t(m * n));
+  using dtrt::cuda::Operands;
+  for (bool transB : {false, true}) {
+    SCOPED_TRACE(transB ? "B^T" : "B");
+    ASSERT_TRUE(bool((*blas)->matmul(ga.get(), gb.get(), c32.get(), 1, m, n, k,
+                                     false, transB, false, Operands::BF16)));
+    ASSERT_TRUE(
+        bool((*blas)->matmul(ga.get(), gb.get(), c16.get(), 1, m, n, k, false,
+                             transB, false, Operands::BF16, Operands::BF16)));
+    std::vector<float> want = roundedToBf16(c32.read());
+    std::vector<uint16_t> got = c16.read();
+    for (size_t i = 0; i < want.size(); ++i) {
+      uint32_t bits = uint32_t(got[i]) << 16;
+      float g;
+      std::memcpy(&g, &bits, 4);
+      EXPECT_NEAR(g, want[i], std::abs(want[i]) / 128 + 1e-6f) << i;
+    }
+  }
+  // A 16-bit result of another type than the operands' is refused.
+  EXPECT_FALSE(
+      bool((*blas)->matmul(ga.get(), gb.get(), c16.get(), 1, m, n, k, false,
+                           false, false, Operands::BF16, Operands::F16)));
+}
+
+TEST(CudaKernelTest, CrossEntropyReadsAndWritesSixteenBitData) {
+  REQUIRE_GPU();
+  // The typed kernels compute what the f32 ones compute on the widened
+  // logits, and round the gradient to nearest as the narrowing after it
+  // does: bit for bit (what a bf16 program's GPU plan relies on when it
+  // leaves those conversions out).
+  for (auto [rows, classes] :
+       {std::pair<int64_t, int64_t>{70, 50257}, {1000, 10}}) {
+    SCOPED_TRACE(testing::Message() << rows << " x " << classes);
+    size_t n = size_t(rows * classes);
+    std::vector<float> logits = roundedToBf16(randomVector(n, 41, 2.0f));
+    std::mt19937 rng(42);
+    std::vector<int32_t> labels(static_cast<size_t>(rows));
+    for (int32_t &y : labels)
+      y = rng() % 5 == 0 ? -1 : int32_t(rng() % uint64_t(classes));
+    DeviceBuffer<float> gl(logits), gdl(n), gloss(1), gloss16(1),
+        gdloss(std::vector<float>{0.75f}), scratch(static_cast<size_t>(rows));
+    DeviceBuffer<uint16_t> gh(bf16Bits(logits)), gdl16(n);
+    DeviceBuffer<int32_t> gy(labels);
+    dtk_cuda_cross_entropy_f32(gl.get(), gy.get(), gloss.get(), scratch.get(),
+                               rows, classes, nullptr);
+    dtk_cuda_cross_entropy_typed(gh.get(), DTK_CUDA_BF16, gy.get(),
+                                 gloss16.get(), scratch.get(), rows, classes,
+                                 nullptr);
+    dtk_cuda_cross_entropy_grad_f32(gl.get(), gy.get(), gdloss.get(), gdl.get(),
+                                    scratch.get(), rows, classes, nullptr);
+    dtk_cuda_cross_entropy_grad_typed(gh.get(), DTK_CUDA_BF16, gy.get(),
+                                      gdloss.get(), gdl16.get(), DTK_CUDA_BF16,
+                                      scratch.get(), rows, classes, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    EXPECT_EQ(gloss16.read(), gloss.read());
+    EXPECT_EQ(gdl16.read(), bf16Bits(roundedToBf16(gdl.read())));
+  }
+}
+
 } // namespace

@@ -179,3 +179,38 @@ TEST(GpuPlanTest, AnOffloadedArenaStartsOnTheDeviceAtDeviceFrom) {
             std::string::npos)
       << bad.error().message();
 }
+
+TEST(GpuPlanTest, SixteenBitReadsAndWritesAreCheckedWhenRead) {
+  // A bf16 product writing bf16, the loss reading bf16 logits and its
+  // gradient writing f16: what a mixed-precision plan's zero copies ask.
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 2, 2, 0, 0],
+                 "half": "bf16", "out": "bf16", "cpu_p": [0, 64, 256]},
+                {"op": "cross_entropy", "p": [0, 64, 128], "i": [2, 2],
+                 "in": "bf16"},
+                {"op": "cross_entropy_grad", "p": [0, 64, 128, 192],
+                 "i": [2, 2], "in": "bf16", "out": "f16"})"),
+      kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].operands, Operands::BF16);
+  EXPECT_EQ(t[0].result, Operands::BF16);
+  EXPECT_EQ(t[0].p, (std::vector<int64_t>{0, 64, 128})); // the GPU's
+  EXPECT_EQ(t[1].operands, Operands::BF16);
+  EXPECT_EQ(t[1].result, Operands::F32);
+  EXPECT_EQ(t[2].result, Operands::F16);
+  // cuBLAS writes a 16-bit result of its operands' type only; only the
+  // loss reads 16-bit logits.
+  for (const char *bad :
+       {R"({"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 2, 2, 0, 0],
+            "half": "bf16", "out": "f16"})",
+        R"({"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 2, 2, 0, 0],
+            "out": "bf16"})",
+        R"({"op": "softmax", "p": [0, 64], "i": [1, 2, 1], "in": "bf16"})",
+        R"({"op": "cross_entropy", "p": [0, 64, 128], "i": [2, 2],
+            "in": "f8"})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}

@@ -41,10 +41,11 @@ public:
   /// With `accumulate`, C += instead of C =. With Operands::TF32, the f32
   /// operands hold 16-bit values and the product takes TF32 tensor cores;
   /// with BF16 or F16, `a` and `b` point at 16-bit elements. Either way the
-  /// products are exact and summed in f32.
-  Status matmul(const void *a, const void *b, float *c, int64_t batch,
-                int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                bool accumulate, Operands operands);
+  /// products are exact and summed in f32. `c` holds f32, or with `result`
+  /// BF16 or F16 (the operands' type) the sums rounded to it.
+  Status matmul(const void *a, const void *b, void *c, int64_t batch, int64_t m,
+                int64_t n, int64_t k, bool transA, bool transB, bool accumulate,
+                Operands operands, Operands result = Operands::F32);
 
 private:
   Blas() = default;

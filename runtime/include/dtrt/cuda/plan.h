@@ -80,6 +80,10 @@ struct Thunk {
   /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
   /// attention's "bf16" (BF16: bf16 tensor cores on bf16-valued inputs).
   Operands operands = Operands::F32;
+  /// A product's result: f32, or (the plan's "out", with 16-bit operands)
+  /// the operands' 16-bit type, written where the plan's narrowing of it
+  /// would have put it.
+  Operands result = Operands::F32;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;

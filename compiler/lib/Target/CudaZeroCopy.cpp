@@ -1,0 +1,193 @@
+//===- CudaZeroCopy.cpp - conversions a GPU plan leaves out ---------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaZeroCopy.h"
+
+#include "dt/Conversion/GPUKernels.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace dt {
+
+namespace {
+
+/// Bytes [first, second) of the arena.
+using Range = std::pair<int64_t, int64_t>;
+
+bool overlap(Range a, Range b) {
+  return a.first < b.second && b.first < a.second;
+}
+
+int64_t bytesOf(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  return std::max<int64_t>(1, t.getNumElements() *
+                                  ((t.getElementTypeBitWidth() + 7) / 8));
+}
+
+Range rangeOf(Value v) {
+  int64_t at = plannedOffset(v);
+  return {at, at + bytesOf(v.getType())};
+}
+
+Value root(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+/// The element type a dt.fused converts its one operand to, when that is
+/// all it does (same shape, one dt.convert of the operand yielded), or null.
+Type pureConversionTo(Operation *op) {
+  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
+  if (!fused || fused.isReduction() || fused->getNumOperands() != 1 ||
+      fused->getNumResults() != 1 ||
+      llvm::cast<RankedTensorType>(fused->getOperand(0).getType()).getShape() !=
+          llvm::cast<RankedTensorType>(fused->getResult(0).getType())
+              .getShape())
+    return {};
+  Block &body = fused.getBody().front();
+  if (!llvm::hasNItems(body, 2))
+    return {};
+  auto convert = llvm::dyn_cast<ConvertOp>(body.front());
+  auto yield = body.getTerminator();
+  if (!convert || convert.getInput() != body.getArgument(0) ||
+      yield->getNumOperands() != 1 ||
+      yield->getOperand(0) != convert.getResult())
+    return {};
+  return llvm::cast<RankedTensorType>(convert.getType()).getElementType();
+}
+
+bool isSixteenBit(Type t) { return t.isBF16() || t.isF16(); }
+
+Type elementOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// The bytes `op` writes when its launch runs (a load or store that the
+/// plan could not place in its global's buffer is a copy; a reshape or a
+/// wait writes nothing of its own).
+SmallVector<Range> writesOf(Operation *op) {
+  SmallVector<Range> ranges;
+  if (llvm::isa<ReshapeOp, WaitOp, func::ReturnOp>(op))
+    return ranges;
+  if (auto store = llvm::dyn_cast<StoreOp>(op)) {
+    GlobalOp g = lookupGlobal(op, store.getGlobal());
+    if (g && g.getOffset()) {
+      int64_t at = int64_t(*g.getOffset());
+      ranges.push_back({at, at + bytesOf(g.getType())});
+    }
+    return ranges;
+  }
+  if (!op->getAttr("dt.offsets"))
+    return ranges;
+  for (Value r : op->getResults())
+    ranges.push_back(rangeOf(r));
+  return ranges;
+}
+
+void usesOf(Value v, SmallVectorImpl<Operation *> &users) {
+  for (Operation *user : v.getUsers()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(user))
+      usesOf(reshape.getResult(), users);
+    else
+      users.push_back(user);
+  }
+}
+
+} // namespace
+
+Value ZeroCopies::readFrom(Value v) const {
+  auto it = bypassed.find(root(v).getDefiningOp());
+  return it == bypassed.end() ? v : it->second;
+}
+
+ZeroCopies ZeroCopies::find(func::FuncOp fn,
+                            const llvm::DenseSet<Operation *> &narrowed) {
+  ZeroCopies z;
+  Block &block = fn.getBody().front();
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, size_t> position;
+  for (Operation &op : block) {
+    position[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  auto writesBetween = [&](size_t from, size_t to, Range range) {
+    for (size_t p = from; p <= to; ++p)
+      for (Range w : writesOf(ops[p]))
+        if (overlap(w, range))
+          return true;
+    return false;
+  };
+
+  // Widenings whose products read the 16-bit tensor where it lies: nothing
+  // from the widening to its last product (that product's result included)
+  // may write over the tensor, which the memory plan let die at the
+  // widening.
+  // (The loss's kernels read 16-bit logits too: a widening only they read
+  // is left out as well.)
+  auto readsLogits = [](Operation *user, Value v) {
+    return llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(user) &&
+           root(user->getOperand(0)) == v;
+  };
+  for (Operation *op : ops) {
+    if (!pureConversionTo(op) || !elementOf(op->getResult(0)).isF32() ||
+        !isSixteenBit(elementOf(op->getOperand(0))))
+      continue;
+    Value source = op->getOperand(0);
+    SmallVector<Operation *> users;
+    usesOf(op->getResult(0), users);
+    if (!narrowed.contains(op) &&
+        (users.empty() || !llvm::all_of(users, [&](Operation *user) {
+           return readsLogits(user, op->getResult(0));
+         })))
+      continue;
+    size_t last = position[op];
+    for (Operation *user : users)
+      last = std::max(last, position.lookup(user));
+    if (!writesBetween(position[op] + 1, last, rangeOf(source)))
+      z.bypassed[op] = source;
+  }
+
+  // Products whose 16-bit result goes straight into the narrowing after
+  // them: the narrowing's buffer, which the plan placed when the product's
+  // operands might be dead, must not overlap what the product reads.
+  // (So does the loss's gradient, into a narrowing to any 16-bit type.)
+  for (Operation *op : ops) {
+    // The 16-bit type the narrowing must have: the product's operands'
+    // (cuBLAS writes no other), any for the loss's gradient.
+    Type half;
+    bool anyHalf = llvm::isa<CrossEntropyGradOp>(op);
+    if (auto product = llvm::dyn_cast<MatmulOp>(op))
+      half = narrowedOperands(product, narrowed);
+    if (!half && !anyHalf)
+      continue;
+    SmallVector<Operation *> users;
+    usesOf(op->getResult(0), users);
+    if (users.size() != 1 || !elementOf(users.front()->getOperand(0)).isF32())
+      continue;
+    Operation *narrowing = users.front();
+    Type to = pureConversionTo(narrowing);
+    if (!to || !isSixteenBit(to) || (!anyHalf && to != half))
+      continue;
+    bool adjacent = true;
+    for (size_t p = position[op] + 1; p < position[narrowing]; ++p)
+      adjacent &= llvm::isa<ReshapeOp>(ops[p]);
+    Range into = rangeOf(narrowing->getResult(0));
+    bool clear = true;
+    // What the GPU reads: a bypassed widening's buffer is never touched.
+    for (Value operand : op->getOperands())
+      clear &= !overlap(into, rangeOf(z.readFrom(operand)));
+    if (adjacent && clear) {
+      z.narrowedInto[op] = narrowing;
+      z.narrowings.insert(narrowing);
+    }
+  }
+  return z;
+}
+
+} // namespace dt

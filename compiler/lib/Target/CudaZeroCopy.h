@@ -1,0 +1,63 @@
+//===- CudaZeroCopy.h - conversions a GPU plan leaves out -------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A mixed-precision program converts around every product: its 16-bit
+// activations are widened to f32 for the product, and the product's f32
+// result is narrowed back. On the CPU those are real passes; on a GPU,
+// whose products take 16-bit operands and may write a 16-bit result
+// (cuBLAS's GemmEx), two kinds are pure copies the plan can leave out:
+//
+//   - a narrowed widening (narrowedWidenings) that only converts a planned
+//     16-bit tensor: its products read that tensor where it lies; and so
+//     does the loss (cross_entropy and its gradient), which reads 16-bit
+//     logits as well;
+//   - a narrowing that only converts a 16-bit product's f32 result to the
+//     operands' type, right after it: the product writes its result in
+//     that type straight into the narrowing's buffer; as does the loss's
+//     gradient, narrowed to any 16-bit type.
+//
+// The memory plan placed buffers for the CPU's order of reads and writes, so
+// each is taken only where the plan proves it safe: nothing between the
+// widening and its last product writes over the tensor (nor does the product
+// itself), and the narrowing's buffer overlaps none of the product's
+// operands. In GPT-2 124M these are the passes over the 16384 x 50257
+// logits and the widened activations before each product.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DT_TARGET_CUDAZEROCOPY_H
+#define DT_TARGET_CUDAZEROCOPY_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace dt {
+
+struct ZeroCopies {
+  /// Widening -> the 16-bit tensor it converts.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> bypassed;
+  /// Product (or loss gradient) -> the narrowing it writes into.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> narrowedInto;
+  llvm::DenseSet<mlir::Operation *> narrowings;
+
+  /// Whether `op` launches nothing.
+  bool skips(mlir::Operation *op) const {
+    return bypassed.count(op) || narrowings.contains(op);
+  }
+  /// Where a product reads operand `v`: the tensor a bypassed widening
+  /// converts, else `v` itself.
+  mlir::Value readFrom(mlir::Value v) const;
+
+  /// The zero copies of entry point `fn` (planned), given the module's
+  /// narrowed widenings.
+  static ZeroCopies find(mlir::func::FuncOp fn,
+                         const llvm::DenseSet<mlir::Operation *> &narrowed);
+};
+
+} // namespace dt
+
+#endif // DT_TARGET_CUDAZEROCOPY_H

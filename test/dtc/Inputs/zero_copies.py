@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""zero_copies.py PLAN.json: what a mixed-precision GPU plan leaves out
+(compiler/lib/Target/CudaZeroCopy.h). Prints, for grad_step, the products that
+read their 16-bit operands where they lie or write a 16-bit result, the loss
+launches that read 16-bit logits or write a 16-bit gradient, and how many
+generated kernels still run over the largest tensors. Every rerouted launch
+keeps the CPU's pointers in cpu_p, of the same length as p."""
+import json
+import sys
+
+plan = json.load(open(sys.argv[1]))["entries"]["grad_step"]
+products = [t for t in plan if t["op"] == "matmul"]
+for t in plan:
+    if "cpu_p" in t:
+        assert len(t["cpu_p"]) == len(t["p"]) and t["cpu_p"] != t["p"], t
+print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} rerouted, "
+      f"{sum(t.get('out') == 'bf16' for t in products)} writing bf16")
+for t in plan:
+    if t["op"] in ("cross_entropy", "cross_entropy_grad"):
+        print(f"{t['op']}: in {t.get('in', 'f32')}, out {t.get('out', 'f32')}")
+logits = [t for t in products if 50257 in t["i"][1:4]]
+for t in logits:
+    print(f"logits product {t['i'][1]} x {t['i'][2]} x {t['i'][3]}: "
+          f"half {t.get('half')}, out {t.get('out', 'f32')}")
+largest = max(t["n"] for t in plan if t["op"] == "kernel")
+print(f"kernels over the largest tensor ({largest} elements): "
+      f"{sum(t['n'] == largest for t in plan if t['op'] == 'kernel')}")
