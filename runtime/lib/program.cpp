@@ -435,11 +435,13 @@ Status Run::offloadOptimizerIfAsked() {
       device_->backend() == Backend::Cuda || (test && std::string(test) == "1");
   if (!split)
     return Status::ok();
+  // Only a pipelined program's manifest lacks the split, and its stages run
+  // on the CPU (the GPU plan refuses them): only the test gets here.
   if (!manifest_.offloadSplit)
-    return Error(fmt::format("{} keeps its optimizer in host memory (offload "
-                             "= \"optimizer\"), which a pipelined program "
-                             "does not do on a GPU yet; run it with "
-                             "--backend cpu",
+    return Error(fmt::format("{} is pipelined, and its manifest has no host "
+                             "split for offload = \"optimizer\": its arena "
+                             "stays whole, in host memory; run it without "
+                             "DTRT_TEST_OFFLOAD",
                              name_),
                  kExitUsage);
   if (isCheckedBuild())

@@ -40,28 +40,6 @@ Value root(Value v) {
   return v;
 }
 
-/// The element type a dt.fused converts its one operand to, when that is
-/// all it does (same shape, one dt.convert of the operand yielded), or null.
-Type pureConversionTo(Operation *op) {
-  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
-  if (!fused || fused.isReduction() || fused->getNumOperands() != 1 ||
-      fused->getNumResults() != 1 ||
-      llvm::cast<RankedTensorType>(fused->getOperand(0).getType()).getShape() !=
-          llvm::cast<RankedTensorType>(fused->getResult(0).getType())
-              .getShape())
-    return {};
-  Block &body = fused.getBody().front();
-  if (!llvm::hasNItems(body, 2))
-    return {};
-  auto convert = llvm::dyn_cast<ConvertOp>(body.front());
-  auto yield = body.getTerminator();
-  if (!convert || convert.getInput() != body.getArgument(0) ||
-      yield->getNumOperands() != 1 ||
-      yield->getOperand(0) != convert.getResult())
-    return {};
-  return llvm::cast<RankedTensorType>(convert.getType()).getElementType();
-}
-
 bool isSixteenBit(Type t) { return t.isBF16() || t.isF16(); }
 
 Type elementOf(Value v) {

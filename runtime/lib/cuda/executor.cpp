@@ -361,11 +361,14 @@ std::string Executor::describe(const Thunk &t) {
   // Products by shape and operands: where cuBLAS's time goes.
   if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
     static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
-    return fmt::format("{} {}{}x{}x{}{}{} {}",
+    return fmt::format("{} {}{}x{}x{}{}{} {}{}",
                        t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
                        t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],
                        t.i[2], t.i[3], t.i[4] ? " A^T" : "",
-                       t.i[5] ? " B^T" : "", operands[int(t.operands)]);
+                       t.i[5] ? " B^T" : "", operands[int(t.operands)],
+                       t.result == Operands::F32
+                           ? ""
+                           : fmt::format(" -> {}", operands[int(t.result)]));
   }
   return kindName(t.kind);
 }

@@ -88,6 +88,26 @@ GlobalOp dt::lookupGlobal(Operation *from, StringRef name) {
       from, StringAttr::get(from->getContext(), name));
 }
 
+Type dt::pureConversionTo(Operation *op) {
+  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
+  if (!fused || fused.isReduction() || fused->getNumOperands() != 1 ||
+      fused->getNumResults() != 1 ||
+      llvm::cast<RankedTensorType>(fused->getOperand(0).getType()).getShape() !=
+          llvm::cast<RankedTensorType>(fused->getResult(0).getType())
+              .getShape())
+    return {};
+  Block &body = fused.getBody().front();
+  if (!llvm::hasNItems(body, 2))
+    return {};
+  auto convert = llvm::dyn_cast<ConvertOp>(body.front());
+  Operation *yield = body.getTerminator();
+  if (!convert || convert.getInput() != body.getArgument(0) ||
+      yield->getNumOperands() != 1 ||
+      yield->getOperand(0) != convert.getResult())
+    return {};
+  return llvm::cast<RankedTensorType>(convert.getType()).getElementType();
+}
+
 static int64_t numElements(Type t) {
   return llvm::cast<RankedTensorType>(t).getNumElements();
 }

@@ -87,6 +87,11 @@ mlir::Value createSplat(mlir::OpBuilder &b, mlir::Location loc,
 /// The global a symbol names, or null.
 GlobalOp lookupGlobal(mlir::Operation *from, llvm::StringRef name);
 
+/// The element type `op` converts its one operand to, when that is all it
+/// does (a dt.fused of one operand and one result of the same shape that
+/// yields a dt.convert of the operand), or null.
+mlir::Type pureConversionTo(mlir::Operation *op);
+
 } // namespace dt
 
 #endif // DT_DIALECT_DT_IR_DTOPS_H
