@@ -53,6 +53,13 @@ Expected<CollectiveEngine> parseCollectiveEngine(std::string_view name) {
                kExitUsage);
 }
 
+void Device::zero(char *deviceDst, size_t bytes) {
+  static const std::vector<char> zeros(size_t(1) << 20);
+  for (size_t done = 0; done < bytes; done += zeros.size())
+    copyIn(deviceDst + done, zeros.data(),
+           std::min(zeros.size(), bytes - done));
+}
+
 namespace {
 
 class HostDevice final : public Device {
@@ -119,6 +126,8 @@ public:
   void copyOut(void *dst, const char *src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }
+
+  void zero(char *dst, size_t bytes) override { std::memset(dst, 0, bytes); }
 
 private:
   std::string unusedGpu_;

@@ -500,16 +500,20 @@ void parseOffload(const json &o, Manifest &m) {
   split.mirrored = ranges("mirrored");
   split.down = ranges("down");
   split.up = ranges("up");
-  // What the host copies to or from the device, it mirrors.
-  for (const ArenaRanges *part : {&split.down, &split.up})
+  if (optional(o, "zero"))
+    split.zero = ranges("zero");
+  // What the host copies to or from the device, or clears there, it
+  // mirrors.
+  for (const ArenaRanges *part : {&split.down, &split.up, &split.zero})
     for (const std::pair<int64_t, int64_t> &copy : *part)
       if (std::none_of(split.mirrored.begin(), split.mirrored.end(),
                        [&](const std::pair<int64_t, int64_t> &r) {
                          return r.first <= copy.first &&
                                 copy.first + copy.second <= r.first + r.second;
                        }))
-        bad(fmt::format("offload copies [{}, {}), which it does not mirror",
-                        copy.first, copy.first + copy.second));
+        bad(fmt::format(
+            "offload copies or clears [{}, {}), which it does not mirror",
+            copy.first, copy.first + copy.second));
   m.offloadSplit = std::move(split);
 }
 

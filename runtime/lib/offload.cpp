@@ -22,6 +22,7 @@
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <vector>
 
 namespace dtrt {
 
@@ -103,12 +104,12 @@ public:
   void release(char *memory) override {
     if (memory != base_ || !base_)
       return;
-    if (pinned_)
-      inner_->unpinHost(pinned_);
+    for (char *p : pinned_)
+      inner_->unpinHost(p);
+    pinned_.clear();
     inner_->release(base_ + split_.hostBytes);
     munmap(mirror_, mirrorBytes_);
     base_ = mirror_ = nullptr;
-    pinned_ = nullptr;
   }
 
   void copyIn(char *dst, const void *src, size_t bytes) override {
@@ -136,6 +137,18 @@ public:
     });
   }
 
+  void zero(char *dst, size_t bytes) override {
+    route(dst, bytes, [&](size_t off, size_t n, bool device) {
+      if (device) {
+        inner_->zero(base_ + off, n);
+        forEachMirrored(off, n, [&](size_t lo, size_t hi) {
+          std::memset(mirror_ + lo, 0, hi - lo);
+        });
+      } else {
+        std::memset(mirror_ + off, 0, n);
+      }
+    });
+  }
   void synchronize() override { inner_->synchronize(); }
   std::optional<size_t> residentBytes(const char *memory) const override {
     return memory == base_ ? inner_->residentBytes(base_ + split_.hostBytes)
@@ -178,6 +191,9 @@ private:
     hostApply_(mirror_);
     for (auto [offset, bytes] : split_.up)
       inner_->copyIn(base_ + offset, mirror_ + offset, size_t(bytes));
+    // What the update cleared on the host, the device clears itself.
+    for (auto [offset, bytes] : split_.zero)
+      inner_->zero(base_ + offset, size_t(bytes));
   }
 
   size_t offsetOf(const char *p) const {
@@ -211,21 +227,28 @@ private:
   }
 
   /// The copies of every step go through pinned memory when the device can
-  /// pin it: from the first mirrored byte to the last, whole pages.
+  /// pin it: each mirrored range, in whole pages (those of neighbouring
+  /// ranges pinned once). Only those: pinning commits the pages.
   void pinMirroredRanges(size_t page) {
-    if (split_.mirrored.empty())
-      return;
-    size_t lo = size_t(split_.mirrored.front().first) / page * page;
-    size_t hi =
-        size_t(split_.mirrored.back().first + split_.mirrored.back().second);
-    hi = std::min((hi + page - 1) / page * page, mirrorBytes_);
-    if (inner_->pinHost(mirror_ + lo, hi - lo))
-      pinned_ = mirror_ + lo;
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (auto [offset, bytes] : split_.mirrored) {
+      size_t lo = size_t(offset) / page * page,
+             hi = std::min((size_t(offset + bytes) + page - 1) / page * page,
+                           mirrorBytes_);
+      if (!spans.empty() && lo <= spans.back().second)
+        spans.back().second = std::max(spans.back().second, hi);
+      else
+        spans.push_back({lo, hi});
+    }
+    for (auto [lo, hi] : spans)
+      if (inner_->pinHost(mirror_ + lo, hi - lo))
+        pinned_.push_back(mirror_ + lo);
   }
 
   std::unique_ptr<Device> inner_;
   OffloadSplit split_;
-  char *base_ = nullptr, *mirror_ = nullptr, *pinned_ = nullptr;
+  char *base_ = nullptr, *mirror_ = nullptr;
+  std::vector<char *> pinned_;
   size_t mirrorBytes_ = 0, deviceBytes_ = 0;
   Program::Entry hostApply_ = nullptr;
 };

@@ -314,6 +314,7 @@ FailureOr<std::string> dt::buildManifest(ModuleOp module) {
       split["mirrored"] = ranges(info->mirrored);
       split["down"] = ranges(info->down);
       split["up"] = ranges(info->up);
+      split["zero"] = ranges(info->zeroed);
     }
     manifest["offload"] = std::move(split);
   }

@@ -20,8 +20,24 @@ namespace {
 /// What the entry points do to one global.
 struct Uses {
   bool applyReads = false, applyWrites = false;
+  /// Whether every value @apply_step stores is zeros.
+  bool applyWritesZeros = true;
   bool deviceTouches = false, deviceWrites = false;
 };
+
+/// Whether `v` is a splat constant of zeros (through reshapes).
+bool isZeros(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense = constant ? llvm::dyn_cast<DenseElementsAttr>(constant.getValue())
+                        : nullptr;
+  if (!dense || !dense.isSplat())
+    return false;
+  if (dense.getElementType().isIntOrIndex())
+    return dense.getSplatValue<APInt>().isZero();
+  return dense.getSplatValue<APFloat>().isPosZero();
+}
 
 int64_t bytesOf(GlobalOp g) {
   auto t = llvm::cast<RankedTensorType>(g.getType());
@@ -54,6 +70,8 @@ std::optional<OffloadInfo> OffloadInfo::get(ModuleOp module) {
       Uses &u = uses[name];
       if (apply) {
         (writes ? u.applyWrites : u.applyReads) = true;
+        if (writes && !isZeros(llvm::cast<StoreOp>(op).getValue()))
+          u.applyWritesZeros = false;
       } else {
         u.deviceTouches = true;
         u.deviceWrites |= writes;
@@ -76,7 +94,7 @@ std::optional<OffloadInfo> OffloadInfo::get(ModuleOp module) {
     if (u.applyReads && u.deviceWrites)
       info.down.push_back(g);
     if (u.applyWrites)
-      info.up.push_back(g);
+      (u.applyWritesZeros ? info.zeroed : info.up).push_back(g);
   }
   return info;
 }

@@ -94,6 +94,9 @@ public:
   virtual void copyIn(char *deviceDst, const void *hostSrc, size_t bytes) = 0;
   /// Copies device memory into host memory.
   virtual void copyOut(void *hostDst, const char *deviceSrc, size_t bytes) = 0;
+  /// Sets `bytes` of device memory to zeros (by default, copies of a zeroed
+  /// host buffer).
+  virtual void zero(char *deviceDst, size_t bytes);
   /// Whether the arena's bytes are host memory the runtime may fill in place
   /// (base + offset), rather than through copyIn.
   virtual bool hostAddressable() const { return backend() == Backend::Cpu; }

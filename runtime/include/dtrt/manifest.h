@@ -280,10 +280,11 @@ using ArenaRanges = std::vector<std::pair<int64_t, int64_t>>;
 /// host memory only; the device holds the rest. Of the device's ranges, the
 /// host mirrors `mirrored` (what dt_apply_step reads or writes there),
 /// copies `down` to itself before each update (the gradients) and `up` back
-/// after it (the parameters).
+/// after it (the parameters); `zero` (what the update only clears: the
+/// gradients, for the next step's accumulation) the device clears itself.
 struct OffloadSplit {
   int64_t hostBytes = 0;
-  ArenaRanges mirrored, down, up;
+  ArenaRanges mirrored, down, up, zero;
 };
 
 /// The parsed, validated manifest.

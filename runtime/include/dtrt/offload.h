@@ -18,7 +18,8 @@
 //     initial, loaded or restored parameters) go to both;
 //   - dt_apply_step becomes: copy the gradients down, run the program's own
 //     CPU dt_apply_step over the mirror (its collectives are the CPU's, over
-//     the rank's communicator), copy the parameters back up.
+//     the rank's communicator), copy the parameters back up, and clear on
+//     the device what the update cleared (gradients it accumulates into).
 //
 // The loader, the loop and the checkpointer see one arena, as before.
 //

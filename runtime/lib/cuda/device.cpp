@@ -155,6 +155,10 @@ public:
     synchronize();
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "a copy out");
   }
+  void zero(char *dst, size_t bytes) override {
+    synchronize();
+    check(cudaMemset(dst, 0, bytes), "clearing part");
+  }
   void synchronize() override {
     if (Status s = executor_->synchronize(); !s)
       die(s.error());

@@ -1,8 +1,9 @@
 """What offload = "optimizer" split, from a program's manifest; or whether two
 runs' metrics hold the same losses, bit for bit.
 
-  check_offload.py MANIFEST             prints the host's buffers and what the
-                                        host copies down and up each step
+  check_offload.py MANIFEST             prints the host's buffers, what the host
+                                        copies down and up each step, and what
+                                        the device clears itself
   check_offload.py same-losses A B      fails unless A's and B's metrics.jsonl
                                         hold the same steps with the same losses
 """
@@ -39,12 +40,16 @@ def split(path):
     params = [b for b in m["buffers"] if b["role"] == "param"]
     down = [b for b in m["buffers"] if covered(b, o["down"])]
     up = [b for b in m["buffers"] if covered(b, o["up"])]
-    if any(b["role"] != "grad" for b in down) or any(b["role"] != "param" for b in up):
-        sys.exit(f"down {[b['name'] for b in down]} / up {[b['name'] for b in up]}")
+    zero = [b for b in m["buffers"] if covered(b, o.get("zero", []))]
+    if (any(b["role"] != "grad" for b in down + zero)
+            or any(b["role"] != "param" for b in up)):
+        sys.exit(f"down {[b['name'] for b in down]} / up {[b['name'] for b in up]}"
+                 f" / zero {[b['name'] for b in zero]}")
     print(f"down: every gradient ({len(down)} of {len(grads)})" if len(down) == len(grads)
           else f"down: {len(down)} of {len(grads)} gradients")
     print(f"up: every parameter ({len(up)} of {len(params)})" if len(up) == len(params)
           else f"up: {len(up)} of {len(params)} parameters")
+    print(f"cleared on the device: {len(zero)} of {len(grads)} gradients")
 
 
 def losses(path):

@@ -125,6 +125,9 @@ TEST(Manifest, ReadsTheOffloadSplitAndChecksIt) {
   EXPECT_EQ(m.offloadSplit->hostBytes, 192);
   EXPECT_EQ(m.offloadSplit->mirrored, (ArenaRanges{{256, 64}, {384, 64}}));
   EXPECT_EQ(m.offloadSplit->up, (ArenaRanges{{256, 8}}));
+  EXPECT_TRUE(m.offloadSplit->zero.empty()); // optional
+  j["offload"]["zero"] = {{384, 64}};
+  EXPECT_EQ(mustParse(j).offloadSplit->zero, (ArenaRanges{{384, 64}}));
 
   json bad = j;
   bad["offload"]["what"] = "params";
@@ -141,7 +144,12 @@ TEST(Manifest, ReadsTheOffloadSplitAndChecksIt) {
                      "outside [192, 512)");
   bad = j;
   bad["offload"]["up"] = {{320, 8}};
-  expectInvalid(bad, "offload copies [320, 328), which it does not mirror");
+  expectInvalid(
+      bad, "offload copies or clears [320, 328), which it does not mirror");
+  bad = j;
+  bad["offload"]["zero"] = {{320, 8}};
+  expectInvalid(
+      bad, "offload copies or clears [320, 328), which it does not mirror");
 }
 
 TEST(Manifest, RejectsUnknownRoleAndDtype) {

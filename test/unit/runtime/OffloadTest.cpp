@@ -15,8 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
+#include <unistd.h>
+#include <vector>
 
 using namespace dtrt;
 
@@ -140,4 +144,116 @@ TEST(Offload, AnArenaThatEndsInTheHostsPartIsRefused) {
   EXPECT_NE(base.error().message().find("ends before its device part"),
             std::string::npos)
       << base.error().message();
+}
+
+namespace {
+
+/// A backward pass that accumulates, and an update that clears the
+/// gradient for the next step's, as a program with micro-batches has them.
+void accumulate(char *arena) {
+  auto *g = reinterpret_cast<float *>(arena + kGrad);
+  for (size_t i = 0; i < kFloats; ++i)
+    g[i] += float(i);
+}
+
+void updateAndClear(char *arena) {
+  update(arena);
+  std::memset(arena + kGrad, 0, kFloats * sizeof(float));
+}
+
+} // namespace
+
+TEST(Offload, WhatTheUpdateClearsTheDeviceClears) {
+  // The gradient is read by the update and cleared, not copied back up.
+  OffloadSplit s = split();
+  s.zero = {{kGrad, 64}};
+  std::unique_ptr<Device> d = offloadOptimizer(hostDevice(), s);
+  Program cpu;
+  cpu.gradStep = &accumulate;
+  cpu.applyStep = &updateAndClear;
+  Expected<Program> p = d->programFor(cpu);
+  ASSERT_TRUE(bool(p));
+  Expected<char *> base = d->allocate(kArena, 64);
+  ASSERT_TRUE(bool(base));
+  for (int step = 0; step < 2; ++step) {
+    p->gradStep(*base);
+    p->gradStep(*base); // two micro-batches
+    p->applyStep(*base);
+    // Each step saw its own two micro-batches' sum, not the last step's too.
+    for (size_t i = 0; i < kFloats; ++i)
+      EXPECT_EQ(seenGrad[i], 2.0f * float(i)) << step << " " << i;
+    std::array<float, kFloats> grad;
+    d->copyOut(grad.data(), *base + kGrad, sizeof grad);
+    for (float g : grad)
+      EXPECT_EQ(g, 0.0f);
+  }
+  // Zeros written through the device land on both sides of the split.
+  std::array<unsigned char, 256> ones;
+  ones.fill(1);
+  d->copyIn(*base, ones.data(), ones.size());
+  d->zero(*base + 64, 192);
+  std::array<unsigned char, 256> back;
+  d->copyOut(back.data(), *base, back.size());
+  for (size_t i = 0; i < back.size(); ++i)
+    EXPECT_EQ(back[i], i < 64 ? 1 : 0) << i;
+  d->release(*base);
+}
+
+namespace {
+
+/// The host device, recording what it is asked to pin, as a GPU pins.
+class PinningDevice final : public Device {
+public:
+  explicit PinningDevice(std::vector<std::pair<size_t, size_t>> &pins)
+      : host_(hostDevice()), pins_(pins) {}
+  std::string describe() const override { return host_->describe(); }
+  Backend backend() const override { return host_->backend(); }
+  Expected<char *> allocate(size_t bytes, size_t align) override {
+    return host_->allocate(bytes, align);
+  }
+  void release(char *memory) override { host_->release(memory); }
+  void copyIn(char *dst, const void *src, size_t bytes) override {
+    host_->copyIn(dst, src, bytes);
+  }
+  void copyOut(void *dst, const char *src, size_t bytes) override {
+    host_->copyOut(dst, src, bytes);
+  }
+  bool pinHost(void *host, size_t bytes) override {
+    pins_.push_back({reinterpret_cast<uintptr_t>(host), bytes});
+    return true;
+  }
+  void unpinHost(void *host) override {
+    pins_.erase(std::find_if(pins_.begin(), pins_.end(), [&](auto &p) {
+      return p.first == reinterpret_cast<uintptr_t>(host);
+    }));
+  }
+
+private:
+  std::unique_ptr<Device> host_;
+  std::vector<std::pair<size_t, size_t>> &pins_;
+};
+
+} // namespace
+
+TEST(Offload, PinsEachMirroredRangeInWholePagesOnly) {
+  // Two mirrored ranges a few pages apart, and two in one page: three
+  // ranges pinned as two spans of whole pages, not the gap between them.
+  size_t page = size_t(sysconf(_SC_PAGE_SIZE));
+  OffloadSplit s;
+  s.hostBytes = int64_t(page);
+  s.mirrored = {{int64_t(page) + 64, 64},
+                {int64_t(page) + 192, 64},
+                {int64_t(5 * page) + 128, int64_t(page)}};
+  std::vector<std::pair<size_t, size_t>> pins;
+  std::unique_ptr<Device> d =
+      offloadOptimizer(std::make_unique<PinningDevice>(pins), s);
+  Expected<char *> base = d->allocate(8 * page, 64);
+  ASSERT_TRUE(bool(base)) << base.error().message();
+  ASSERT_EQ(pins.size(), 2u);
+  EXPECT_EQ(pins[0].first % page, 0u);
+  EXPECT_EQ(pins[0].second, page);
+  EXPECT_EQ(pins[1].first - pins[0].first, 4 * page);
+  EXPECT_EQ(pins[1].second, 2 * page);
+  d->release(*base);
+  EXPECT_TRUE(pins.empty());
 }

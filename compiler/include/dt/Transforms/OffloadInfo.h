@@ -18,7 +18,10 @@
 //
 // Of the mirrored ones, `down` are those @apply_step reads after a device
 // entry point wrote them (the gradients: copied to the host before each
-// update) and `up` those it writes (the parameters: copied back after it).
+// update) and `up` those it writes (the parameters: copied back after it),
+// but for `zeroed`, which it only ever sets to zeros (the gradients it
+// clears for the next step's accumulation): the device clears its own copy
+// rather than receive the host's zeros.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +40,7 @@ namespace dt {
 
 struct OffloadInfo {
   /// In module order.
-  std::vector<GlobalOp> hostOnly, mirrored, down, up;
+  std::vector<GlobalOp> hostOnly, mirrored, down, up, zeroed;
 
   /// The split of a module compiled with `offload = "optimizer"`; nullopt
   /// without it, and for a pipelined module (its updates are one per
