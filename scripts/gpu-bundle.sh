@@ -240,6 +240,24 @@ DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
   --log-every 1 --checkpoint-every 0 --checkpoint-dir ckpt/profile \
   --log-dir runs/profile
 RUN
+cat > "$out/run-products.sh" <<'RUN'
+#!/bin/sh
+# GPT-2's products by each engine (DTRT_CUDA_PRODUCTS): cuBLAS's classic API,
+# cuBLASLt's heuristic, cuBLASLt timed; the same losses within rounding, and
+# the tokens/s of each.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+for engine in cublas lt tuned; do
+  rm -rf "ckpt/products-$engine"
+  DTRT_CUDA_PRODUCTS=$engine ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-10}" \
+    --log-every 5 --eval-every 0 --checkpoint-every 0 \
+    --checkpoint-dir "ckpt/products-$engine" --log-dir "runs/products-$engine" \
+    > "runs-products-$engine.txt" 2>&1 || status=1
+  echo "== $engine"; grep -E "^(note|step|done|error)" "runs-products-$engine.txt" | tail -4
+done
+exit $status
+RUN
 cat > "$out/run-all.sh" <<'RUN'
 #!/bin/sh
 # Every check, in order of what a short GPU session must not miss: the kernels
@@ -271,6 +289,7 @@ for part in $parts; do
     gpt-tiny) run gpt-tiny 90 ./run-gpt-tiny.sh ;;
     sharded) run sharded 150 ./run-sharded.sh ;;
     gpt2) run gpt2 200 ./run-gpt2.sh ;;
+    products) run products 200 ./run-products.sh ;;
     *) echo "unknown part '$part'"; failed="$failed $part" ;;
   esac
 done
@@ -278,6 +297,6 @@ echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 [ -z "$failed" ]
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
+  "$out/run-products.sh" "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"

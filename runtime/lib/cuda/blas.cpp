@@ -1,4 +1,4 @@
-//===- blas.cpp - cuBLAS, loaded when a GPU is used -----------------------===//
+//===- blas.cpp - cuBLASLt and cuBLAS, loaded when a GPU is used ----------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -6,10 +6,14 @@
 
 #include "dtrt/cuda/blas.h"
 
+#include "dtk/cuda_kernels.h" // dtk_cuda_fill_rows_f32
+
+#include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -17,7 +21,36 @@
 
 namespace dtrt::cuda {
 
-/// The entry points used, by their exported names.
+ColumnMajor columnMajor(const Product &p) {
+  ColumnMajor cm;
+  cm.m = p.n;
+  cm.n = p.m;
+  cm.k = p.k;
+  // Our B, row-major K x N (N x K when transposed), is column-major N x K
+  // (K x N) with the same leading dimension.
+  cm.first = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.transB ? p.k : p.n,
+              p.k * p.n, p.transB};
+  cm.second = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.transA ? p.m : p.k,
+               p.m * p.k, p.transA};
+  cm.result = {p.n, p.m, p.n, p.m * p.n, false};
+  return cm;
+}
+
+Expected<ProductEngine> productEngineFromEnvironment() {
+  const char *value = std::getenv("DTRT_CUDA_PRODUCTS");
+  std::string v = value ? value : "";
+  if (v.empty() || v == "lt")
+    return ProductEngine::Lt;
+  if (v == "tuned")
+    return ProductEngine::Tuned;
+  if (v == "cublas")
+    return ProductEngine::Classic;
+  return Error(fmt::format("DTRT_CUDA_PRODUCTS={} is not one of lt (the "
+                           "default), tuned or cublas",
+                           v));
+}
+
+/// The classic API's entry points, by their exported names.
 struct Blas::Api {
   cublasStatus_t (*create)(cublasHandle_t *);
   cublasStatus_t (*destroy)(cublasHandle_t);
@@ -38,6 +71,65 @@ struct Blas::Api {
       long long, int, cublasComputeType_t, cublasGemmAlgo_t);
 };
 
+/// cuBLASLt's.
+struct Blas::LtApi {
+  void *library = nullptr;
+  cublasLtHandle_t handle = nullptr;
+  cublasStatus_t (*create)(cublasLtHandle_t *);
+  cublasStatus_t (*destroy)(cublasLtHandle_t);
+  cublasStatus_t (*descCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t,
+                               cudaDataType_t);
+  cublasStatus_t (*descDestroy)(cublasLtMatmulDesc_t);
+  cublasStatus_t (*descSet)(cublasLtMatmulDesc_t,
+                            cublasLtMatmulDescAttributes_t, const void *,
+                            size_t);
+  cublasStatus_t (*layoutCreate)(cublasLtMatrixLayout_t *, cudaDataType,
+                                 uint64_t, uint64_t, int64_t);
+  cublasStatus_t (*layoutDestroy)(cublasLtMatrixLayout_t);
+  cublasStatus_t (*layoutSet)(cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayoutAttribute_t, const void *,
+                              size_t);
+  cublasStatus_t (*prefCreate)(cublasLtMatmulPreference_t *);
+  cublasStatus_t (*prefDestroy)(cublasLtMatmulPreference_t);
+  cublasStatus_t (*prefSet)(cublasLtMatmulPreference_t,
+                            cublasLtMatmulPreferenceAttributes_t, const void *,
+                            size_t);
+  cublasStatus_t (*heuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              cublasLtMatmulPreference_t, int,
+                              cublasLtMatmulHeuristicResult_t[], int *);
+  cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
+                           const void *, cublasLtMatrixLayout_t, const void *,
+                           cublasLtMatrixLayout_t, const void *, const void *,
+                           cublasLtMatrixLayout_t, void *,
+                           cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
+                           void *, size_t, cudaStream_t);
+};
+
+/// How one shape is computed: cuBLASLt's descriptors and algorithm, or the
+/// classic API where cuBLASLt has none.
+struct Blas::Choice {
+  LtApi *lt = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool useLt = false;
+  const char *engine = "cuBLAS";
+
+  Choice() = default;
+  Choice(const Choice &) = delete;
+  ~Choice() {
+    if (!lt)
+      return;
+    for (cublasLtMatrixLayout_t l : {first, second, result})
+      if (l)
+        lt->layoutDestroy(l);
+    if (desc)
+      lt->descDestroy(desc);
+  }
+};
+
 namespace {
 
 template <typename F> bool bind(void *library, const char *name, F &fn) {
@@ -45,29 +137,57 @@ template <typename F> bool bind(void *library, const char *name, F &fn) {
   return fn != nullptr;
 }
 
-} // namespace
-
-Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
-  // The major version of the toolkit dt was built with: its cuBLAS's ABI.
-  std::string soname = fmt::format("libcublas.so.{}", CUDA_VERSION / 1000);
+/// dlopen's first success among the toolkit's usual places, or why none.
+void *openLibrary(const std::string &soname, std::string &tried) {
   std::vector<std::string> candidates{soname};
   if (const char *home = std::getenv("CUDA_HOME"))
     candidates.push_back(std::string(home) + "/lib64/" + soname);
   candidates.push_back("/usr/local/cuda/lib64/" + soname);
-  std::unique_ptr<Blas> blas(new Blas);
-  std::string tried;
   for (const std::string &path : candidates) {
-    blas->library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (blas->library_)
-      break;
+    if (void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+      return library;
     tried += fmt::format("\n  {}: {}", path, dlerror());
   }
+  return nullptr;
+}
+
+cudaDataType dataType(Operands o) {
+  return o == Operands::BF16  ? CUDA_R_16BF
+         : o == Operands::F16 ? CUDA_R_16F
+                              : CUDA_R_32F;
+}
+
+/// TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit values only,
+/// which is what the plan's flag promises; 16-bit operands multiply exactly
+/// into the f32 sums.
+cublasComputeType_t computeType(Operands o) {
+  return o == Operands::TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                             : CUBLAS_COMPUTE_32F;
+}
+
+/// The largest power of two (up to 256, cudaMalloc's) dividing `p`.
+int alignment(const void *p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  return v == 0 ? 256 : int(std::min<uintptr_t>(v & (~v + 1), 256));
+}
+
+} // namespace
+
+Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream,
+                                           ProductEngine engine) {
+  // The major version of the toolkit dt was built with: its cuBLAS's ABI.
+  int major = CUDA_VERSION / 1000;
+  std::string soname = fmt::format("libcublas.so.{}", major), tried;
+  std::unique_ptr<Blas> blas(new Blas);
+  blas->stream_ = stream;
+  blas->engine_ = engine;
+  blas->library_ = openLibrary(soname, tried);
   if (!blas->library_)
     return Error(fmt::format(
         "cannot load cuBLAS ({}), which the GPU backend's matrix products "
         "need: install the CUDA {} toolkit's libraries or put them on "
         "LD_LIBRARY_PATH; tried:{}",
-        soname, CUDA_VERSION / 1000, tried));
+        soname, major, tried));
   blas->api_ = std::make_unique<Api>();
   Api &api = *blas->api_;
   if (!bind(blas->library_, "cublasCreate_v2", api.create) ||
@@ -87,78 +207,309 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream) {
     s = api.setStream(blas->handle_, stream);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = api.setMathMode(blas->handle_, CUBLAS_DEFAULT_MATH);
-  // A workspace of its own (32 MiB, what cuBLAS advises for Hopper): a
-  // product captured in a CUDA graph must not allocate one.
+  // A workspace of its own (32 MiB, what cuBLAS advises for Hopper), which
+  // both libraries share on the one stream: a product captured in a CUDA
+  // graph must not allocate one.
   if (s == CUBLAS_STATUS_SUCCESS) {
-    constexpr size_t kWorkspace = size_t(32) << 20;
-    cudaError_t e = cudaMalloc(&blas->workspace_, kWorkspace);
+    blas->workspaceBytes_ = size_t(32) << 20;
+    cudaError_t e = cudaMalloc(&blas->workspace_, blas->workspaceBytes_);
     if (e != cudaSuccess)
       return Error(fmt::format("cannot allocate cuBLAS's workspace: {}",
                                cudaGetErrorString(e)));
-    s = api.setWorkspace(blas->handle_, blas->workspace_, kWorkspace);
+    s = api.setWorkspace(blas->handle_, blas->workspace_,
+                         blas->workspaceBytes_);
   }
   if (s != CUBLAS_STATUS_SUCCESS)
     return Error(fmt::format("cuBLAS cannot start: {}", api.statusString(s)));
+  if (engine == ProductEngine::Classic)
+    return blas;
+
+  std::string ltName = fmt::format("libcublasLt.so.{}", major);
+  auto lt = std::make_unique<LtApi>();
+  lt->library = openLibrary(ltName, tried);
+  if (!lt->library)
+    return Error(fmt::format(
+        "cannot load cuBLASLt ({}), which the GPU backend's matrix products "
+        "use (DTRT_CUDA_PRODUCTS=cublas does without it); tried:{}",
+        ltName, tried));
+  if (!bind(lt->library, "cublasLtCreate", lt->create) ||
+      !bind(lt->library, "cublasLtDestroy", lt->destroy) ||
+      !bind(lt->library, "cublasLtMatmulDescCreate", lt->descCreate) ||
+      !bind(lt->library, "cublasLtMatmulDescDestroy", lt->descDestroy) ||
+      !bind(lt->library, "cublasLtMatmulDescSetAttribute", lt->descSet) ||
+      !bind(lt->library, "cublasLtMatrixLayoutCreate", lt->layoutCreate) ||
+      !bind(lt->library, "cublasLtMatrixLayoutDestroy", lt->layoutDestroy) ||
+      !bind(lt->library, "cublasLtMatrixLayoutSetAttribute", lt->layoutSet) ||
+      !bind(lt->library, "cublasLtMatmulPreferenceCreate", lt->prefCreate) ||
+      !bind(lt->library, "cublasLtMatmulPreferenceDestroy", lt->prefDestroy) ||
+      !bind(lt->library, "cublasLtMatmulPreferenceSetAttribute", lt->prefSet) ||
+      !bind(lt->library, "cublasLtMatmulAlgoGetHeuristic", lt->heuristic) ||
+      !bind(lt->library, "cublasLtMatmul", lt->matmul))
+    return Error(
+        fmt::format("{} lacks an entry point dt uses: {}", ltName, dlerror()));
+  if ((s = lt->create(&lt->handle)) != CUBLAS_STATUS_SUCCESS)
+    return Error(fmt::format("cuBLASLt cannot start: {}", api.statusString(s)));
+  blas->lt_ = std::move(lt);
   return blas;
 }
 
 Blas::~Blas() {
+  choices_.clear();
+  if (lt_ && lt_->handle)
+    lt_->destroy(lt_->handle);
   if (handle_)
     api_->destroy(handle_);
   if (workspace_)
     cudaFree(workspace_);
-  // The library stays loaded: its own teardown runs at exit.
+  // The libraries stay loaded: their own teardown runs at exit.
 }
 
-Status Blas::matmul(const void *a, const void *b, void *c, int64_t batch,
-                    int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-                    bool accumulate, Operands operands, Operands result) {
-  if (result != Operands::F32 && result != operands)
-    return Error("a product's 16-bit result must have its operands' type");
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
-    return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
-                             "cuBLAS's 32-bit sizes",
-                             m, n, k, batch));
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
-  // operands swap and keep their own transposes.
+Blas::Key Blas::keyOf(const Product &p, const void *a, const void *b,
+                      const void *c, const float *bias) const {
+  return Key{p.batch,
+             p.m,
+             p.n,
+             p.k,
+             int(p.transA) | int(p.transB) << 1 | int(p.accumulate) << 2,
+             int(p.operands),
+             int(p.result),
+             bias != nullptr,
+             alignment(a),
+             alignment(b),
+             alignment(c),
+             bias ? alignment(bias) : 0};
+}
+
+Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
+                                      const void *b, void *c, const float *bias,
+                                      bool timed) {
+  Key key = keyOf(p, a, b, c, bias);
+  auto found = choices_.find(key);
+  if (found != choices_.end())
+    return found->second.get();
+  auto choice = std::make_unique<Choice>();
+  LtApi &lt = *lt_;
+  choice->lt = &lt;
+  ColumnMajor cm = columnMajor(p);
+  cudaDataType in = dataType(p.operands), out = dataType(p.result);
+  cublasStatus_t s =
+      lt.descCreate(&choice->desc, computeType(p.operands), CUDA_R_32F);
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto &value) {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = lt.descSet(choice->desc, attr, &value, sizeof(value));
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA,
+      int32_t(cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N));
+  set(CUBLASLT_MATMUL_DESC_TRANSB,
+      int32_t(cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N));
+  if (bias) {
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS));
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(bias));
+  }
+  auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType type,
+                    const ColumnMajor::Matrix &x) {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = lt.layoutCreate(&l, type, uint64_t(x.rows), uint64_t(x.cols), x.ld);
+    if (p.batch > 1) {
+      int32_t count = int32_t(p.batch);
+      int64_t stride = x.stride;
+      if (s == CUBLAS_STATUS_SUCCESS)
+        s = lt.layoutSet(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                         sizeof(count));
+      if (s == CUBLAS_STATUS_SUCCESS)
+        s = lt.layoutSet(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                         &stride, sizeof(stride));
+    }
+  };
+  layout(choice->first, in, cm.first);
+  layout(choice->second, in, cm.second);
+  layout(choice->result, out, cm.result);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Error(fmt::format("describing a product of {} x {} x {} to "
+                             "cuBLASLt failed: {}",
+                             p.m, p.n, p.k, api_->statusString(s)));
+
+  // The heuristic's candidates for these alignments, best guess first.
+  cublasLtMatmulPreference_t pref = nullptr;
+  s = lt.prefCreate(&pref);
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = lt.prefSet(pref, attr, &value, sizeof(value));
+  };
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(workspaceBytes_));
+  // Our A and B are cuBLAS's B and A.
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t(alignment(b)));
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t(alignment(a)));
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t(alignment(c)));
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t(alignment(c)));
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t found8[kCandidates] = {};
+  int count = 0;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = lt.heuristic(lt.handle, choice->desc, choice->first, choice->second,
+                     choice->result, choice->result, pref,
+                     timed ? kCandidates : 1, found8, &count);
+  if (pref)
+    lt.prefDestroy(pref);
+  std::vector<const cublasLtMatmulAlgo_t *> candidates;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < count; ++i)
+      if (found8[i].state == CUBLAS_STATUS_SUCCESS &&
+          found8[i].workspaceSize <= workspaceBytes_)
+        candidates.push_back(&found8[i].algo);
+  // No candidate (an unusual alignment or epilogue): the classic API
+  // computes this shape.
+  if (!candidates.empty()) {
+    choice->useLt = true;
+    choice->engine = "cuBLASLt";
+    choice->algo = *candidates.front();
+  }
+  if (timed && candidates.size() > 1) {
+    cudaEvent_t begin = nullptr, end = nullptr;
+    cudaError_t e = cudaEventCreate(&begin);
+    if (e == cudaSuccess)
+      e = cudaEventCreate(&end);
+    float best = -1;
+    cublasLtMatmulAlgo_t fastest{};
+    for (const cublasLtMatmulAlgo_t *algo : candidates) {
+      // One untimed run (the first may load the kernel), then three timed.
+      choice->algo = *algo;
+      constexpr int kRuns = 3;
+      bool ran = e == cudaSuccess && runLt(*choice, p, a, b, c, bias);
+      ran = ran && cudaEventRecord(begin, stream_) == cudaSuccess;
+      for (int r = 0; ran && r < kRuns; ++r)
+        ran = bool(runLt(*choice, p, a, b, c, bias));
+      float ms = 0;
+      ran = ran && cudaEventRecord(end, stream_) == cudaSuccess &&
+            cudaEventSynchronize(end) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, begin, end) == cudaSuccess;
+      if (ran && (best < 0 || ms < best)) {
+        best = ms;
+        fastest = *algo;
+      }
+      cudaGetLastError(); // a candidate that failed is not the step's error
+    }
+    if (begin)
+      cudaEventDestroy(begin);
+    if (end)
+      cudaEventDestroy(end);
+    if (best < 0)
+      return Error(fmt::format("none of cuBLASLt's {} candidates for a "
+                               "product of {} x {} x {} ran",
+                               candidates.size(), p.m, p.n, p.k));
+    choice->algo = fastest;
+    choice->engine = "cuBLASLt, tuned";
+  }
+  return choices_.emplace(key, std::move(choice)).first->second.get();
+}
+
+Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
+                   const void *b, void *c, const float *bias) {
   const float one = 1.0f, zero = 0.0f;
-  int lda = int(transA ? m : k), ldb = int(transB ? k : n);
-  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const float *beta = p.accumulate ? &one : &zero;
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  // The shape's descriptor serves every bias of its alignment.
+  if (bias) {
+    const void *pointer = bias;
+    s = lt_->descSet(choice.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                     sizeof(pointer));
+  }
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = lt_->matmul(lt_->handle, choice.desc, &one, b, choice.first, a,
+                    choice.second, beta, c, choice.result, c, choice.result,
+                    &choice.algo, workspace_, workspaceBytes_, stream_);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return Error(fmt::format("cuBLASLt ({} x {} x {}, batch {}): {}", p.m, p.n,
+                             p.k, p.batch, api_->statusString(s)));
+  return Status::ok();
+}
+
+Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
+                        const float *bias) {
+  bool accumulate = p.accumulate;
+  if (bias) {
+    // The bias broadcast into C, then C += the product.
+    dtk_cuda_fill_rows_f32(bias, static_cast<float *>(c), p.batch * p.m, p.n,
+                           reinterpret_cast<dtk_stream>(stream_));
+    accumulate = true;
+  }
+  ColumnMajor cm = columnMajor(p);
+  const float one = 1.0f, zero = 0.0f;
   const float *beta = accumulate ? &one : &zero;
+  cublasOperation_t opFirst = cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opSecond = cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t s;
-  if (operands == Operands::F32) {
-    s = api_->sgemmStridedBatched(handle_, opB, opA, int(n), int(m), int(k),
-                                  &one, static_cast<const float *>(b), ldb,
-                                  k * n, static_cast<const float *>(a), lda,
-                                  m * k, beta, static_cast<float *>(c), int(n),
-                                  m * n, int(batch));
+  if (p.operands == Operands::F32) {
+    s = api_->sgemmStridedBatched(
+        handle_, opFirst, opSecond, int(cm.m), int(cm.n), int(cm.k), &one,
+        static_cast<const float *>(b), int(cm.first.ld), cm.first.stride,
+        static_cast<const float *>(a), int(cm.second.ld), cm.second.stride,
+        beta, static_cast<float *>(c), int(cm.result.ld), cm.result.stride,
+        int(p.batch));
   } else {
-    // TF32 keeps 10 of f32's 23 mantissa bits: exact for 16-bit values
-    // only, which is what the plan's flag promises; 16-bit operands multiply
-    // exactly into the f32 sums.
-    cudaDataType type = operands == Operands::BF16  ? CUDA_R_16BF
-                        : operands == Operands::F16 ? CUDA_R_16F
-                                                    : CUDA_R_32F;
-    cublasComputeType_t compute = operands == Operands::TF32
-                                      ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                      : CUBLAS_COMPUTE_32F;
-    // A 16-bit result is the f32 sums rounded to nearest, as the CPU's
-    // narrowing after its f32 product rounds them.
-    cudaDataType out = result == Operands::F32 ? CUDA_R_32F : type;
-    s = api_->gemmStridedBatchedEx(handle_, opB, opA, int(n), int(m), int(k),
-                                   &one, b, type, ldb, k * n, a, type, lda,
-                                   m * k, beta, c, out, int(n), m * n,
-                                   int(batch), compute, CUBLAS_GEMM_DEFAULT);
+    cudaDataType type = dataType(p.operands);
+    s = api_->gemmStridedBatchedEx(
+        handle_, opFirst, opSecond, int(cm.m), int(cm.n), int(cm.k), &one, b,
+        type, int(cm.first.ld), cm.first.stride, a, type, int(cm.second.ld),
+        cm.second.stride, beta, c, dataType(p.result), int(cm.result.ld),
+        cm.result.stride, int(p.batch), computeType(p.operands),
+        CUBLAS_GEMM_DEFAULT);
   }
   if (s != CUBLAS_STATUS_SUCCESS) {
     static const char *const kinds[] = {"sgemm", "TF32 gemm", "bf16 gemm",
                                         "f16 gemm"};
     return Error(fmt::format("cuBLAS {} ({} x {} x {}, batch {}): {}",
-                             kinds[int(operands)], m, n, k, batch,
+                             kinds[int(p.operands)], p.m, p.n, p.k, p.batch,
                              api_->statusString(s)));
   }
   return Status::ok();
+}
+
+namespace {
+
+Status check(const Product &p, const float *bias) {
+  if (p.result != Operands::F32 && p.result != p.operands)
+    return Error("a product's 16-bit result must have its operands' type");
+  if (bias && p.result != Operands::F32)
+    return Error("a product with a bias must have an f32 result");
+  // The classic API's sizes are 32-bit; cuBLASLt takes the same products.
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.batch > INT_MAX)
+    return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
+                             "cuBLAS's 32-bit sizes",
+                             p.m, p.n, p.k, p.batch));
+  return Status::ok();
+}
+
+} // namespace
+
+Status Blas::matmul(const Product &p, const void *a, const void *b, void *c,
+                    const float *bias) {
+  if (Status s = check(p, bias); !s)
+    return s;
+  if (lt_) {
+    // The heuristic alone here: timing is for tune(), before the program
+    // runs (a product may be captured into a CUDA graph).
+    Expected<Choice *> choice = choose(p, a, b, c, bias, false);
+    if (!choice)
+      return choice.error();
+    lastEngine_ = (*choice)->engine;
+    if ((*choice)->useLt)
+      return runLt(**choice, p, a, b, c, bias);
+  }
+  lastEngine_ = "cuBLAS";
+  return runClassic(p, a, b, c, bias);
+}
+
+Status Blas::tune(const Product &p, const void *a, const void *b, void *c,
+                  const float *bias) {
+  if (Status s = check(p, bias); !s)
+    return s;
+  if (!lt_)
+    return Status::ok();
+  Expected<Choice *> choice =
+      choose(p, a, b, c, bias, engine_ == ProductEngine::Tuned);
+  return choice ? Status::ok() : Status(choice.error());
 }
 
 } // namespace dtrt::cuda

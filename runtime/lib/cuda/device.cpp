@@ -120,6 +120,15 @@ public:
     cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
     if (e == cudaSuccess)
       e = cudaMemset(p, 0, bytes);
+    if (e == cudaSuccess) {
+      // The products' algorithms are chosen while the arena holds nothing:
+      // tuning runs them there. Then it is cleared again.
+      if (Status s = executor_->tuneProducts(static_cast<char *>(p)); !s) {
+        cudaFree(p);
+        return s.error();
+      }
+      e = cudaMemset(p, 0, bytes);
+    }
     if (e != cudaSuccess) {
       size_t freeBytes = 0, total = 0;
       cudaMemGetInfo(&freeBytes, &total);

@@ -71,7 +71,10 @@ Executor::create(const std::string &image, const std::string &planText,
   if (!library)
     return library.error();
   e->library_ = std::make_unique<KernelLibrary>(std::move(*library));
-  Expected<std::unique_ptr<Blas>> blas = Blas::open(e->stream_);
+  Expected<ProductEngine> engine = productEngineFromEnvironment();
+  if (!engine)
+    return engine.error();
+  Expected<std::unique_ptr<Blas>> blas = Blas::open(e->stream_, *engine);
   if (!blas)
     return blas.error();
   e->blas_ = std::move(*blas);
@@ -82,6 +85,7 @@ Executor::create(const std::string &image, const std::string &planText,
   if (!graphs || std::string(graphs) != "0")
     e->graphs_.emplace();
   e->arenaBytes_ = plan->arenaBytes - plan->deviceFrom;
+  e->deviceFrom_ = plan->deviceFrom;
   if (plan->scratchBytes > 0 &&
       (err = cudaMalloc(reinterpret_cast<void **>(&e->scratch_),
                         size_t(plan->scratchBytes))) != cudaSuccess)
@@ -355,22 +359,62 @@ Status Executor::flushTrace() {
   return Status::ok();
 }
 
-std::string Executor::describe(const Thunk &t) {
+std::string Executor::describe(const Thunk &t) const {
   if (t.kind == Thunk::Kernel)
     return t.name;
-  // Products by shape and operands: where cuBLAS's time goes.
+  // Products by shape, operands and library: where cuBLAS's time goes.
   if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
     static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
-    return fmt::format("{} {}{}x{}x{}{}{} {}{}",
+    return fmt::format("{} {}{}x{}x{}{}{} {}{} ({})",
                        t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
                        t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],
                        t.i[2], t.i[3], t.i[4] ? " A^T" : "",
                        t.i[5] ? " B^T" : "", operands[int(t.operands)],
                        t.result == Operands::F32
                            ? ""
-                           : fmt::format(" -> {}", operands[int(t.result)]));
+                           : fmt::format(" -> {}", operands[int(t.result)]),
+                       blas_->lastEngine());
   }
   return kindName(t.kind);
+}
+
+Product Executor::productOf(const Thunk &t) {
+  const std::vector<int64_t> &i = t.i;
+  return Product{i[0],      i[1],  i[2],       i[3],    i[4] != 0,
+                 i[5] != 0, false, t.operands, t.result};
+}
+
+Status Executor::tuneProducts(char *deviceMemory) {
+  auto start = std::chrono::steady_clock::now();
+  char *arena = deviceMemory - deviceFrom_;
+  size_t products = 0;
+  for (const auto &[name, thunks] : entries_)
+    for (const Thunk &t : thunks) {
+      Status s = Status::ok();
+      if (t.kind == Thunk::Matmul)
+        s = blas_->tune(productOf(t), arena + t.p[0], arena + t.p[1],
+                        arena + t.p[2]);
+      else if (t.kind == Thunk::MatmulBias)
+        s = blas_->tune(productOf(t), arena + t.p[0], arena + t.p[1],
+                        arena + t.p[3],
+                        reinterpret_cast<const float *>(arena + t.p[2]));
+      else
+        continue;
+      if (!s)
+        return s.error().withContext(name);
+      ++products;
+    }
+  if (Status s = synchronize(); !s)
+    return s;
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (blas_->engine() == ProductEngine::Tuned)
+    fmt::print(stderr,
+               "note: cuBLASLt's candidates for the plan's {} products timed "
+               "in {:.1f} s (DTRT_CUDA_PRODUCTS=tuned)\n",
+               products, seconds);
+  return Status::ok();
 }
 
 void Executor::printProfile() const {
@@ -415,13 +459,12 @@ Status Executor::launch(const Thunk &t, char *arena) {
     return Status::ok();
   }
   case Thunk::Matmul:
-    return blas_->matmul(arena + t.p[0], arena + t.p[1], arena + t.p[2], i[0],
-                         i[1], i[2], i[3], i[4] != 0, i[5] != 0, false,
-                         t.operands, t.result);
+    return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1],
+                         arena + t.p[2]);
   case Thunk::MatmulBias:
-    dtk_cuda_fill_rows_f32(f32(2), f32(3), i[0] * i[1], i[2], s);
-    return blas_->matmul(arena + t.p[0], arena + t.p[1], f32(3), i[0], i[1],
-                         i[2], i[3], i[4] != 0, i[5] != 0, true, t.operands);
+    // cuBLASLt adds the bias in its epilogue.
+    return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1], f32(3),
+                         f32(2));
   case Thunk::Softmax:
     dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
     return Status::ok();

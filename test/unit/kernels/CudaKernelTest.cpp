@@ -796,4 +796,100 @@ TEST(CudaKernelTest, CrossEntropyReadsAndWritesSixteenBitData) {
   }
 }
 
+TEST(CudaKernelTest, ProductsThroughEachEngineEqualTheCpus) {
+  REQUIRE_GPU();
+  // Every engine a program may choose (DTRT_CUDA_PRODUCTS), on products of
+  // odd shapes, both transposes, batches, accumulation, a bias epilogue, and
+  // 16-bit operands and results: the row-major products the CPU computes.
+  using dtrt::cuda::Operands;
+  using dtrt::cuda::Product;
+  using dtrt::cuda::ProductEngine;
+  for (ProductEngine engine :
+       {ProductEngine::Lt, ProductEngine::Tuned, ProductEngine::Classic}) {
+    auto blas = dtrt::cuda::Blas::open(nullptr, engine);
+    ASSERT_TRUE(bool(blas)) << blas.error().message();
+    for (Operands operands : {Operands::F32, Operands::TF32, Operands::BF16})
+      for (int64_t batch : {1, 3})
+        for (int variant = 0; variant < 8; ++variant) {
+          const int64_t m = 37, n = 50, k = 72;
+          Product p{batch,
+                    m,
+                    n,
+                    k,
+                    (variant & 1) != 0,
+                    (variant & 2) != 0,
+                    (variant & 4) != 0,
+                    operands};
+          bool bias = variant == 1 || variant == 6;
+          bool half = operands == Operands::BF16;
+          if (half && variant == 3)
+            p.result = Operands::BF16; // a product's narrowing, fused
+          SCOPED_TRACE(testing::Message()
+                       << "engine " << int(engine) << ", operands "
+                       << int(operands) << ", batch " << batch << ", variant "
+                       << variant);
+          // 16-bit values (exact in TF32 and bf16) keep the reference exact.
+          std::vector<float> a = roundedToBf16(randomVector(
+                                 size_t(batch * m * k), 61 + variant)),
+                             b = roundedToBf16(randomVector(
+                                 size_t(batch * k * n), 71 + variant)),
+                             c0 = randomVector(size_t(batch * m * n), 81),
+                             row = randomVector(size_t(n), 91);
+          std::vector<double> want(c0.size());
+          for (int64_t x = 0; x < batch; ++x)
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double sum = p.accumulate ? c0[size_t((x * m + i) * n + j)] : 0;
+                if (bias)
+                  sum += row[size_t(j)];
+                for (int64_t l = 0; l < k; ++l)
+                  sum +=
+                      double(a[size_t(x * m * k +
+                                      (p.transA ? l * m + i : i * k + l))]) *
+                      b[size_t(x * k * n + (p.transB ? j * k + l : l * n + j))];
+                want[size_t((x * m + i) * n + j)] = sum;
+              }
+          DeviceBuffer<uint16_t> a16(bf16Bits(a)), b16(bf16Bits(b));
+          DeviceBuffer<float> a32(a), b32(b), gbias(row), c32(c0);
+          DeviceBuffer<uint16_t> c16(bf16Bits(roundedToBf16(c0)));
+          const void *ga = half ? (void *)a16.get() : (void *)a32.get(),
+                     *gb = half ? (void *)b16.get() : (void *)b32.get();
+          void *gc = p.result == Operands::BF16 ? (void *)c16.get()
+                                                : (void *)c32.get();
+          const float *gbiasp = bias ? gbias.get() : nullptr;
+          if (engine == ProductEngine::Tuned) {
+            // Tuning writes C; the product then starts from c0 again.
+            ASSERT_TRUE(bool((*blas)->tune(p, ga, gb, gc, gbiasp)));
+            DeviceBuffer<float> fresh(c0);
+            ASSERT_EQ(cudaMemcpy(c32.get(), fresh.get(), c0.size() * 4,
+                                 cudaMemcpyDeviceToDevice),
+                      cudaSuccess);
+            DeviceBuffer<uint16_t> fresh16(bf16Bits(roundedToBf16(c0)));
+            ASSERT_EQ(cudaMemcpy(c16.get(), fresh16.get(), c0.size() * 2,
+                                 cudaMemcpyDeviceToDevice),
+                      cudaSuccess);
+          }
+          dtrt::Status s = (*blas)->matmul(p, ga, gb, gc, gbiasp);
+          ASSERT_TRUE(bool(s)) << s.error().message();
+          std::vector<float> got;
+          if (p.result == Operands::BF16) {
+            for (uint16_t h : c16.read()) {
+              uint32_t bits = uint32_t(h) << 16;
+              float f;
+              std::memcpy(&f, &bits, 4);
+              got.push_back(f);
+            }
+          } else {
+            got = c32.read();
+          }
+          // f32 products (CUDA cores) to rounding; a bf16 result or
+          // accumulator to its 8 bits.
+          double bound = p.result == Operands::BF16 ? 1.0 / 128 : 1e-5;
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], bound * (std::abs(want[i]) + 1.0))
+                << i << " (" << (*blas)->lastEngine() << ")";
+        }
+  }
+}
+
 } // namespace

@@ -1,14 +1,20 @@
-//===- dtrt/cuda/blas.h - cuBLAS, loaded when a GPU is used -----*- C++ -*-===//
+//===- dtrt/cuda/blas.h - cuBLASLt and cuBLAS, opened for a GPU -*- C++ -*-===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
 //===----------------------------------------------------------------------===//
 //
-// The products of a GPU plan go through cuBLAS, which the runtime opens with
-// dlopen when it makes the CUDA executor: an emitted program must start on a
-// machine without the CUDA libraries, so it cannot link them. Looked for as
-// libcublas.so.<major of the toolkit dt was built with> on the loader's path,
-// then in $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
+// The products of a GPU plan go through cuBLASLt (cuBLAS's classic API where
+// cuBLASLt offers no algorithm), which the runtime opens with dlopen when it
+// makes the CUDA executor: an emitted program must start on a machine
+// without the CUDA libraries, so it cannot link them. Looked for as
+// libcublas{Lt}.so.<major of the toolkit dt was built with> on the loader's
+// path, then in $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
+//
+// Shapes are static, so each product's algorithm is chosen once, for its
+// shape and its operands' alignments, and kept: the heuristic's first
+// choice, or with DTRT_CUDA_PRODUCTS=tuned the fastest of its first few,
+// timed on the arena before the program uses it (Executor::tuneProducts).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +25,10 @@
 
 #include <cublas_v2.h>
 
+#include <map>
 #include <memory>
+#include <string>
+#include <tuple>
 
 namespace dtrt::cuda {
 
@@ -28,32 +37,101 @@ namespace dtrt::cuda {
 /// them); or stored as 16-bit values ("half").
 enum class Operands { F32, TF32, BF16, F16 };
 
+/// dtk_matmul_f32's contract: C = op(A) op(B) (+ bias) for `batch`
+/// consecutive row-major matrices; op(A) is M x K, op(B) K x N, the bias a
+/// row of N f32 added to every row. With `accumulate`, C += instead of C =.
+struct Product {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool transA = false, transB = false, accumulate = false;
+  Operands operands = Operands::F32;
+  /// F32, or the operands' 16-bit type: the f32 sums rounded to it.
+  Operands result = Operands::F32;
+};
+
+/// A row-major product as cuBLAS's column-major one: C^T = op(B)^T op(A)^T,
+/// so the operands swap and keep their own transposes. cuBLAS's first
+/// operand is our B, its second our A, and its M x N result our C^T.
+struct ColumnMajor {
+  struct Matrix {
+    /// The stored matrix, column-major: rows x cols, columns `ld` apart,
+    /// batches `stride` elements apart; `transposed`: cuBLAS reads it as
+    /// op(X) = X^T.
+    int64_t rows, cols, ld, stride;
+    bool transposed;
+  };
+  int64_t m, n, k;
+  Matrix first, second, result;
+};
+ColumnMajor columnMajor(const Product &p);
+
+/// How products are computed: DTRT_CUDA_PRODUCTS=lt (the default), tuned,
+/// or cublas.
+enum class ProductEngine { Lt, Tuned, Classic };
+Expected<ProductEngine> productEngineFromEnvironment();
+
 class Blas {
 public:
-  /// Opens cuBLAS and makes a handle on `stream`. Products of f32 operands
-  /// are computed in f32 (no TF32): the GPU's losses are the CPU's to
-  /// rounding.
-  static Expected<std::unique_ptr<Blas>> open(cudaStream_t stream);
+  /// Opens cuBLAS (and cuBLASLt, unless `engine` is Classic) and works on
+  /// `stream`. Products of f32 operands are computed in f32 (no TF32): the
+  /// GPU's losses are the CPU's to rounding.
+  static Expected<std::unique_ptr<Blas>>
+  open(cudaStream_t stream, ProductEngine engine = ProductEngine::Lt);
   ~Blas();
 
-  /// dtk_matmul_f32's contract on device pointers: C = op(A) op(B) for
-  /// `batch` consecutive row-major matrices; op(A) is M x K, op(B) K x N.
-  /// With `accumulate`, C += instead of C =. With Operands::TF32, the f32
-  /// operands hold 16-bit values and the product takes TF32 tensor cores;
-  /// with BF16 or F16, `a` and `b` point at 16-bit elements. Either way the
-  /// products are exact and summed in f32. `c` holds f32, or with `result`
-  /// BF16 or F16 (the operands' type) the sums rounded to it.
+  /// `p` on device pointers. With Operands::TF32, the f32 operands hold
+  /// 16-bit values and the product takes TF32 tensor cores; with BF16 or
+  /// F16, `a` and `b` point at 16-bit elements. Either way the products are
+  /// exact and summed in f32. `bias` (f32, or null) needs an f32 result.
+  Status matmul(const Product &p, const void *a, const void *b, void *c,
+                const float *bias = nullptr);
   Status matmul(const void *a, const void *b, void *c, int64_t batch, int64_t m,
                 int64_t n, int64_t k, bool transA, bool transB, bool accumulate,
-                Operands operands, Operands result = Operands::F32);
+                Operands operands, Operands result = Operands::F32) {
+    return matmul(
+        Product{batch, m, n, k, transA, transB, accumulate, operands, result},
+        a, b, c);
+  }
+
+  /// With ProductEngine::Tuned, times the heuristic's first candidates for
+  /// `p` on these pointers and keeps the fastest for every later product of
+  /// its shape and alignments; otherwise chooses as matmul would. Writes
+  /// `c` (many times, accumulating or not): it must hold nothing of value.
+  Status tune(const Product &p, const void *a, const void *b, void *c,
+              const float *bias = nullptr);
+
+  /// Which library computed the last product ("cuBLASLt", "cuBLASLt,
+  /// tuned", "cuBLAS"), for the profile.
+  const char *lastEngine() const { return lastEngine_; }
+  ProductEngine engine() const { return engine_; }
 
 private:
   Blas() = default;
   struct Api;
+  struct LtApi;
+  struct Choice;
+  /// A product's shape and its pointers' alignments: what an algorithm
+  /// depends on.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+                         int, int, int, int>;
+  Key keyOf(const Product &p, const void *a, const void *b, const void *c,
+            const float *bias) const;
+  Expected<Choice *> choose(const Product &p, const void *a, const void *b,
+                            void *c, const float *bias, bool timed);
+  Status runLt(const Choice &choice, const Product &p, const void *a,
+               const void *b, void *c, const float *bias);
+  Status runClassic(const Product &p, const void *a, const void *b, void *c,
+                    const float *bias);
+
   std::unique_ptr<Api> api_;
+  std::unique_ptr<LtApi> lt_;
   void *library_ = nullptr;
   cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  ProductEngine engine_ = ProductEngine::Lt;
+  std::map<Key, std::unique_ptr<Choice>> choices_;
+  const char *lastEngine_ = "cuBLAS";
 };
 
 } // namespace dtrt::cuda

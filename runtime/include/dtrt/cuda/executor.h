@@ -82,6 +82,12 @@ public:
   cudaStream_t stream() const { return stream_; }
   /// The products' cuBLAS, on stream().
   Blas &blas() { return *blas_; }
+  /// Chooses every planned product's algorithm before the first step, on
+  /// the device memory just allocated for the arena (`deviceMemory`, at the
+  /// plan's device_from), which must hold nothing yet: with
+  /// DTRT_CUDA_PRODUCTS=tuned the products run there, timed. Says on stderr
+  /// how long tuning took.
+  Status tuneProducts(char *deviceMemory);
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
   /// with CUDA events (serialising the stream) and this prints the launches
@@ -92,7 +98,9 @@ private:
   Executor() = default;
   Status launch(const Thunk &t, char *arena);
   /// The name a profile gives a launch: its kernel's or its kind's.
-  static std::string describe(const Thunk &t);
+  std::string describe(const Thunk &t) const;
+  /// A product launch's shape and operands.
+  static Product productOf(const Thunk &t);
 
   /// Under --trace, a traced step's launches between CUDA events, and the
   /// anchors that put the events on the host's clock: the stream was idle
@@ -157,6 +165,9 @@ private:
   cudaStream_t stream_ = nullptr;
   char *scratch_ = nullptr;
   int64_t arenaBytes_ = 0;
+  /// The plan's device_from: the device memory starts this far into the
+  /// arena.
+  int64_t deviceFrom_ = 0;
 };
 
 } // namespace dtrt::cuda
