@@ -37,6 +37,15 @@ class ScheduleOp;
 /// in workgroup memory of this many elements.
 inline constexpr int64_t kGpuThreadsPerBlock = 256;
 
+/// Elements a thread of an elementwise or copying kernel loads before it
+/// stores any (FusedToGPU's gridLoopUnrolled), in kernels of at least
+/// kGpuUnrollFrom elements: at 8 blocks of 256 threads per multiprocessor,
+/// one 4-byte load a thread keeps 8 KiB in flight on each, about a third of
+/// what an H100's or H200's bandwidth needs by Little's law (about 3 MB in
+/// flight over 132 multiprocessors at ~700 ns).
+inline constexpr int64_t kGpuUnroll = 4;
+inline constexpr int64_t kGpuUnrollFrom = 1024;
+
 /// Whether the kernel of a reduction of `outputs` sums of `perOutput` terms
 /// each gives every output a block (rather than a thread).
 inline bool reducesByBlock(int64_t outputs, int64_t perOutput) {
@@ -92,6 +101,12 @@ llvm::DenseSet<mlir::Operation *> narrowedWidenings(mlir::ModuleOp module);
 /// widenings, or null.
 mlir::Type narrowedOperands(mlir::Operation *op,
                             const llvm::DenseSet<mlir::Operation *> &narrowed);
+
+/// Whether the bf16 attention kernels take heads `d` wide with bf16 inputs
+/// or results (kernels/cuda/attention_bf16.cu's withTypedWidth).
+inline bool typedAttentionWidth(int64_t d) {
+  return d == 32 || d == 64 || d == 128;
+}
 
 /// Whether convert-dt-fused-to-gpu makes a kernel of `op`.
 bool isGeneratedKernelOp(mlir::Operation *op);

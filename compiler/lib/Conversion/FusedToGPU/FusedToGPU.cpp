@@ -117,17 +117,76 @@ public:
 
   /// `for (i = first thread; i < n; i += all threads) body(i)`.
   void gridLoop(int64_t n, function_ref<void(Value)> body) {
+    auto [first, stride] = threadStart();
+    auto loop = b.create<scf::ForOp>(loc, first, index(n), stride);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    body(loop.getInductionVar());
+  }
+
+  /// gridLoop over `store(i, compute(i))`, where each thread takes
+  /// kGpuUnroll elements a stride apart at a time and computes them all
+  /// (their loads first) before it stores any. A thread then has kGpuUnroll
+  /// loads in flight instead of one: a kernel that only streams memory
+  /// needs that many bytes in flight per multiprocessor to reach the
+  /// device's bandwidth. Any kernel that is right when its elements run in
+  /// parallel stays right: there too, other elements' loads may come
+  /// before an element's store. The elements left over (fewer than
+  /// kGpuUnroll a thread) take the plain loop, as do kernels of fewer than
+  /// kGpuUnrollFrom elements.
+  void gridLoopUnrolled(int64_t n,
+                        function_ref<SmallVector<Value>(Value)> compute,
+                        function_ref<void(Value, ArrayRef<Value>)> store) {
+    if (n < kGpuUnrollFrom) {
+      gridLoop(n, [&](Value i) { store(i, compute(i)); });
+      return;
+    }
+    auto [first, stride] = threadStart();
+    // Every element of an iteration is in range while i + (u-1) stride < n.
+    Value span = b.create<arith::MulIOp>(loc, stride, index(kGpuUnroll));
+    Value reach = b.create<arith::MulIOp>(loc, stride, index(kGpuUnroll - 1));
+    Value bound = b.create<arith::MaxSIOp>(
+        loc, b.create<arith::SubIOp>(loc, index(n), reach), index(0));
+    auto unrolled =
+        b.create<scf::ForOp>(loc, first, bound, span, ValueRange{first});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(unrolled.getBody());
+      Value i = unrolled.getInductionVar();
+      SmallVector<Value> at;
+      SmallVector<SmallVector<Value>> values;
+      for (int64_t u = 0; u < kGpuUnroll; ++u) {
+        at.push_back(
+            u == 0
+                ? i
+                : b.create<arith::AddIOp>(
+                       loc, i, b.create<arith::MulIOp>(loc, stride, index(u)))
+                      .getResult());
+        values.push_back(compute(at.back()));
+      }
+      for (int64_t u = 0; u < kGpuUnroll; ++u)
+        store(at[size_t(u)], values[size_t(u)]);
+      b.create<scf::YieldOp>(loc,
+                             b.create<arith::AddIOp>(loc, i, span).getResult());
+    }
+    // The iterations' next start is where this thread's leftovers begin.
+    auto rest =
+        b.create<scf::ForOp>(loc, unrolled.getResult(0), index(n), stride);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rest.getBody());
+    Value i = rest.getInductionVar();
+    store(i, compute(i));
+  }
+
+  /// This thread's first element and the grid's stride.
+  std::pair<Value, Value> threadStart() {
     Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
     Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
     Value blockDim = b.create<gpu::BlockDimOp>(loc, gpu::Dimension::x);
     Value gridDim = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
     Value first = b.create<arith::AddIOp>(
         loc, b.create<arith::MulIOp>(loc, block, blockDim), thread);
-    Value stride = b.create<arith::MulIOp>(loc, gridDim, blockDim);
-    auto loop = b.create<scf::ForOp>(loc, first, index(n), stride);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    body(loop.getInductionVar());
+    return {first, b.create<arith::MulIOp>(loc, gridDim, blockDim)};
   }
 
   static Type elementOf(Value v) {
@@ -139,16 +198,23 @@ public:
 
   /// The region's yielded values at iteration index `idx`; with `narrowed`
   /// (narrowedWidenings), the 16-bit values before the final widening.
+  /// `linear`, when given, is `idx`'s row-major position in the iteration
+  /// shape: an input of that very shape loads there, without the index
+  /// arithmetic (which then goes unused, and LLVM drops it).
   FailureOr<SmallVector<Value>> body(FusedOp fused, ArrayRef<Value> idx,
-                                     bool narrowed = false) {
+                                     bool narrowed = false,
+                                     Value linear = nullptr) {
     Block &block = fused.getBody().front();
     ArrayRef<int64_t> iteration = fused.getIterationShape();
     IRMapping scalars;
     for (auto [arg, input] :
          llvm::zip(block.getArguments(), fused.getInputs())) {
       auto type = llvm::cast<RankedTensorType>(input.getType());
-      scalars.map(arg, load(type.getElementType(), offsetOf(input),
-                            type.getShape(), iteration, idx));
+      if (linear && type.getShape() == iteration)
+        scalars.map(arg, loadAt(input, linear));
+      else
+        scalars.map(arg, load(type.getElementType(), offsetOf(input),
+                              type.getShape(), iteration, idx));
     }
     for (Operation &op : block.without_terminator()) {
       auto scalar = llvm::dyn_cast<ScalarizableOpInterface>(op);
@@ -241,14 +307,17 @@ struct ConvertFusedToGPUPass
             .Case([&](TransposeOp t) {
               ArrayRef<int64_t> perm = t.getPerm();
               Value in = t.getInput(), out = t.getResult();
-              k.gridLoop(launchElements(t), [&](Value i) {
-                SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
-                SmallVector<Value> from(idx.size());
-                for (auto [j, p] : llvm::enumerate(perm))
-                  from[p] = idx[j];
-                k.storeAt(out, i,
-                          k.loadAt(in, k.linearize(from, k.shapeOf(in))));
-              });
+              k.gridLoopUnrolled(
+                  launchElements(t),
+                  [&](Value i) {
+                    SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
+                    SmallVector<Value> from(idx.size());
+                    for (auto [j, p] : llvm::enumerate(perm))
+                      from[p] = idx[j];
+                    return SmallVector<Value>{
+                        k.loadAt(in, k.linearize(from, k.shapeOf(in)))};
+                  },
+                  [&](Value i, ArrayRef<Value> v) { k.storeAt(out, i, v[0]); });
               return success();
             })
             .Case([&](SplitOp s) {
@@ -321,15 +390,22 @@ struct ConvertFusedToGPUPass
                         int64_t axis, int64_t start, bool fromWhole) {
     int64_t n = std::max<int64_t>(
         1, llvm::cast<RankedTensorType>(piece.getType()).getNumElements());
-    k.gridLoop(n, [&](Value i) {
-      SmallVector<Value> idx = k.delinearize(i, k.shapeOf(piece));
-      idx[axis] = k.add(idx[axis], start);
-      Value there = k.linearize(idx, k.shapeOf(whole));
-      if (fromWhole)
-        k.storeAt(piece, i, k.loadAt(whole, there));
-      else
-        k.storeAt(whole, there, k.loadAt(piece, i));
-    });
+    // compute hands store the element and its place in the whole.
+    k.gridLoopUnrolled(
+        n,
+        [&](Value i) {
+          SmallVector<Value> idx = k.delinearize(i, k.shapeOf(piece));
+          idx[axis] = k.add(idx[axis], start);
+          Value there = k.linearize(idx, k.shapeOf(whole));
+          return SmallVector<Value>{
+              fromWhole ? k.loadAt(whole, there) : k.loadAt(piece, i), there};
+        },
+        [&](Value i, ArrayRef<Value> v) {
+          if (fromWhole)
+            k.storeAt(piece, i, v[0]);
+          else
+            k.storeAt(whole, v[1], v[0]);
+        });
   }
 
   /// copyPiece for consecutive pieces of `whole` along `axis`.
@@ -483,8 +559,9 @@ struct ConvertFusedToGPUPass
     Value end = b.create<arith::MinUIOp>(
         loc, b.create<arith::AddIOp>(loc, first, k.index(chunk)),
         k.index(perOutput));
-    blockTree(b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid),
-              end, [&](Value r) { return terms(o, r); });
+    blockTree(
+        b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid), end,
+        [&](Value r) { return terms(o, r); }, chunk >= kGpuUnrollFrom);
     Value isFirst =
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
     auto totals = [&] {
@@ -509,30 +586,24 @@ struct ConvertFusedToGPUPass
 
   /// The threads' sums of `term(r)` for r = from, from + blockDim, ... below
   /// `end`, added by a tree in `shared` (the total in element 0; every
-  /// thread waits for it).
-  static void blockTree(OpBuilder &b, KernelBuilder &k,
-                        ArrayRef<Value> shared, ArrayRef<Type> accs,
-                        Value from, Value end,
-                        function_ref<SmallVector<Value>(Value)> term) {
+  /// thread waits for it). With `unroll` (a reduction of many terms), a
+  /// thread computes kGpuUnroll terms, loads first, before it adds them in
+  /// the same order as one at a time: the same bits, with kGpuUnroll loads
+  /// in flight instead of one (see gridLoopUnrolled).
+  static void blockTree(OpBuilder &b, KernelBuilder &k, ArrayRef<Value> shared,
+                        ArrayRef<Type> accs, Value from, Value end,
+                        function_ref<SmallVector<Value>(Value)> term,
+                        bool unroll = false) {
     Location loc = from.getLoc();
     auto add = [&](Value x, Value y) -> Value {
       return llvm::isa<FloatType>(x.getType())
                  ? b.create<arith::AddFOp>(loc, x, y).getResult()
                  : b.create<arith::AddIOp>(loc, x, y).getResult();
     };
-    Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
-    SmallVector<Value> zeros;
-    for (Type t : accs)
-      zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
-    auto inner = b.create<scf::ForOp>(loc, from, end,
-                                      k.index(kGpuThreadsPerBlock), zeros);
-    {
-      OpBuilder::InsertionGuard innerGuard(b);
-      b.setInsertionPointToStart(inner.getBody());
-      SmallVector<Value> values = term(inner.getInductionVar());
+    auto addTerms = [&](ValueRange partials, ArrayRef<Value> values) {
       SmallVector<Value> sums;
-      for (auto [acc, v, t] :
-           llvm::zip(inner.getRegionIterArgs(), values, accs)) {
+      for (auto [acc, value, t] : llvm::zip(partials, values, accs)) {
+        Value v = value;
         if (!v) { // the body failed; its error is out
           sums.push_back(acc);
           continue;
@@ -541,7 +612,44 @@ struct ConvertFusedToGPUPass
           v = b.create<arith::ExtFOp>(loc, t, v);
         sums.push_back(add(acc, v));
       }
+      return sums;
+    };
+    Value tid = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+    SmallVector<Value> start;
+    for (Type t : accs)
+      start.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
+    Value rest = from;
+    if (unroll) {
+      // While the last of an iteration's terms is below `end`.
+      Value bound = b.create<arith::SubIOp>(
+          loc, end, k.index(kGpuThreadsPerBlock * (kGpuUnroll - 1)));
+      SmallVector<Value> inits = start;
+      inits.push_back(from);
+      auto unrolled = b.create<scf::ForOp>(
+          loc, from, bound, k.index(kGpuThreadsPerBlock * kGpuUnroll), inits);
+      OpBuilder::InsertionGuard unrolledGuard(b);
+      b.setInsertionPointToStart(unrolled.getBody());
+      Value r = unrolled.getInductionVar();
+      SmallVector<SmallVector<Value>> values;
+      for (int64_t u = 0; u < kGpuUnroll; ++u)
+        values.push_back(term(k.add(r, u * kGpuThreadsPerBlock)));
+      SmallVector<Value> sums(
+          unrolled.getRegionIterArgs().take_front(accs.size()));
+      for (const SmallVector<Value> &v : values)
+        sums = addTerms(sums, v);
+      sums.push_back(k.add(r, kGpuThreadsPerBlock * kGpuUnroll));
       b.create<scf::YieldOp>(loc, sums);
+      ValueRange results = unrolled.getResults();
+      start.assign(results.begin(), results.begin() + accs.size());
+      rest = unrolled.getResults().back();
+    }
+    auto inner = b.create<scf::ForOp>(loc, rest, end,
+                                      k.index(kGpuThreadsPerBlock), start);
+    {
+      OpBuilder::InsertionGuard innerGuard(b);
+      b.setInsertionPointToStart(inner.getBody());
+      SmallVector<Value> values = term(inner.getInductionVar());
+      b.create<scf::YieldOp>(loc, addTerms(inner.getRegionIterArgs(), values));
     }
     for (auto [partial, buffer] : llvm::zip(inner.getResults(), shared))
       b.create<memref::StoreOp>(loc, partial, buffer, ValueRange{tid});
@@ -708,6 +816,25 @@ struct ConvertFusedToGPUPass
     }
 
     LogicalResult status = success();
+    if (reduced.empty()) {
+      k.gridLoopUnrolled(
+          outputs,
+          [&](Value out) {
+            FailureOr<SmallVector<Value>> values =
+                k.body(fused, k.delinearize(out, iteration),
+                       narrowed.contains(fused), out);
+            if (failed(values)) {
+              status = failure();
+              return SmallVector<Value>();
+            }
+            return *values;
+          },
+          [&](Value out, ArrayRef<Value> values) {
+            for (auto [result, value] : llvm::zip(fused.getResults(), values))
+              k.store(value, offsetOf(result), out);
+          });
+      return status;
+    }
     k.gridLoop(outputs, [&](Value out) {
       SmallVector<Value> outIdx = k.delinearize(out, keptShape);
       auto fullIndex = [&](ArrayRef<Value> reducedIdx) {
@@ -720,15 +847,7 @@ struct ConvertFusedToGPUPass
       };
 
       SmallVector<Value> results;
-      if (reduced.empty()) {
-        FailureOr<SmallVector<Value>> values =
-            k.body(fused, fullIndex({}), narrowed.contains(fused));
-        if (failed(values)) {
-          status = failure();
-          return;
-        }
-        results = *values;
-      } else {
+      {
         // Each output element's sum, in order.
         SmallVector<Value> zeros;
         for (Value r : fused.getResults()) {
