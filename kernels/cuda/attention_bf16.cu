@@ -27,6 +27,11 @@
 // must be a multiple of 16 wide and at most 128; others, and operands not
 // 16-byte aligned, take the TF32 kernels.
 //
+// The _typed entry points also take Q, K, V and dO stored as bf16 (a bf16
+// program's activations where they lie, without the widenings before) and
+// write O, dQ, dK and dV as bf16 rounded to nearest (what the narrowings
+// after would have stored), for heads of 32, 64 or 128.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dtk/cuda_kernels.h"
@@ -160,20 +165,33 @@ __device__ void asOperand(Operand &a, const Scores &s) {
   }
 }
 
-/// Rows [first, first + kRows) of a [t, D] f32 matrix into a bf16 tile;
-/// rows past t are zeros. The values are bf16 already: exact.
-template <int D>
-__device__ void loadTile(bf16 *dst, const float *src, int64_t first,
-                         int64_t t) {
-  constexpr int quads = D / 4, ld = kStride<D>;
-  for (int e = threadIdx.x; e < kRows * quads; e += kThreads) {
-    int r = e / quads, c = (e % quads) * 4;
-    float4 x =
-        first + r < t
-            ? *reinterpret_cast<const float4 *>(src + (first + r) * D + c)
-            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    *reinterpret_cast<uint2 *>(dst + r * ld + c) =
-        make_uint2(pack(x.x, x.y), pack(x.z, x.w));
+/// Rows [first, first + kRows) of a [t, D] f32 (or bf16) matrix into a
+/// bf16 tile; rows past t are zeros. f32 values are bf16 already: exact.
+template <int D, typename In>
+__device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t) {
+  constexpr int ld = kStride<D>;
+  if constexpr (std::is_same_v<In, bf16>) {
+    // Eight elements, 16 bytes, at a time: rows of D (a multiple of 8)
+    // bf16 from a 16-byte aligned base, into tile rows of 16-byte strides.
+    constexpr int octets = D / 8;
+    for (int e = threadIdx.x; e < kRows * octets; e += kThreads) {
+      int r = e / octets, c = (e % octets) * 8;
+      *reinterpret_cast<uint4 *>(dst + r * ld + c) =
+          first + r < t
+              ? *reinterpret_cast<const uint4 *>(src + (first + r) * D + c)
+              : make_uint4(0, 0, 0, 0);
+    }
+  } else {
+    constexpr int quads = D / 4;
+    for (int e = threadIdx.x; e < kRows * quads; e += kThreads) {
+      int r = e / quads, c = (e % quads) * 4;
+      float4 x =
+          first + r < t
+              ? *reinterpret_cast<const float4 *>(src + (first + r) * D + c)
+              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      *reinterpret_cast<uint2 *>(dst + r * ld + c) =
+          make_uint2(pack(x.x, x.y), pack(x.z, x.w));
+    }
   }
 }
 
@@ -221,9 +239,10 @@ __device__ int columnOf(const Place &p, int n, int e) {
 }
 
 /// Stores a lane's share of `acc` times `scale` into rows of [t, D] `out`
-/// (the slice's base applied), one row per divisor in `by` (1 for none).
-template <int D>
-__device__ void storeRows(float *out, const float (&acc)[D / 8][4],
+/// (the slice's base applied), one row per divisor in `by` (1 for none);
+/// into bf16 `out`, each f32 value rounded to nearest.
+template <int D, typename Out>
+__device__ void storeRows(Out *out, const float (&acc)[D / 8][4],
                           const Place &p, int64_t t, float scale,
                           const float (&by)[2]) {
   for (int h = 0; h < 2; ++h) {
@@ -231,18 +250,23 @@ __device__ void storeRows(float *out, const float (&acc)[D / 8][4],
       continue;
     float f = scale / by[h];
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<float2 *>(out + p.row[h] * D + n * 8 + p.column) =
-          make_float2(acc[n][2 * h] * f, acc[n][2 * h + 1] * f);
+    for (int n = 0; n < D / 8; ++n) {
+      float lo = acc[n][2 * h] * f, hi = acc[n][2 * h + 1] * f;
+      Out *at = out + p.row[h] * D + n * 8 + p.column;
+      if constexpr (std::is_same_v<Out, bf16>)
+        *reinterpret_cast<__nv_bfloat162 *>(at) = __floats2bfloat162_rn(lo, hi);
+      else
+        *reinterpret_cast<float2 *>(at) = make_float2(lo, hi);
+    }
   }
 }
 
 /// O for 64 query rows. `scale2` is the softmax scale times log2(e): the
 /// kernels work in base 2.
-template <int D>
+template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    forwardKernel(const float *q, const float *k, const float *v, float *o,
-                  int64_t t, int32_t causal, float scale2) {
+    forwardKernel(const In *q, const In *k, const In *v, Out *o, int64_t t,
+                  int32_t causal, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *ks = qs + kRows * ld,
@@ -303,11 +327,11 @@ __global__ void __launch_bounds__(kThreads)
 /// For 64 query rows: each row's base-2 log-sum-exp and
 /// D = sum_j p_j (dO . v_j) into `stats` (online, one pass), then
 /// dQ = scale sum_j p_j (dO . v_j - D) k_j (a second pass).
-template <int D>
+template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    queryGradKernel(const float *q, const float *k, const float *v,
-                    const float *dout, float *dq, float *stats, int64_t t,
-                    int32_t causal, float scale, float scale2) {
+    queryGradKernel(const In *q, const In *k, const In *v, const In *dout,
+                    Out *dq, float *stats, int64_t t, int32_t causal,
+                    float scale, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *dos = qs + kRows * ld,
@@ -404,11 +428,11 @@ __global__ void __launch_bounds__(kThreads)
 
 /// For 64 keys: dV_j = sum_i p_ij dO_i and dK_j = scale sum_i ds_ij q_i over
 /// the query tiles that see them, reading each query row's statistics.
-template <int D>
+template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    keyGradKernel(const float *q, const float *k, const float *v,
-                  const float *dout, const float *stats, float *dk, float *dv,
-                  int64_t t, int32_t causal, float scale, float scale2) {
+    keyGradKernel(const In *q, const In *k, const In *v, const In *dout,
+                  const float *stats, Out *dk, Out *dv, int64_t t,
+                  int32_t causal, float scale, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *ks = reinterpret_cast<bf16 *>(smem), *vs = ks + kRows * ld,
@@ -479,8 +503,8 @@ template <typename F> bool withWidth(int64_t d, F &&f) {
   }
 }
 
-bool aligned(std::initializer_list<const float *> operands) {
-  for (const float *p : operands)
+bool aligned(std::initializer_list<const void *> operands) {
+  for (const void *p : operands)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
       return false;
   return true;
@@ -495,24 +519,142 @@ template <int D> constexpr size_t tileBytes() {
   return sizeof(bf16) * kRows * kStride<D>;
 }
 
+/// Calls f with the widths the typed kernels take, as withWidth does: the
+/// heads models use (each width and type pairing is three more kernels).
+template <typename F> bool withTypedWidth(int64_t d, F &&f) {
+  switch (d) {
+  case 32:
+    f(std::integral_constant<int, 32>{});
+    return true;
+  case 64:
+    f(std::integral_constant<int, 64>{});
+    return true;
+  case 128:
+    f(std::integral_constant<int, 128>{});
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Calls f(In{}, Out{}) as null pointers of the stored types; false for a
+/// type other than DTK_CUDA_F32 or DTK_CUDA_BF16.
+template <typename F> bool withTypes(int in, int out, F &&f) {
+  auto withOut = [&](auto input) {
+    if (out == DTK_CUDA_F32)
+      f(input, static_cast<float *>(nullptr));
+    else
+      f(input, static_cast<bf16 *>(nullptr));
+  };
+  if ((in != DTK_CUDA_F32 && in != DTK_CUDA_BF16) ||
+      (out != DTK_CUDA_F32 && out != DTK_CUDA_BF16))
+    return false;
+  if (in == DTK_CUDA_F32)
+    withOut(static_cast<const float *>(nullptr));
+  else
+    withOut(static_cast<const bf16 *>(nullptr));
+  return true;
+}
+
+/// The element type of a (const) pointer type.
+template <typename P>
+using Element = std::remove_const_t<std::remove_pointer_t<P>>;
+
+/// Calls launch(width, In *, Out *) (null pointers of the stored types) for
+/// the kernels `in`, `out` and `d` ask for: f32 with f32 at every width
+/// withWidth takes, other pairings at withTypedWidth's. 0 when launched.
+template <typename F> int dispatch(int in, int out, int64_t d, F &&launch) {
+  if (in == DTK_CUDA_F32 && out == DTK_CUDA_F32)
+    return withWidth(d,
+                     [&](auto width) {
+                       launch(width, static_cast<const float *>(nullptr),
+                              static_cast<float *>(nullptr));
+                     })
+               ? 0
+               : 1;
+  bool launched = false;
+  bool width = withTypedWidth(d, [&](auto width) {
+    launched = withTypes(in, out, [&](auto input, auto output) {
+      launch(width, input, output);
+    });
+  });
+  return width && launched ? 0 : 1;
+}
+
+template <int D, typename In, typename Out>
+void forward(const void *q, const void *k, const void *v, void *o,
+             unsigned blocks, int64_t t, int32_t causal, float scale2,
+             dtk_stream stream) {
+  constexpr size_t bytes = 3 * tileBytes<D>();
+  allowShared(forwardKernel<D, In, Out>, bytes);
+  forwardKernel<D, In, Out><<<blocks, kThreads, bytes, stream>>>(
+      static_cast<const In *>(q), static_cast<const In *>(k),
+      static_cast<const In *>(v), static_cast<Out *>(o), t, causal, scale2);
+}
+
+template <int D, typename In, typename Out>
+void backward(const void *q, const void *k, const void *v, const void *dout,
+              void *dq, void *dk, void *dv, float *scratch, unsigned blocks,
+              int64_t t, int32_t causal, float scale, float scale2,
+              dtk_stream stream) {
+  auto in = [](const void *x) { return static_cast<const In *>(x); };
+  auto out = [](void *x) { return static_cast<Out *>(x); };
+  constexpr size_t queryBytes = 4 * tileBytes<D>();
+  allowShared(queryGradKernel<D, In, Out>, queryBytes);
+  queryGradKernel<D, In, Out><<<blocks, kThreads, queryBytes, stream>>>(
+      in(q), in(k), in(v), in(dout), out(dq), scratch, t, causal, scale,
+      scale2);
+  constexpr size_t keyBytes = queryBytes + 2 * kRows * sizeof(float);
+  allowShared(keyGradKernel<D, In, Out>, keyBytes);
+  keyGradKernel<D, In, Out><<<blocks, kThreads, keyBytes, stream>>>(
+      in(q), in(k), in(v), in(dout), scratch, out(dk), out(dv), t, causal,
+      scale, scale2);
+}
+
 } // namespace
+
+extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
+                                             const void *v, void *o, int in,
+                                             int out, int64_t slices, int64_t t,
+                                             int64_t d, int32_t causal,
+                                             dtk_stream stream) {
+  if (slices * t == 0)
+    return 0;
+  if (!aligned({q, k, v, o}))
+    return 1;
+  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
+  float scale2 = kLog2e / sqrtf(float(d));
+  return dispatch(in, out, d, [&](auto width, auto input, auto output) {
+    forward<decltype(width)::value, Element<decltype(input)>,
+            Element<decltype(output)>>(q, k, v, o, blocks, t, causal, scale2,
+                                       stream);
+  });
+}
+
+extern "C" int dtk_cuda_attention_grad_bf16_typed(
+    const void *q, const void *k, const void *v, const void *dout, void *dq,
+    void *dk, void *dv, int in, int out, float *scratch, int64_t slices,
+    int64_t t, int64_t d, int32_t causal, dtk_stream stream) {
+  if (slices * t == 0)
+    return 0;
+  if (!aligned({q, k, v, dout, dq, dk, dv}))
+    return 1;
+  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
+  float scale = 1.0f / sqrtf(float(d)), scale2 = kLog2e * scale;
+  return dispatch(in, out, d, [&](auto width, auto input, auto output) {
+    backward<decltype(width)::value, Element<decltype(input)>,
+             Element<decltype(output)>>(q, k, v, dout, dq, dk, dv, scratch,
+                                        blocks, t, causal, scale, scale2,
+                                        stream);
+  });
+}
 
 extern "C" void dtk_cuda_attention_bf16(const float *q, const float *k,
                                         const float *v, float *o,
                                         int64_t slices, int64_t t, int64_t d,
                                         int32_t causal, dtk_stream stream) {
-  if (slices * t == 0)
-    return;
-  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
-  float scale2 = kLog2e / sqrtf(float(d));
-  auto launch = [&](auto width) {
-    constexpr int D = decltype(width)::value;
-    constexpr size_t bytes = 3 * tileBytes<D>();
-    allowShared(forwardKernel<D>, bytes);
-    forwardKernel<D>
-        <<<blocks, kThreads, bytes, stream>>>(q, k, v, o, t, causal, scale2);
-  };
-  if (!aligned({q, k, v, o}) || !withWidth(d, launch))
+  if (dtk_cuda_attention_bf16_typed(q, k, v, o, DTK_CUDA_F32, DTK_CUDA_F32,
+                                    slices, t, d, causal, stream) != 0)
     dtk_cuda_attention_tf32(q, k, v, o, slices, t, d, causal, stream);
 }
 
@@ -521,22 +663,9 @@ dtk_cuda_attention_grad_bf16(const float *q, const float *k, const float *v,
                              const float *dout, float *dq, float *dk, float *dv,
                              float *scratch, int64_t slices, int64_t t,
                              int64_t d, int32_t causal, dtk_stream stream) {
-  if (slices * t == 0)
-    return;
-  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
-  float scale = 1.0f / sqrtf(float(d)), scale2 = kLog2e * scale;
-  auto launch = [&](auto width) {
-    constexpr int D = decltype(width)::value;
-    constexpr size_t queryBytes = 4 * tileBytes<D>();
-    allowShared(queryGradKernel<D>, queryBytes);
-    queryGradKernel<D><<<blocks, kThreads, queryBytes, stream>>>(
-        q, k, v, dout, dq, scratch, t, causal, scale, scale2);
-    constexpr size_t keyBytes = queryBytes + 2 * kRows * sizeof(float);
-    allowShared(keyGradKernel<D>, keyBytes);
-    keyGradKernel<D><<<blocks, kThreads, keyBytes, stream>>>(
-        q, k, v, dout, scratch, dk, dv, t, causal, scale, scale2);
-  };
-  if (!aligned({q, k, v, dout, dq, dk, dv}) || !withWidth(d, launch))
+  if (dtk_cuda_attention_grad_bf16_typed(q, k, v, dout, dq, dk, dv,
+                                         DTK_CUDA_F32, DTK_CUDA_F32, scratch,
+                                         slices, t, d, causal, stream) != 0)
     dtk_cuda_attention_grad_tf32(q, k, v, dout, dq, dk, dv, scratch, slices, t,
                                  d, causal, stream);
 }

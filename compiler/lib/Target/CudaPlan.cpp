@@ -269,7 +269,7 @@ private:
           SmallVector<int64_t> gpu = p;
           gpu[0] = offsetOf(zero.readFrom(m.getLhs()));
           gpu[1] = offsetOf(zero.readFrom(m.getRhs()));
-          Operation *narrowing = zero.narrowedInto.lookup(m);
+          Operation *narrowing = zero.narrowingOf(m.getResult());
           if (narrowing)
             gpu.back() = offsetOf(narrowing->getResult(0));
           json::Object t = thunk(name, gpu,
@@ -516,25 +516,33 @@ private:
                 return Unsupported{a, "attention heads wider than 256 do not "
                                       "fit the GPU attention kernel"};
               SmallVector<int64_t> ints{slices, t, d, int64_t(a.getCausal())};
-              SmallVector<Value> inputs{a.getQuery(), a.getKey(), a.getValue()};
-              json::Object launch;
-              if constexpr (std::is_same_v<decltype(a), AttentionOp>) {
-                launch =
-                    thunk("attention",
-                          {offsetOf(a.getQuery()), offsetOf(a.getKey()),
-                           offsetOf(a.getValue()), offsetOf(a.getResult())},
-                          ints);
-              } else {
-                inputs.push_back(a.getResultGrad());
-                scratch(2 * slices * t * 4);
-                launch =
-                    thunk("attention_grad",
-                          {offsetOf(a.getQuery()), offsetOf(a.getKey()),
-                           offsetOf(a.getValue()), offsetOf(a.getResultGrad()),
-                           offsetOf(a.getQueryGrad()), offsetOf(a.getKeyGrad()),
-                           offsetOf(a.getValueGrad())},
-                          ints);
+              SmallVector<Value> inputs(a->getOperands());
+              SmallVector<int64_t> p, gpu;
+              for (Value in : inputs) {
+                p.push_back(offsetOf(in));
+                gpu.push_back(offsetOf(zero.readFrom(in)));
               }
+              // Its results, or the narrowings it writes them into
+              // (CudaZeroCopy.h: all or none).
+              Operation *narrowing = zero.narrowingOf(a->getResult(0));
+              for (Value result : a->getResults()) {
+                p.push_back(offsetOf(result));
+                gpu.push_back(
+                    narrowing ? offsetOf(zero.narrowingOf(result)->getResult(0))
+                              : offsetOf(result));
+              }
+              if constexpr (std::is_same_v<decltype(a), AttentionGradOp>)
+                scratch(2 * slices * t * 4);
+              json::Object launch = thunk(
+                  std::is_same_v<decltype(a), AttentionOp> ? "attention"
+                                                           : "attention_grad",
+                  gpu, ints);
+              if (zero.typedIn.contains(a))
+                launch["in"] = "bf16";
+              if (narrowing)
+                launch["out"] = "bf16";
+              if (gpu != p)
+                launch["cpu_p"] = json::Array(p);
               // With bf16 inputs the probabilities and their gradients may
               // round to bf16, the program's own activations' precision
               // (FlashAttention's bf16 kernels do); with other 16-bit
@@ -662,7 +670,7 @@ private:
     };
     SmallVector<int64_t> gpu = p;
     Value read = zero.readFrom(logits);
-    Operation *narrowing = zero.narrowedInto.lookup(op);
+    Operation *narrowing = zero.narrowingOf(result);
     gpu[0] = offsetOf(read);
     if (narrowing)
       gpu.back() = offsetOf(narrowing->getResult(0));

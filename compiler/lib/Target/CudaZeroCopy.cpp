@@ -112,11 +112,19 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     return llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(user) &&
            root(user->getOperand(0)) == v;
   };
+  auto isWidening = [](Operation *op) {
+    return pureConversionTo(op) && elementOf(op->getResult(0)).isF32() &&
+           isSixteenBit(elementOf(op->getOperand(0)));
+  };
+  auto safe = [&](Operation *op, ArrayRef<Operation *> users) {
+    size_t last = position[op];
+    for (Operation *user : users)
+      last = std::max(last, position.lookup(user));
+    return !writesBetween(position[op] + 1, last, rangeOf(op->getOperand(0)));
+  };
   for (Operation *op : ops) {
-    if (!pureConversionTo(op) || !elementOf(op->getResult(0)).isF32() ||
-        !isSixteenBit(elementOf(op->getOperand(0))))
+    if (!isWidening(op))
       continue;
-    Value source = op->getOperand(0);
     SmallVector<Operation *> users;
     usesOf(op->getResult(0), users);
     if (!narrowed.contains(op) &&
@@ -124,11 +132,59 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
            return readsLogits(user, op->getResult(0));
          })))
       continue;
-    size_t last = position[op];
-    for (Operation *user : users)
-      last = std::max(last, position.lookup(user));
-    if (!writesBetween(position[op] + 1, last, rangeOf(source)))
-      z.bypassed[op] = source;
+    if (safe(op, users))
+      z.bypassed[op] = op->getOperand(0);
+  }
+
+  // Attention on bf16 tensor cores reads bf16 where it lies when every
+  // input is a safe widening of an aligned bf16 tensor that only such
+  // attention reads: the candidates shrink until each one's readers take
+  // all their inputs so.
+  auto attention = [](Operation *op) {
+    return llvm::isa<AttentionOp, AttentionGradOp>(op);
+  };
+  auto typedCapable = [&](Operation *op) {
+    Value q = op->getOperand(0);
+    return widenedFrom(q) && widenedFrom(q).isBF16() &&
+           llvm::all_of(
+               op->getOperands(),
+               [&](Value v) { return widenedFrom(v) == widenedFrom(q); }) &&
+           typedAttentionWidth(
+               llvm::cast<RankedTensorType>(q.getType()).getShape().back());
+  };
+  auto aligned = [](Value v) { return plannedOffset(v) % 16 == 0; };
+  llvm::DenseSet<Operation *> sources;
+  for (Operation *op : ops) {
+    if (!isWidening(op) || !elementOf(op->getOperand(0)).isBF16() ||
+        !aligned(op->getOperand(0)))
+      continue;
+    SmallVector<Operation *> users;
+    usesOf(op->getResult(0), users);
+    if (!users.empty() && llvm::all_of(users, attention) &&
+        llvm::all_of(users, typedCapable) && safe(op, users))
+      sources.insert(op);
+  }
+  auto allInputs = [&](Operation *a) {
+    return llvm::all_of(a->getOperands(), [&](Value v) {
+      return sources.contains(root(v).getDefiningOp());
+    });
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(sources)) {
+      SmallVector<Operation *> users;
+      usesOf(op->getResult(0), users);
+      if (!llvm::all_of(users, allInputs)) {
+        sources.erase(op);
+        changed = true;
+      }
+    }
+  }
+  for (Operation *op : sources) {
+    z.bypassed[op] = op->getOperand(0);
+    SmallVector<Operation *> users;
+    usesOf(op->getResult(0), users);
+    z.typedIn.insert(users.begin(), users.end());
   }
 
   // Products whose 16-bit result goes straight into the narrowing after
@@ -161,7 +217,49 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     for (Value operand : op->getOperands())
       clear &= !overlap(into, rangeOf(z.readFrom(operand)));
     if (adjacent && clear) {
-      z.narrowedInto[op] = narrowing;
+      z.narrowedInto[op->getResult(0)] = narrowing;
+      z.narrowings.insert(narrowing);
+    }
+  }
+
+  // Attention writing bf16 results: each result's one reader a narrowing
+  // to bf16, the narrowings following the op (only reshapes and each
+  // other between), their buffers aligned and clear of what the kernels
+  // read and of each other.
+  for (Operation *op : ops) {
+    if (!attention(op) || !typedCapable(op))
+      continue;
+    SmallVector<Operation *> into;
+    for (Value result : op->getResults()) {
+      SmallVector<Operation *> users;
+      usesOf(result, users);
+      Operation *narrowing = users.size() == 1 ? users.front() : nullptr;
+      Type to = narrowing ? pureConversionTo(narrowing) : Type();
+      if (!to || !to.isBF16() || !aligned(narrowing->getResult(0)))
+        break;
+      into.push_back(narrowing);
+    }
+    if (into.size() != op->getNumResults())
+      continue;
+    size_t end = position[op];
+    for (Operation *narrowing : into)
+      end = std::max(end, position[narrowing]);
+    bool adjacent = true;
+    for (size_t p = position[op] + 1; p < end; ++p)
+      adjacent &=
+          llvm::isa<ReshapeOp>(ops[p]) || llvm::is_contained(into, ops[p]);
+    bool clear = adjacent;
+    for (auto [i, narrowing] : llvm::enumerate(into)) {
+      Range range = rangeOf(narrowing->getResult(0));
+      for (Value operand : op->getOperands())
+        clear &= !overlap(range, rangeOf(z.readFrom(operand)));
+      for (Operation *other : ArrayRef<Operation *>(into).drop_front(i + 1))
+        clear &= !overlap(range, rangeOf(other->getResult(0)));
+    }
+    if (!clear)
+      continue;
+    for (auto [result, narrowing] : llvm::zip(op->getResults(), into)) {
+      z.narrowedInto[result] = narrowing;
       z.narrowings.insert(narrowing);
     }
   }

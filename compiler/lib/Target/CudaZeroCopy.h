@@ -19,6 +19,12 @@
 //     that type straight into the narrowing's buffer; as does the loss's
 //     gradient, narrowed to any 16-bit type.
 //
+// Attention on bf16 values (the bf16 tensor-core kernels) takes both kinds
+// too, all its inputs or none (typedIn), all its results or none: Q, K, V
+// (and dO) where their widenings' bf16 sources lie, and O (or dQ, dK, dV)
+// as bf16 in the narrowings' buffers, for the head widths the typed kernels
+// take (typedAttentionWidth) and 16-byte aligned buffers.
+//
 // The memory plan placed buffers for the CPU's order of reads and writes, so
 // each is taken only where the plan proves it safe: nothing between the
 // widening and its last product writes over the tensor (nor does the product
@@ -40,9 +46,17 @@ namespace dt {
 struct ZeroCopies {
   /// Widening -> the 16-bit tensor it converts.
   llvm::DenseMap<mlir::Operation *, mlir::Value> bypassed;
-  /// Product (or loss gradient) -> the narrowing it writes into.
-  llvm::DenseMap<mlir::Operation *, mlir::Operation *> narrowedInto;
+  /// A product's (loss gradient's, attention's) result -> the narrowing
+  /// the op writes it into.
+  llvm::DenseMap<mlir::Value, mlir::Operation *> narrowedInto;
   llvm::DenseSet<mlir::Operation *> narrowings;
+  /// Attention ops that read every input as bf16 where it lies.
+  llvm::DenseSet<mlir::Operation *> typedIn;
+
+  /// The narrowing `result`'s op writes it into, or null.
+  mlir::Operation *narrowingOf(mlir::Value result) const {
+    return narrowedInto.lookup(result);
+  }
 
   /// Whether `op` launches nothing.
   bool skips(mlir::Operation *op) const {

@@ -250,6 +250,22 @@ void dtk_cuda_attention_grad_bf16(const float *q, const float *k,
                                   float *dk, float *dv, float *scratch,
                                   int64_t slices, int64_t t, int64_t d,
                                   int32_t causal, dtk_stream stream);
+/* The same with inputs (Q, K, V, dO) stored as `in` and results (O, dQ, dK,
+ * dV) as `out`: DTK_CUDA_F32, or DTK_CUDA_BF16 (bf16 values where the
+ * program's narrowings would store them; results rounded to nearest, as
+ * they round). Returns 0 when launched, else 1 (a pairing other than f32
+ * with f32 takes heads of 32, 64 or 128 only; every pointer must be 16-byte
+ * aligned), launching nothing: these have no TF32 fallback. */
+int dtk_cuda_attention_bf16_typed(const void *q, const void *k, const void *v,
+                                  void *o, int in, int out, int64_t slices,
+                                  int64_t t, int64_t d, int32_t causal,
+                                  dtk_stream stream);
+int dtk_cuda_attention_grad_bf16_typed(const void *q, const void *k,
+                                       const void *v, const void *dout,
+                                       void *dq, void *dk, void *dv, int in,
+                                       int out, float *scratch, int64_t slices,
+                                       int64_t t, int64_t d, int32_t causal,
+                                       dtk_stream stream);
 
 #ifdef __cplusplus
 }

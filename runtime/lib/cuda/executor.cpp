@@ -51,6 +51,18 @@ struct ConvProducts {
   }
 };
 
+/// A bf16 attention with 16-bit inputs or results that its kernels do not
+/// take (dtc checks the width and the alignment; a plan from elsewhere
+/// might not).
+Error typedAttentionRefused(const Thunk &t) {
+  return Error(fmt::format(
+      "the GPU plan's {} reads or writes bf16 with heads {} wide, or at "
+      "offsets not 16-byte aligned, which the bf16 attention kernels do not "
+      "take (heads of 32, 64 or 128); rebuild the program with this "
+      "runtime's dtc",
+      kindName(t.kind), t.i[2]));
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Executor>>
@@ -375,6 +387,13 @@ std::string Executor::describe(const Thunk &t) const {
                            : fmt::format(" -> {}", operands[int(t.result)]),
                        blas_->lastEngine());
   }
+  // Attention reading or writing bf16 where the conversions around it
+  // would have.
+  if ((t.kind == Thunk::Attention || t.kind == Thunk::AttentionGrad) &&
+      (t.in != Operands::F32 || t.result != Operands::F32))
+    return fmt::format("{} ({} in, {} out)", kindName(t.kind),
+                       t.in == Operands::F32 ? "f32" : "bf16",
+                       t.result == Operands::F32 ? "f32" : "bf16");
   return kindName(t.kind);
 }
 
@@ -550,12 +569,29 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
+    if (t.in != Operands::F32 || t.result != Operands::F32) {
+      if (dtk_cuda_attention_bf16_typed(
+              arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
+              elementType(t.in), elementType(t.result), i[0], i[1], i[2],
+              int32_t(i[3]), s) != 0)
+        return typedAttentionRefused(t);
+      return Status::ok();
+    }
     (t.operands == Operands::BF16   ? dtk_cuda_attention_bf16
      : t.operands == Operands::F32 ? dtk_cuda_attention_f32
                                    : dtk_cuda_attention_tf32)(
         f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
+    if (t.in != Operands::F32 || t.result != Operands::F32) {
+      if (dtk_cuda_attention_grad_bf16_typed(
+              arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
+              arena + t.p[4], arena + t.p[5], arena + t.p[6], elementType(t.in),
+              elementType(t.result), scratch, i[0], i[1], i[2], int32_t(i[3]),
+              s) != 0)
+        return typedAttentionRefused(t);
+      return Status::ok();
+    }
     (t.operands == Operands::BF16   ? dtk_cuda_attention_grad_bf16
      : t.operands == Operands::F32 ? dtk_cuda_attention_grad_f32
                                    : dtk_cuda_attention_grad_tf32)(

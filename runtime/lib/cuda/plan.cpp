@@ -251,18 +251,26 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
           return Operands::F16;
         return std::nullopt;
       };
+      // Attention on bf16 tensor cores may read and write bf16 ("in",
+      // "out": bf16 only).
+      bool bf16Attention = (info->kind == Thunk::Attention ||
+                            info->kind == Thunk::AttentionGrad) &&
+                           thunk.operands == Operands::BF16;
       if (t.contains("in")) {
         std::optional<Operands> in = sixteen(t.value("in", ""));
-        if (!loss || !in)
+        bool attention = bf16Attention && in == Operands::BF16;
+        if (!in || !(loss || attention))
           return planError("'" + op + "' reads data of type '" +
                            t.value("in", std::string("?")) + "'");
-        thunk.operands = *in;
+        (attention ? thunk.in : thunk.operands) = *in;
       }
       if (t.contains("out")) {
         std::optional<Operands> out = sixteen(t.value("out", ""));
         bool product =
             info->kind == Thunk::Matmul && out && t.value("out", "") == half;
-        if (!out || !(product || info->kind == Thunk::CrossEntropyGrad))
+        bool attention = bf16Attention && out == Operands::BF16;
+        if (!out ||
+            !(product || attention || info->kind == Thunk::CrossEntropyGrad))
           return planError("'" + op + "' writes a result of type '" +
                            t.value("out", std::string("?")) + "'");
         thunk.result = *out;

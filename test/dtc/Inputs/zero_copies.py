@@ -3,8 +3,10 @@
 (compiler/lib/Target/CudaZeroCopy.h). Prints, for grad_step, the products that
 read their 16-bit operands where they lie or write a 16-bit result, the loss
 launches that read 16-bit logits or write a 16-bit gradient, and how many
-generated kernels still run over the largest tensors. Every rerouted launch
-keeps the CPU's pointers in cpu_p, of the same length as p."""
+generated kernels still run over the largest tensors, and how many attention
+launches read and write bf16 where the conversions around them would have.
+Every rerouted launch keeps the CPU's pointers in cpu_p, of the same length as
+p."""
 import json
 import sys
 
@@ -25,3 +27,9 @@ for t in logits:
 largest = max(t["n"] for t in plan if t["op"] == "kernel")
 print(f"kernels over the largest tensor ({largest} elements): "
       f"{sum(t['n'] == largest for t in plan if t['op'] == 'kernel')}")
+for op in ("attention", "attention_grad"):
+    launches = [t for t in plan if t["op"] == op]
+    print(f"{op}: {len(launches)}, "
+          f"{sum(t.get('in') == 'bf16' for t in launches)} reading bf16, "
+          f"{sum(t.get('out') == 'bf16' for t in launches)} writing bf16")
+print(f"generated kernels: {sum(t['op'] == 'kernel' for t in plan)}")

@@ -892,4 +892,79 @@ TEST(CudaKernelTest, ProductsThroughEachEngineEqualTheCpus) {
   }
 }
 
+TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
+  REQUIRE_GPU();
+  // What a bf16 program's GPU plan relies on when it leaves out the
+  // widenings before attention ("in": "bf16") and the narrowings after it
+  // ("out": "bf16"): reading the bf16 values where they lie gives the f32
+  // kernels' bits on their widenings, and each result is those bits rounded
+  // to nearest. Every pairing of stored types, heads of 32, 64 and 128.
+  for (auto [slices, t, d, causal] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{2, 1024, 64, 1},
+        {3, 200, 128, 0},
+        {2, 77, 32, 1}}) {
+    SCOPED_TRACE(testing::Message() << "slices=" << slices << " t=" << t
+                                    << " d=" << d << " causal=" << causal);
+    size_t n = size_t(slices * t * d);
+    std::vector<float> q = roundedToBf16(randomVector(n, 31)),
+                       k = roundedToBf16(randomVector(n, 32)),
+                       v = roundedToBf16(randomVector(n, 33)),
+                       dout = roundedToBf16(randomVector(n, 34));
+    DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n), gdk(n),
+        gdv(n), scratch(size_t(2 * slices * t));
+    DeviceBuffer<uint16_t> hq(bf16Bits(q)), hk(bf16Bits(k)), hv(bf16Bits(v)),
+        hdout(bf16Bits(dout));
+    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
+                            d, causal, nullptr);
+    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), gdout.get(),
+                                 gdq.get(), gdk.get(), gdv.get(), scratch.get(),
+                                 slices, t, d, causal, nullptr);
+    std::vector<std::vector<float>> want = {go.read(), gdq.read(), gdk.read(),
+                                            gdv.read()};
+    for (int in : {DTK_CUDA_F32, DTK_CUDA_BF16})
+      for (int out : {DTK_CUDA_F32, DTK_CUDA_BF16}) {
+        if (in == DTK_CUDA_F32 && out == DTK_CUDA_F32)
+          continue;
+        SCOPED_TRACE(testing::Message() << "in " << in << ", out " << out);
+        bool half = in == DTK_CUDA_BF16;
+        const void *aq = half ? (void *)hq.get() : (void *)gq.get(),
+                   *ak = half ? (void *)hk.get() : (void *)gk.get(),
+                   *av = half ? (void *)hv.get() : (void *)gv.get(),
+                   *adout = half ? (void *)hdout.get() : (void *)gdout.get();
+        DeviceBuffer<float> f32[4] = {
+            DeviceBuffer<float>(n), DeviceBuffer<float>(n),
+            DeviceBuffer<float>(n), DeviceBuffer<float>(n)};
+        DeviceBuffer<uint16_t> b16[4] = {
+            DeviceBuffer<uint16_t>(n), DeviceBuffer<uint16_t>(n),
+            DeviceBuffer<uint16_t>(n), DeviceBuffer<uint16_t>(n)};
+        auto result = [&](int r) -> void * {
+          return out == DTK_CUDA_BF16 ? (void *)b16[r].get()
+                                      : (void *)f32[r].get();
+        };
+        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, result(0), in, out,
+                                                slices, t, d, causal, nullptr),
+                  0);
+        ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
+                      aq, ak, av, adout, result(1), result(2), result(3), in,
+                      out, scratch.get(), slices, t, d, causal, nullptr),
+                  0);
+        ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+        for (int r = 0; r < 4; ++r) {
+          if (out == DTK_CUDA_BF16)
+            EXPECT_EQ(b16[r].read(), bf16Bits(roundedToBf16(want[size_t(r)])))
+                << "result " << r;
+          else
+            EXPECT_EQ(f32[r].read(), want[size_t(r)]) << "result " << r;
+        }
+      }
+  }
+  // A typed pairing takes no other width, and says so rather than falling
+  // back (the plan promised bf16 buffers).
+  DeviceBuffer<uint16_t> x(size_t(2 * 64 * 48));
+  EXPECT_EQ(dtk_cuda_attention_bf16_typed(x.get(), x.get(), x.get(), x.get(),
+                                          DTK_CUDA_BF16, DTK_CUDA_BF16, 2, 64,
+                                          48, 1, nullptr),
+            1);
+}
+
 } // namespace

@@ -214,3 +214,37 @@ TEST(GpuPlanTest, SixteenBitReadsAndWritesAreCheckedWhenRead) {
     EXPECT_FALSE(bool(r)) << bad;
   }
 }
+
+TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
+  // Attention on bf16 tensor cores reading Q, K, V where their bf16
+  // sources lie and writing O into its narrowing's buffer.
+  Expected<Plan> p =
+      readPlan(planOf(R"({"op": "attention", "p": [0, 64, 128, 192],
+                 "i": [1, 2, 32, 1], "bf16": true, "in": "bf16",
+                 "out": "bf16", "cpu_p": [256, 320, 384, 448]},
+                {"op": "attention_grad",
+                 "p": [0, 64, 128, 192, 256, 320, 384],
+                 "i": [1, 2, 32, 1], "bf16": true, "out": "bf16"})"),
+               kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].operands, Operands::BF16);
+  EXPECT_EQ(t[0].in, Operands::BF16);
+  EXPECT_EQ(t[0].result, Operands::BF16);
+  EXPECT_EQ(t[1].in, Operands::F32);
+  EXPECT_EQ(t[1].result, Operands::BF16);
+  // Only the bf16 kernels, and only bf16.
+  for (const char *bad :
+       {R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
+            "in": "bf16"})",
+        R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
+            "tf32": true, "out": "bf16"})",
+        R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
+            "bf16": true, "in": "f16"})",
+        R"({"op": "attention_grad", "p": [0, 64, 128, 192, 256, 320, 384],
+            "i": [1, 2, 32, 1], "bf16": true, "out": "f16"})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}

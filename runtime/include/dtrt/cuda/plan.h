@@ -82,8 +82,11 @@ struct Thunk {
   Operands operands = Operands::F32;
   /// A product's result: f32, or (the plan's "out", with 16-bit operands)
   /// the operands' 16-bit type, written where the plan's narrowing of it
-  /// would have put it.
+  /// would have put it; so too a bf16 attention's results ("out": "bf16").
   Operands result = Operands::F32;
+  /// How a bf16 attention's inputs are stored: f32 (bf16 values widened),
+  /// or ("in": "bf16") bf16 where the widenings' sources lie.
+  Operands in = Operands::F32;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;
