@@ -12,7 +12,8 @@
 # (run-all.sh runs run-tests.sh, run-layers.sh, run-gpt-tiny.sh, run-sharded.sh and
 # run-gpt2.sh, each under its own time limit, and leaves their logs in $OUT; a device
 # call lasts at most 600 s, so run it as `run-all.sh tests layers gpt-tiny sharded`,
-# then `run-all.sh gpt2`.)
+# then `run-all.sh gpt2 variants`: run-variants.sh compares GPT-2's product engines
+# and its generated kernels' unrolling.)
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,10 @@ sed -e 's/^train gpt_tiny {$/parallel { offload = "optimizer" }\n&/' \
 grep -q 'offload = "optimizer"' "$out/gpt_tiny_offload.dt"
 DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_offload.dt" -o "$out/gpt_tiny_offload"
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
+# The same with generated kernels that load one element at a time (run-variants.sh
+# measures what loading four before storing is worth).
+DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" --gpu-unroll=1 \
+  -o "$out/gpt2_124m_gpu_unroll1"
 # LLaMA's layers (RMS norms, rotary embeddings, SwiGLU, grouped-query attention) and
 # GPT-2's dropouts (residual and attention) on the GPU.
 DT_GPU=on "$build/bin/dtc" "$root/examples/llama_tiny.dt" -o "$out/llama_tiny"
@@ -240,22 +245,28 @@ DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
   --log-every 1 --checkpoint-every 0 --checkpoint-dir ckpt/profile \
   --log-dir runs/profile
 RUN
-cat > "$out/run-products.sh" <<'RUN'
+cat > "$out/run-variants.sh" <<'RUN'
 #!/bin/sh
-# GPT-2's products by each engine (DTRT_CUDA_PRODUCTS): cuBLAS's classic API,
-# cuBLASLt's heuristic, cuBLASLt timed; the same losses within rounding, and
-# the tokens/s of each.
+# GPT-2 in variants, each measured beside the others: its products by each
+# engine (DTRT_CUDA_PRODUCTS: cuBLAS's classic API, cuBLASLt's heuristic,
+# cuBLASLt timed), and its generated kernels loading one element at a time
+# (dtc --gpu-unroll=1) against four. The same losses within rounding, and the
+# tokens/s of each.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
-for engine in cublas lt tuned; do
-  rm -rf "ckpt/products-$engine"
-  DTRT_CUDA_PRODUCTS=$engine ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-10}" \
+variant() {  # NAME PROGRAM ENGINE
+  rm -rf "ckpt/variant-$1"
+  DTRT_CUDA_PRODUCTS=$3 "./$2" --backend cuda --steps "${STEPS:-10}" \
     --log-every 5 --eval-every 0 --checkpoint-every 0 \
-    --checkpoint-dir "ckpt/products-$engine" --log-dir "runs/products-$engine" \
-    > "runs-products-$engine.txt" 2>&1 || status=1
-  echo "== $engine"; grep -E "^(note|step|done|error)" "runs-products-$engine.txt" | tail -4
-done
+    --checkpoint-dir "ckpt/variant-$1" --log-dir "runs/variant-$1" \
+    > "runs-variant-$1.txt" 2>&1 || status=1
+  echo "== $1"; grep -E "^(note|step|done)|error" "runs-variant-$1.txt" | tail -4
+}
+variant cublas gpt2_124m_gpu cublas
+variant lt gpt2_124m_gpu lt
+variant tuned gpt2_124m_gpu tuned
+variant lt-unroll1 gpt2_124m_gpu_unroll1 lt
 exit $status
 RUN
 cat > "$out/run-all.sh" <<'RUN'
@@ -289,7 +300,7 @@ for part in $parts; do
     gpt-tiny) run gpt-tiny 90 ./run-gpt-tiny.sh ;;
     sharded) run sharded 150 ./run-sharded.sh ;;
     gpt2) run gpt2 200 ./run-gpt2.sh ;;
-    products) run products 200 ./run-products.sh ;;
+    variants) run variants 280 ./run-variants.sh ;;
     *) echo "unknown part '$part'"; failed="$failed $part" ;;
   esac
 done
@@ -297,6 +308,6 @@ echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 [ -z "$failed" ]
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-products.sh" "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
+  "$out/run-variants.sh" "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
 tar cJf "$build/gpu.tar.xz" -C "$build" gpu
 du -sh "$out" "$build/gpu.tar.xz"

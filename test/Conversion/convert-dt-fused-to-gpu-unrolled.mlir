@@ -1,4 +1,5 @@
 // RUN: dt-opt %s -convert-dt-fused-to-gpu | FileCheck %s
+// RUN: dt-opt %s -convert-dt-fused-to-gpu=unroll=1 | FileCheck --check-prefix=ONE %s
 
 // A kernel of 1024 elements or more that only maps elements (an elementwise region, a
 // transpose, a split or concat) takes four elements a thread at a time, a grid stride
@@ -8,7 +9,8 @@
 // An input of the iteration's own shape loads at the linear position itself; a
 // broadcast one (the bias) still needs the column index. A sum of 1024 terms or more
 // a block (each thread's terms a block apart) loads four terms before it adds them,
-// in the order one at a time would: the same bits.
+// in the order one at a time would: the same bits. With unroll=1 (dtc --gpu-unroll=1,
+// for measuring what this is worth) every loop takes one element at a time.
 
 module attributes {dt.arena_bytes = 65536 : i64} {
   dt.global input @x : tensor<64x32xf32> {offset = 0 : i64}
@@ -94,3 +96,14 @@ module attributes {dt.arena_bytes = 65536 : i64} {
 // CHECK: scf.yield %[[A3]], %{{.*}} : f64, index
 // CHECK: scf.for %{{.*}} = %[[SUMS]]#1 to %{{.*}} step %c256{{.*}} iter_args(%{{.*}} = %[[SUMS]]#0) -> (f64) {
 // CHECK: gpu.barrier
+
+// ONE-LABEL: gpu.func @grad_step_k0
+// ONE-NOT: iter_args
+// ONE: scf.for
+// ONE-NOT: iter_args
+// ONE: gpu.return
+// ONE-LABEL: gpu.func @grad_step_k1
+// ONE-NOT: iter_args
+// ONE: gpu.return
+// ONE-LABEL: gpu.func @grad_step_k2
+// ONE: scf.for {{.*}} step %c256{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (f64)

@@ -708,7 +708,7 @@ CudaCode dt::buildCudaPlan(ModuleOp planned) {
   return code;
 }
 
-CudaCode dt::buildCudaCode(ModuleOp planned) {
+CudaCode dt::buildCudaCode(ModuleOp planned, int64_t unroll) {
   CudaCode code = buildCudaPlan(planned);
   if (!code.unsupported.empty())
     return code;
@@ -720,7 +720,7 @@ CudaCode dt::buildCudaCode(ModuleOp planned) {
       os << where(d.getLocation()) << d.str();
       return success();
     });
-    FailureOr<std::string> ptx = emitKernelsPTX(planned);
+    FailureOr<std::string> ptx = emitKernelsPTX(planned, "sm_90", unroll);
     if (succeeded(ptx))
       code.ptx = std::move(*ptx);
   }

@@ -54,7 +54,8 @@ std::string dt::findCudaToolkit() {
   return "";
 }
 
-FailureOr<std::string> dt::emitKernelsPTX(ModuleOp planned, StringRef chip) {
+FailureOr<std::string> dt::emitKernelsPTX(ModuleOp planned, StringRef chip,
+                                          int64_t unroll) {
   MLIRContext *ctx = planned.getContext();
   std::string toolkit = findCudaToolkit();
   if (toolkit.empty())
@@ -75,7 +76,9 @@ FailureOr<std::string> dt::emitKernelsPTX(ModuleOp planned, StringRef chip) {
 
   OwningOpRef<ModuleOp> module = planned.clone();
   PassManager pm(ctx);
-  pm.addPass(createConvertFusedToGPU());
+  ConvertFusedToGPUOptions options;
+  options.unroll = unroll;
+  pm.addPass(createConvertFusedToGPU(options));
   if (failed(pm.run(*module)))
     return failure();
 

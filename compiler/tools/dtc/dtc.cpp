@@ -175,6 +175,13 @@ cl::opt<GpuCode> gpuCode(
                clEnumValN(GpuCode::Off, "off",
                           "never (compiles faster: no PTX)")),
     cl::cat(dtcCategory));
+// A developer's knob: the GPU session compares the generated kernels' memory
+// throughput with and without it (scripts/gpu-bundle.sh builds both).
+cl::opt<int64_t> gpuUnroll(
+    "gpu-unroll",
+    cl::desc("Elements a thread of a generated GPU kernel loads before it "
+             "stores any (1: one at a time; default 4)"),
+    cl::init(dt::kGpuUnroll), cl::Hidden, cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
     cl::desc("Emit a checked program: every arena access the entry points "
@@ -462,7 +469,7 @@ int compile(const char *argv0) {
       })))
     return 1;
   if (emitAction == EmitAction::PTX) {
-    FailureOr<std::string> ptx = emitKernelsPTX(*module);
+    FailureOr<std::string> ptx = emitKernelsPTX(*module, "sm_90", gpuUnroll);
     if (failed(ptx))
       return 1;
     return emitStage(nullptr, *ptx);
@@ -499,7 +506,7 @@ int compile(const char *argv0) {
     cuda = buildCudaPlan(*module);
   else if (emitAction == EmitAction::None || emitAction == EmitAction::Obj ||
            emitAction == EmitAction::LLVM)
-    cuda = buildCudaCode(*module);
+    cuda = buildCudaCode(*module, gpuUnroll);
   if (!cuda.unsupported.empty() && gpuCode == GpuCode::On) {
     WithColor::error(errs(), "dtc")
         << "--gpu=on: the program cannot run on a GPU: " << cuda.unsupported

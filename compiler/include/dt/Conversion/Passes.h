@@ -8,6 +8,8 @@
 #ifndef DT_CONVERSION_PASSES_H
 #define DT_CONVERSION_PASSES_H
 
+#include "dt/Conversion/GPUKernels.h" // kGpuUnroll, an option's default
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"

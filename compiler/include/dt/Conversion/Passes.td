@@ -50,8 +50,15 @@ def ConvertFusedToGPU : Pass<"convert-dt-fused-to-gpu", "mlir::ModuleOp"> {
     everything, once); broadcast operands are indexed NumPy-style; a reduction gives
     each output element to one thread, which sums its inputs in order. `dtc --emit=ptx`
     takes the module through NVVM to PTX for sm_90; the GPU plan
-    (dt/Target/CudaPlan.h) launches the kernels.
+    (dt/Target/CudaPlan.h) launches the kernels. In a kernel of at least
+    kGpuUnrollFrom elements (or terms a block), a thread takes `unroll` at a time,
+    their loads first (GPUKernels.h).
   }];
+  let options = [
+    Option<"unroll", "unroll", "int64_t", /*default=*/"dt::kGpuUnroll",
+           "Elements (or terms) a thread loads before it stores (or adds) any; "
+           "1 for one at a time">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"];

@@ -17,6 +17,8 @@
 #ifndef DT_TARGET_CUDAPLAN_H
 #define DT_TARGET_CUDAPLAN_H
 
+#include "dt/Conversion/GPUKernels.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <string>
@@ -37,10 +39,10 @@ struct CudaCode {
 /// op it cannot launch (in `unsupported`). Emits no diagnostics.
 CudaCode buildCudaPlan(mlir::ModuleOp planned);
 
-/// buildCudaPlan plus the kernels' PTX (dt/Target/PTXEmitter.h); a failure
-/// of either is a reason in `unsupported`, not an error: the program still
-/// runs on the CPU.
-CudaCode buildCudaCode(mlir::ModuleOp planned);
+/// buildCudaPlan plus the kernels' PTX (dt/Target/PTXEmitter.h, `unroll`
+/// elements a thread at a time); a failure of either is a reason in
+/// `unsupported`, not an error: the program still runs on the CPU.
+CudaCode buildCudaCode(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll);
 
 } // namespace dt
 

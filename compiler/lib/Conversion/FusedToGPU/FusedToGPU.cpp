@@ -57,8 +57,8 @@ int64_t offsetOf(Value v) { return plannedOffset(v); }
 /// Builds one kernel's body at `b`.
 class KernelBuilder {
 public:
-  KernelBuilder(OpBuilder &b, Location loc, Value arena)
-      : b(b), loc(loc), arena(arena) {}
+  KernelBuilder(OpBuilder &b, Location loc, Value arena, int64_t unroll)
+      : b(b), loc(loc), arena(arena), unroll(unroll) {}
 
   Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
   Value add(Value i, int64_t v) {
@@ -125,26 +125,26 @@ public:
   }
 
   /// gridLoop over `store(i, compute(i))`, where each thread takes
-  /// kGpuUnroll elements a stride apart at a time and computes them all
-  /// (their loads first) before it stores any. A thread then has kGpuUnroll
-  /// loads in flight instead of one: a kernel that only streams memory
-  /// needs that many bytes in flight per multiprocessor to reach the
+  /// `unroll` (kGpuUnroll) elements a stride apart at a time and computes
+  /// them all (their loads first) before it stores any. A thread then has
+  /// that many loads in flight instead of one: a kernel that only streams
+  /// memory needs that many bytes in flight per multiprocessor to reach the
   /// device's bandwidth. Any kernel that is right when its elements run in
   /// parallel stays right: there too, other elements' loads may come
   /// before an element's store. The elements left over (fewer than
-  /// kGpuUnroll a thread) take the plain loop, as do kernels of fewer than
+  /// `unroll` a thread) take the plain loop, as do kernels of fewer than
   /// kGpuUnrollFrom elements.
   void gridLoopUnrolled(int64_t n,
                         function_ref<SmallVector<Value>(Value)> compute,
                         function_ref<void(Value, ArrayRef<Value>)> store) {
-    if (n < kGpuUnrollFrom) {
+    if (unroll < 2 || n < kGpuUnrollFrom) {
       gridLoop(n, [&](Value i) { store(i, compute(i)); });
       return;
     }
     auto [first, stride] = threadStart();
     // Every element of an iteration is in range while i + (u-1) stride < n.
-    Value span = b.create<arith::MulIOp>(loc, stride, index(kGpuUnroll));
-    Value reach = b.create<arith::MulIOp>(loc, stride, index(kGpuUnroll - 1));
+    Value span = b.create<arith::MulIOp>(loc, stride, index(unroll));
+    Value reach = b.create<arith::MulIOp>(loc, stride, index(unroll - 1));
     Value bound = b.create<arith::MaxSIOp>(
         loc, b.create<arith::SubIOp>(loc, index(n), reach), index(0));
     auto unrolled =
@@ -155,7 +155,7 @@ public:
       Value i = unrolled.getInductionVar();
       SmallVector<Value> at;
       SmallVector<SmallVector<Value>> values;
-      for (int64_t u = 0; u < kGpuUnroll; ++u) {
+      for (int64_t u = 0; u < unroll; ++u) {
         at.push_back(
             u == 0
                 ? i
@@ -164,7 +164,7 @@ public:
                       .getResult());
         values.push_back(compute(at.back()));
       }
-      for (int64_t u = 0; u < kGpuUnroll; ++u)
+      for (int64_t u = 0; u < unroll; ++u)
         store(at[size_t(u)], values[size_t(u)]);
       b.create<scf::YieldOp>(loc,
                              b.create<arith::AddIOp>(loc, i, span).getResult());
@@ -258,10 +258,16 @@ private:
   OpBuilder &b;
   Location loc;
   Value arena;
+
+public:
+  /// Elements a thread loads before it stores any (gridLoopUnrolled).
+  const int64_t unroll;
 };
 
 struct ConvertFusedToGPUPass
     : public dt::impl::ConvertFusedToGPUBase<ConvertFusedToGPUPass> {
+  using ConvertFusedToGPUBase::ConvertFusedToGPUBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
@@ -300,7 +306,7 @@ struct ConvertFusedToGPUPass
     auto fn = b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType({ptr}, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&fn.getBody().front());
-    KernelBuilder k(b, loc, fn.getArgument(0));
+    KernelBuilder k(b, loc, fn.getArgument(0), unroll);
     LogicalResult built =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
             .Case([&](FusedOp f) { return buildFused(b, k, fn, f); })
@@ -561,7 +567,8 @@ struct ConvertFusedToGPUPass
         k.index(perOutput));
     blockTree(
         b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid), end,
-        [&](Value r) { return terms(o, r); }, chunk >= kGpuUnrollFrom);
+        [&](Value r) { return terms(o, r); },
+        chunk >= kGpuUnrollFrom ? k.unroll : 1);
     Value isFirst =
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
     auto totals = [&] {
@@ -586,14 +593,14 @@ struct ConvertFusedToGPUPass
 
   /// The threads' sums of `term(r)` for r = from, from + blockDim, ... below
   /// `end`, added by a tree in `shared` (the total in element 0; every
-  /// thread waits for it). With `unroll` (a reduction of many terms), a
-  /// thread computes kGpuUnroll terms, loads first, before it adds them in
-  /// the same order as one at a time: the same bits, with kGpuUnroll loads
-  /// in flight instead of one (see gridLoopUnrolled).
+  /// thread waits for it). With `unroll` above 1 (a reduction of many
+  /// terms), a thread computes that many terms, loads first, before it adds
+  /// them in the same order as one at a time: the same bits, with `unroll`
+  /// loads in flight instead of one (see gridLoopUnrolled).
   static void blockTree(OpBuilder &b, KernelBuilder &k, ArrayRef<Value> shared,
                         ArrayRef<Type> accs, Value from, Value end,
                         function_ref<SmallVector<Value>(Value)> term,
-                        bool unroll = false) {
+                        int64_t unroll = 1) {
     Location loc = from.getLoc();
     auto add = [&](Value x, Value y) -> Value {
       return llvm::isa<FloatType>(x.getType())
@@ -619,25 +626,25 @@ struct ConvertFusedToGPUPass
     for (Type t : accs)
       start.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
     Value rest = from;
-    if (unroll) {
+    if (unroll > 1) {
       // While the last of an iteration's terms is below `end`.
       Value bound = b.create<arith::SubIOp>(
-          loc, end, k.index(kGpuThreadsPerBlock * (kGpuUnroll - 1)));
+          loc, end, k.index(kGpuThreadsPerBlock * (unroll - 1)));
       SmallVector<Value> inits = start;
       inits.push_back(from);
       auto unrolled = b.create<scf::ForOp>(
-          loc, from, bound, k.index(kGpuThreadsPerBlock * kGpuUnroll), inits);
+          loc, from, bound, k.index(kGpuThreadsPerBlock * unroll), inits);
       OpBuilder::InsertionGuard unrolledGuard(b);
       b.setInsertionPointToStart(unrolled.getBody());
       Value r = unrolled.getInductionVar();
       SmallVector<SmallVector<Value>> values;
-      for (int64_t u = 0; u < kGpuUnroll; ++u)
+      for (int64_t u = 0; u < unroll; ++u)
         values.push_back(term(k.add(r, u * kGpuThreadsPerBlock)));
       SmallVector<Value> sums(
           unrolled.getRegionIterArgs().take_front(accs.size()));
       for (const SmallVector<Value> &v : values)
         sums = addTerms(sums, v);
-      sums.push_back(k.add(r, kGpuThreadsPerBlock * kGpuUnroll));
+      sums.push_back(k.add(r, kGpuThreadsPerBlock * unroll));
       b.create<scf::YieldOp>(loc, sums);
       ValueRange results = unrolled.getResults();
       start.assign(results.begin(), results.begin() + accs.size());
