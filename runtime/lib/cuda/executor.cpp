@@ -299,9 +299,9 @@ Status Executor::launchAll(const std::string &name,
       cudaEventSynchronize(end);
       float ms = 0;
       cudaEventElapsedTime(&ms, begin, end);
-      auto &[total, count] = profiled_[describe(t)];
-      total += ms;
-      ++count;
+      profiled_[describe(t)].add(ms, t);
+      if (t.kind == Thunk::Kernel)
+        generated_[t.range.substr(0, t.range.find(' '))].add(ms, t);
       cudaEventDestroy(begin);
       cudaEventDestroy(end);
     }
@@ -437,20 +437,43 @@ Status Executor::tuneProducts(char *deviceMemory) {
 }
 
 void Executor::printProfile() const {
-  std::vector<std::pair<double, std::string>> rows;
-  double all = 0;
-  for (const auto &[name, timing] : profiled_) {
-    rows.push_back({timing.first, name});
-    all += timing.first;
-  }
-  std::sort(rows.rbegin(), rows.rend());
-  fmt::print(stderr,
-             "GPU profile: {:.1f} ms in {} launch kinds; the longest:\n", all,
-             rows.size());
-  for (size_t r = 0; r < rows.size() && r < 40; ++r)
-    fmt::print(stderr, "  {:10.2f} ms {:5.1f}%  {:6} x  {}\n", rows[r].first,
-               100 * rows[r].first / std::max(all, 1e-9),
-               profiled_.at(rows[r].second).second, rows[r].second);
+  // A row's rate by the cost model: what its time makes of its FLOPs (a
+  // product, attention) or else its bytes.
+  auto rate = [](const Profiled &p) -> std::string {
+    double seconds = p.ms / 1e3;
+    if (seconds <= 0)
+      return "";
+    if (p.flops > 0 && p.flops / std::max(p.bytes, 1.0) > 8)
+      return fmt::format("{:7.1f} TFLOP/s", p.flops / seconds / 1e12);
+    if (p.bytes > 0)
+      return fmt::format("{:7.0f} GB/s   ", p.bytes / seconds / 1e9);
+    return "";
+  };
+  auto print = [&](const std::map<std::string, Profiled> &sums,
+                   const char *title, size_t most) {
+    std::vector<std::pair<double, std::string>> rows;
+    Profiled all;
+    for (const auto &[name, p] : sums) {
+      rows.push_back({p.ms, name});
+      all.ms += p.ms;
+      all.bytes += p.bytes;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    fmt::print(stderr, "{}: {:.1f} ms in {} kinds{}; the longest:\n", title,
+               all.ms, rows.size(),
+               all.bytes > 0 ? fmt::format(", {:.1f} GB by the cost model",
+                                           all.bytes / 1e9)
+                             : "");
+    for (size_t r = 0; r < rows.size() && r < most; ++r) {
+      const Profiled &p = sums.at(rows[r].second);
+      fmt::print(stderr, "  {:10.2f} ms {:5.1f}%  {:6} x  {:15}  {}\n",
+                 rows[r].first, 100 * rows[r].first / std::max(all.ms, 1e-9),
+                 p.count, rate(p), rows[r].second);
+    }
+  };
+  print(profiled_, "GPU profile", 40);
+  if (!generated_.empty())
+    print(generated_, "Generated kernels by op", 15);
 }
 
 Status Executor::launch(const Thunk &t, char *arena) {

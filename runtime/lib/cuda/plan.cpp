@@ -67,12 +67,24 @@ constexpr KindInfo kKinds[] = {
     {"wait", Thunk::Wait, 0, 1, 0},
 };
 
-/// A launch's NVTX range: its span's name, or `fallback` (its kind).
-std::string rangeName(const std::map<int64_t, std::string> &spans,
-                      const nlohmann::json &thunk,
-                      const std::string &fallback) {
-  auto it = spans.find(thunk.value("span", int64_t(-1)));
-  return it != spans.end() ? it->second : fallback;
+/// A span of the manifest: the trace's name ("matmul fc") and the cost
+/// model's bytes and FLOPs of its op.
+struct Span {
+  std::string name;
+  int64_t bytes = 0;
+  double flops = 0;
+};
+
+/// Names a launch's NVTX range after its span (or `fallback`, its kind) and
+/// gives it the span's cost.
+void describeLaunch(Thunk &thunk, const std::map<int64_t, Span> &spans,
+                    const std::string &fallback) {
+  auto it = spans.find(thunk.span);
+  thunk.range = it != spans.end() ? it->second.name : fallback;
+  if (it != spans.end()) {
+    thunk.bytes = it->second.bytes;
+    thunk.flops = it->second.flops;
+  }
 }
 
 Error planError(const std::string &what) {
@@ -156,23 +168,28 @@ static Status resolveCollective(Thunk &t, const nlohmann::json &record,
   return Status::ok();
 }
 
-/// The trace's name of each span of the manifest ("matmul fc"), by number.
-static std::map<int64_t, std::string> spanNames(const std::string &manifest) {
-  std::map<int64_t, std::string> names;
+/// The manifest's spans, by number.
+static std::map<int64_t, Span> spansOf(const std::string &manifest) {
+  std::map<int64_t, Span> spans;
   nlohmann::json m = nlohmann::json::parse(manifest, nullptr, false);
   if (m.is_discarded() || !m.is_object() || !m.contains("spans") ||
       !m["spans"].is_array())
-    return names;
+    return spans;
   for (const nlohmann::json &s : m["spans"]) {
     if (!s.is_object() || !s.contains("id"))
       continue;
-    std::string name = s.value("op", "");
+    Span span;
+    span.name = s.value("op", "");
     std::string layer = s.value("layer", "");
     if (!layer.empty())
-      name += " " + layer;
-    names[s.value("id", int64_t(-1))] = name;
+      span.name += " " + layer;
+    if (s.contains("bytes") && s["bytes"].is_number())
+      span.bytes = s["bytes"].get<int64_t>();
+    if (s.contains("flops") && s["flops"].is_number())
+      span.flops = s["flops"].get<double>();
+    spans[s.value("id", int64_t(-1))] = span;
   }
-  return names;
+  return spans;
 }
 
 const char *kindName(Thunk::Kind kind) {
@@ -188,7 +205,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
   if (j.is_discarded() || !j.is_object() || !j.contains("entries") ||
       !j["entries"].is_object())
     return planError("not a JSON object with entries");
-  std::map<int64_t, std::string> spans = spanNames(manifest);
+  std::map<int64_t, Span> spans = spansOf(manifest);
   std::map<int64_t, std::string> collectives = collectiveNames(manifest);
   Plan out;
   out.arenaBytes = j.value("arena_bytes", int64_t(0));
@@ -211,7 +228,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
         std::string kernel = t.value("name", "");
         thunk.name = kernel;
         thunk.i = {t.value("n", int64_t(1))};
-        thunk.range = rangeName(spans, t, kernel);
+        describeLaunch(thunk, spans, kernel);
         thunks.push_back(std::move(thunk));
         continue;
       }
@@ -278,7 +295,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
-      thunk.range = rangeName(spans, t, op);
+      describeLaunch(thunk, spans, op);
       if (info->kind >= Thunk::AllReduce)
         if (Status s = resolveCollective(thunk, t, mesh, rank, collectives,
                                          out.groups);

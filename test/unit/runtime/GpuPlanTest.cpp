@@ -248,3 +248,34 @@ TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
     EXPECT_FALSE(bool(r)) << bad;
   }
 }
+
+namespace {
+
+TEST(GpuPlanTest, LaunchesCarryTheirSpansNameAndCost) {
+  // What DTRT_CUDA_PROFILE divides by a launch's time, and its NVTX range.
+  const char *manifest = R"json({"spans": [
+    {"id": 0, "op": "fused(convert)", "layer": "blocks.0.attn", "bytes": 600,
+     "flops": 100},
+    {"id": 1, "op": "matmul", "bytes": 48, "flops": 16}]
+})json";
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "kernel", "name": "grad_step_k0", "n": 100, "span": 0},
+                {"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 2, 2, 0, 0],
+                 "span": 1},
+                {"op": "kernel", "name": "grad_step_k1", "n": 1})"),
+      manifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].range, "fused(convert) blocks.0.attn");
+  EXPECT_EQ(t[0].bytes, 600);
+  EXPECT_EQ(t[0].flops, 100);
+  EXPECT_EQ(t[1].range, "matmul");
+  EXPECT_EQ(t[1].bytes, 48);
+  EXPECT_EQ(t[1].flops, 16);
+  // Without a span: named after the kernel, no cost.
+  EXPECT_EQ(t[2].range, "grad_step_k1");
+  EXPECT_EQ(t[2].bytes, 0);
+}
+
+} // namespace

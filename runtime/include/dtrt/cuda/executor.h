@@ -91,7 +91,10 @@ public:
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
   /// with CUDA events (serialising the stream) and this prints the launches
-  /// that took longest, summed over the run, to stderr.
+  /// that took longest, summed over the run, to stderr, each with the rate
+  /// its span's cost (by the compiler's cost model) gives: TFLOP/s for
+  /// products and attention, GB/s for the rest; then the generated kernels
+  /// by their op.
   void printProfile() const;
 
 private:
@@ -155,7 +158,20 @@ private:
   std::optional<std::map<std::string, Graph>> graphs_;
 
   bool profile_ = false;
-  std::map<std::string, std::pair<double, int64_t>> profiled_;
+  /// The profile's sums for a launch's name (describe), and for the
+  /// generated kernels by their op ("fused(convert)").
+  struct Profiled {
+    double ms = 0;
+    int64_t count = 0;
+    double bytes = 0, flops = 0;
+    void add(double launchMs, const Thunk &t) {
+      ms += launchMs;
+      ++count;
+      bytes += double(t.bytes);
+      flops += t.flops;
+    }
+  };
+  std::map<std::string, Profiled> profiled_, generated_;
 
   std::unique_ptr<DeviceCollectives> collectives_;
   std::string collectivesNote_;

@@ -95,6 +95,10 @@ struct Thunk {
   /// Its op's span in the manifest (the trace's op_id), or -1; a
   /// collective's id, or -1.
   int32_t span = -1, collective = -1;
+  /// The cost model's bytes and FLOPs of its span (0 without one): what
+  /// DTRT_CUDA_PROFILE divides by the measured time.
+  int64_t bytes = 0;
+  double flops = 0;
   /// A collective that runs beside the step's work until its dt.wait
   /// (dtc --overlap).
   bool async = false;
