@@ -219,17 +219,22 @@ Verdict judge(const std::vector<RankTimes> &times, int64_t steps, int rank,
     std::map<int, std::vector<double>> late;
     for (const LastArrival &a : arrivals->last)
       late[a.rank].push_back(a.lateness);
+    auto medianOf = [&](int r) {
+      auto it = late.find(r);
+      return it == late.end() ? 0.0 : median(it->second);
+    };
     int best = -1;
-    for (const auto &[r, l] : late)
-      if (best < 0 || l.size() > late.at(best).size() ||
-          (l.size() == late.at(best).size() &&
-           median(l) > median(late.at(best))))
+    for (const auto &[r, n] : arrivals->lateSteps) {
+      int64_t bestSteps = best < 0 ? 0 : arrivals->lateSteps.at(best);
+      if (best < 0 || n > bestSteps ||
+          (n == bestSteps && medianOf(r) > medianOf(best)))
         best = r;
-    if (best < 0 || int64_t(late[best].size()) * 2 < steps)
+    }
+    if (best < 0 || arrivals->lateSteps.at(best) * 2 < steps)
       return v;
     last = best;
-    lateness = median(late[best]);
-    lateSteps = int64_t(late[best].size());
+    lateness = medianOf(best);
+    lateSteps = arrivals->lateSteps.at(best);
   }
   v.straggler = last;
   v.lateness = lateness;
@@ -281,9 +286,29 @@ void Arrivals::add(const std::vector<RankTimes> &step,
       if (groupOf(r) == g && int(r) != lastRank)
         wait += step[r].comm - least;
     wait /= double(steps.size() - 1);
-    if (wait >= kStragglerSeconds && wait >= kStragglerShare * median(steps))
-      last.push_back({lastRank, wait});
+    if (wait >= kStragglerSeconds && wait >= kStragglerShare * median(steps)) {
+      ++lateSteps[lastRank];
+      keep({lastRank, wait});
+    }
   }
+}
+
+void Arrivals::keep(const LastArrival &a) {
+  int64_t seen = seen_++;
+  if (last.size() < kKept) {
+    last.push_back(a);
+    return;
+  }
+  // Algorithm R: the n-th (from 0) replaces a kept one with probability
+  // kKept / (n + 1), at an index drawn by SplitMix64 from n: a fixed
+  // sequence, so a rerun keeps the same sample.
+  uint64_t z = uint64_t(seen) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  uint64_t j = z % uint64_t(seen + 1);
+  if (j < kKept)
+    last[size_t(j)] = a;
 }
 
 std::string describe(const Verdict &v, int64_t firstStep) {

@@ -32,6 +32,7 @@
 #include "dtrt/manifest.h"
 #include "dtrt/peaks_cache.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -66,9 +67,15 @@ struct LastArrival {
 /// avoided there (the least any rank of a group spent in them, step by step:
 /// a rank stalled once waits least in that step only).
 struct Arrivals {
-  /// One per step and group whose wait is above noise (5 % of the group's
-  /// median step, and 0.1 ms).
+  /// At most kKept of the late arrivals (one per step and group whose wait
+  /// is above noise: 5 % of the group's median step, and 0.1 ms), for the
+  /// rank's median lateness: every one while there are no more, then a
+  /// uniform sample of them all (reservoir sampling, the same on every
+  /// run), so that a whole run's verdict holds bounded memory.
+  static constexpr size_t kKept = 4096;
   std::vector<LastArrival> last;
+  /// Late arrivals by rank, all of them.
+  std::map<int, int64_t> lateSteps;
   /// Per group (numbered as judge()'s `groups`), the least collective time of
   /// its ranks, summed over the steps.
   std::vector<double> leastComm;
@@ -77,8 +84,15 @@ struct Arrivals {
   void add(const std::vector<RankTimes> &step, const std::vector<int> &groups);
   void clear() {
     last.clear();
+    lateSteps.clear();
     leastComm.clear();
+    seen_ = 0;
   }
+
+private:
+  void keep(const LastArrival &a);
+  /// Late arrivals offered to `last` so far.
+  int64_t seen_ = 0;
 };
 
 struct Verdict {
