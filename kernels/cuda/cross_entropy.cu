@@ -48,16 +48,36 @@ template <> __device__ __half narrow<__half>(float v) {
   return __float2half_rn(v);
 }
 
+/// f(j, row[j] as f32) for this thread's elements of a row, j = thread,
+/// thread + blockDim, ... in that order, with four elements' loads issued
+/// before the first of them is used. One load in flight per thread left a
+/// block per row far below the device's bandwidth (the loop waits for each
+/// load before it issues the next); the order of f's calls, and so the
+/// bits of any sum they make, is the one-at-a-time loop's.
+template <typename In, typename F>
+__device__ void forRow(const In *row, int64_t n, F &&f) {
+  const int64_t step = blockDim.x;
+  int64_t j = threadIdx.x;
+  for (; j + 3 * step < n; j += 4 * step) {
+    float a = widen(row[j]), b = widen(row[j + step]),
+          c = widen(row[j + 2 * step]), d = widen(row[j + 3 * step]);
+    f(j, a);
+    f(j + step, b);
+    f(j + 2 * step, c);
+    f(j + 3 * step, d);
+  }
+  for (; j < n; j += step)
+    f(j, widen(row[j]));
+}
+
 /// log(sum(exp(row))), the maximum subtracted first.
 template <typename In>
 __device__ float logSumExp(const In *row, int64_t n, float *shared) {
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    mx = fmaxf(mx, widen(row[j]));
+  forRow(row, n, [&](int64_t, float x) { mx = fmaxf(mx, x); });
   mx = dtk::blockMax(mx, shared);
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    s += expf(widen(row[j]) - mx);
+  forRow(row, n, [&](int64_t, float x) { s += expf(x - mx); });
   return mx + logf(dtk::blockSum(s, shared));
 }
 
@@ -97,9 +117,9 @@ __global__ void rowGrads(const In *logits, const int32_t *labels,
   const In *row = logits + r * classes;
   float scale = *count > 0 ? *dloss / *count : 0.0f;
   float lse = logSumExp(row, classes, shared);
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    d[j] = narrow<Out>(expf(widen(row[j]) - lse) * scale -
-                       (j == label ? scale : 0.0f));
+  forRow(row, classes, [&](int64_t j, float x) {
+    d[j] = narrow<Out>(expf(x - lse) * scale - (j == label ? scale : 0.0f));
+  });
 }
 
 template <typename In>
@@ -149,11 +169,12 @@ __global__ void rowHits(const float *logits, const int32_t *labels,
   const float *row = logits + r * classes;
   float best = -INFINITY;
   int64_t at = classes; // past the end: no maximum seen
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    if (at == classes || row[j] > best) { // a later equal value loses
-      best = row[j];
+  forRow(row, classes, [&](int64_t j, float x) {
+    if (at == classes || x > best) { // a later equal value loses
+      best = x;
       at = j;
     }
+  });
   values[threadIdx.x] = best;
   indices[threadIdx.x] = at;
   __syncthreads();
