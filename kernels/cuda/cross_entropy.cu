@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // dtk_cross_entropy_f32, dtk_cross_entropy_grad_f32 and
-// dtk_count_correct_f32 on the GPU: one block per row for its log-sum-exp (or
-// arg-max), and the mean over labelled rows by one block that adds the rows'
+// dtk_count_correct_f32 on the GPU: one block per row for its log-sum-exp
+// (in one pass: the loss reads the logits once, its gradient twice) or its
+// arg-max, and the mean over labelled rows by one block that adds the rows'
 // values in a fixed order (in double, as the CPU kernel does), through
 // `scratch` (one float per row) rather than atomics. Rows labelled < 0 are
 // not counted. The loss and its gradient also read 16-bit logits as the f32
@@ -70,15 +71,26 @@ __device__ void forRow(const In *row, int64_t n, F &&f) {
     f(j, widen(row[j]));
 }
 
-/// log(sum(exp(row))), the maximum subtracted first.
+/// log(sum(exp(row))) in one pass over the row (the online softmax's
+/// statistics): each thread keeps its largest value m and sum(exp(x - m)),
+/// rescaling the sum when m grows; the block then takes the largest m and
+/// adds every thread's sum rescaled to it. A second pass for the sum alone
+/// would read the row again (50 257 values a row in GPT-2).
 template <typename In>
 __device__ float logSumExp(const In *row, int64_t n, float *shared) {
-  float mx = -INFINITY;
-  forRow(row, n, [&](int64_t, float x) { mx = fmaxf(mx, x); });
-  mx = dtk::blockMax(mx, shared);
-  float s = 0.0f;
-  forRow(row, n, [&](int64_t, float x) { s += expf(x - mx); });
-  return mx + logf(dtk::blockSum(s, shared));
+  float m = -INFINITY, s = 0.0f;
+  forRow(row, n, [&](int64_t, float x) {
+    if (x > m) {
+      s = s * expf(m - x) + 1.0f; // m = -inf at first: 0 * 0 + 1
+      m = x;
+    } else if (x > -INFINITY) { // exp(-inf - -inf) would be NaN
+      s += expf(x - m);
+    }
+  });
+  float mx = dtk::blockMax(m, shared);
+  // A thread that saw nothing (a row narrower than the block) adds nothing.
+  float mine = m == -INFINITY ? 0.0f : s * expf(m - mx);
+  return mx + logf(dtk::blockSum(mine, shared));
 }
 
 template <typename In>
