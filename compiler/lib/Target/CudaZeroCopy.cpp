@@ -187,55 +187,34 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     z.typedIn.insert(users.begin(), users.end());
   }
 
-  // Products whose 16-bit result goes straight into the narrowing after
-  // them: the narrowing's buffer, which the plan placed when the product's
-  // operands might be dead, must not overlap what the product reads.
-  // (So does the loss's gradient, into a narrowing to any 16-bit type.)
+  // Ops whose 16-bit results go straight into the narrowings after them:
+  // a product into one to its operands' type (cuBLAS writes no other), the
+  // loss's gradient into one to any 16-bit type, and bf16 attention into
+  // aligned ones to bf16, all its results or none. Between the op and its
+  // narrowings there may be only reshapes and each other. The narrowings'
+  // buffers, which the plan placed when the op's operands might be dead,
+  // must not overlap what the op reads (a bypassed widening's buffer is
+  // never touched), nor each other.
   for (Operation *op : ops) {
-    // The 16-bit type the narrowing must have: the product's operands'
-    // (cuBLAS writes no other), any for the loss's gradient.
-    Type half;
-    bool anyHalf = llvm::isa<CrossEntropyGradOp>(op);
-    if (auto product = llvm::dyn_cast<MatmulOp>(op))
-      half = narrowedOperands(product, narrowed);
-    if (!half && !anyHalf)
+    Type half; // the type every narrowing must have; null: any 16-bit one
+    if (auto product = llvm::dyn_cast<MatmulOp>(op)) {
+      if (!(half = narrowedOperands(product, narrowed)))
+        continue;
+    } else if (attention(op)) {
+      if (!typedCapable(op))
+        continue;
+      half = Builder(op->getContext()).getBF16Type();
+    } else if (!llvm::isa<CrossEntropyGradOp>(op)) {
       continue;
-    SmallVector<Operation *> users;
-    usesOf(op->getResult(0), users);
-    if (users.size() != 1 || !elementOf(users.front()->getOperand(0)).isF32())
-      continue;
-    Operation *narrowing = users.front();
-    Type to = pureConversionTo(narrowing);
-    if (!to || !isSixteenBit(to) || (!anyHalf && to != half))
-      continue;
-    bool adjacent = true;
-    for (size_t p = position[op] + 1; p < position[narrowing]; ++p)
-      adjacent &= llvm::isa<ReshapeOp>(ops[p]);
-    Range into = rangeOf(narrowing->getResult(0));
-    bool clear = true;
-    // What the GPU reads: a bypassed widening's buffer is never touched.
-    for (Value operand : op->getOperands())
-      clear &= !overlap(into, rangeOf(z.readFrom(operand)));
-    if (adjacent && clear) {
-      z.narrowedInto[op->getResult(0)] = narrowing;
-      z.narrowings.insert(narrowing);
     }
-  }
-
-  // Attention writing bf16 results: each result's one reader a narrowing
-  // to bf16, the narrowings following the op (only reshapes and each
-  // other between), their buffers aligned and clear of what the kernels
-  // read and of each other.
-  for (Operation *op : ops) {
-    if (!attention(op) || !typedCapable(op))
-      continue;
     SmallVector<Operation *> into;
     for (Value result : op->getResults()) {
       SmallVector<Operation *> users;
       usesOf(result, users);
       Operation *narrowing = users.size() == 1 ? users.front() : nullptr;
       Type to = narrowing ? pureConversionTo(narrowing) : Type();
-      if (!to || !to.isBF16() || !aligned(narrowing->getResult(0)))
+      if (!to || !isSixteenBit(to) || (half && to != half) ||
+          (attention(op) && !aligned(narrowing->getResult(0))))
         break;
       into.push_back(narrowing);
     }
@@ -244,11 +223,9 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     size_t end = position[op];
     for (Operation *narrowing : into)
       end = std::max(end, position[narrowing]);
-    bool adjacent = true;
+    bool clear = true;
     for (size_t p = position[op] + 1; p < end; ++p)
-      adjacent &=
-          llvm::isa<ReshapeOp>(ops[p]) || llvm::is_contained(into, ops[p]);
-    bool clear = adjacent;
+      clear &= llvm::isa<ReshapeOp>(ops[p]) || llvm::is_contained(into, ops[p]);
     for (auto [i, narrowing] : llvm::enumerate(into)) {
       Range range = rangeOf(narrowing->getResult(0));
       for (Value operand : op->getOperands())

@@ -122,12 +122,14 @@ public:
       e = cudaMemset(p, 0, bytes);
     if (e == cudaSuccess) {
       // The products' algorithms are chosen while the arena holds nothing:
-      // tuning runs them there. Then it is cleared again.
+      // timing them (DTRT_CUDA_PRODUCTS=tuned) runs them there, and then
+      // it is cleared again.
       if (Status s = executor_->tuneProducts(static_cast<char *>(p)); !s) {
         cudaFree(p);
         return s.error();
       }
-      e = cudaMemset(p, 0, bytes);
+      if (executor_->blas().engine() == ProductEngine::Tuned)
+        e = cudaMemset(p, 0, bytes);
     }
     if (e != cudaSuccess) {
       size_t freeBytes = 0, total = 0;

@@ -58,7 +58,10 @@ int64_t offsetOf(Value v) { return plannedOffset(v); }
 class KernelBuilder {
 public:
   KernelBuilder(OpBuilder &b, Location loc, Value arena, int64_t unroll)
-      : b(b), loc(loc), arena(arena), unroll(unroll) {}
+      : unroll(unroll), b(b), loc(loc), arena(arena) {}
+
+  /// Elements a thread loads before it stores any (gridLoopUnrolled).
+  const int64_t unroll;
 
   Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
   Value add(Value i, int64_t v) {
@@ -258,10 +261,6 @@ private:
   OpBuilder &b;
   Location loc;
   Value arena;
-
-public:
-  /// Elements a thread loads before it stores any (gridLoopUnrolled).
-  const int64_t unroll;
 };
 
 struct ConvertFusedToGPUPass
