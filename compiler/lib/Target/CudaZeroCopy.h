@@ -25,12 +25,16 @@
 // as bf16 in the narrowings' buffers, for the head widths the typed kernels
 // take (typedAttentionWidth) and 16-byte aligned buffers.
 //
+// The candidates come from dt/Transforms/ZeroCopyInfo.h, by the ops alone.
 // The memory plan placed buffers for the CPU's order of reads and writes, so
 // each is taken only where the plan proves it safe: nothing between the
 // widening and its last product writes over the tensor (nor does the product
 // itself), and the narrowing's buffer overlaps none of the product's
-// operands. In GPT-2 124M these are the passes over the 16384 x 50257
-// logits and the widened activations before each product.
+// operands. A program compiled with GPU code plans its memory so that these
+// hold (dt-plan-memory's gpu-zero-copies); this check keeps every plan
+// honest. In GPT-2 124M these are the passes over the 16384 x 50257 logits,
+// the widened activations before each product and attention's inputs and
+// results.
 //
 //===----------------------------------------------------------------------===//
 

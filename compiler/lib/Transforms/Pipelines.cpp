@@ -45,10 +45,10 @@ void dt::buildPartitionPipeline(OpPassManager &pm, int64_t bucketBytes,
   pm.addPass(createVerifyCollectives());
 }
 
-void dt::buildFuseAndPlanPipeline(OpPassManager &pm) {
+void dt::buildFuseAndPlanPipeline(OpPassManager &pm, bool gpu) {
   pm.addNestedPass<func::FuncOp>(createFuseElementwise());
   pm.addNestedPass<func::FuncOp>(createFuseEpilogues());
-  pm.addPass(createPlanMemory());
+  pm.addPass(createPlanMemory(PlanMemoryOptions{gpu}));
 }
 
 void dt::registerDTPipelines() {
@@ -61,6 +61,7 @@ void dt::registerDTPipelines() {
   PassPipelineRegistration<>(
       "dt-partition", "The program of one rank, with its collectives",
       [](OpPassManager &pm) { buildPartitionPipeline(pm); });
-  PassPipelineRegistration<>("dt-fuse-and-plan", "Fusion and memory planning",
-                             buildFuseAndPlanPipeline);
+  PassPipelineRegistration<>(
+      "dt-fuse-and-plan", "Fusion and memory planning",
+      [](OpPassManager &pm) { buildFuseAndPlanPipeline(pm); });
 }

@@ -28,13 +28,18 @@
 //   3. Transient region: the other values get offsets after the persistent
 //      region by liveness over the straight-line body, best fit among free
 //      blocks; entry points share the region, which is as large as the
-//      hungriest of them needs.
+//      hungriest of them needs. For a program that also runs on a GPU
+//      (`gpu-zero-copies`), liveness counts the reads a GPU's zero copies
+//      add (dt/Transforms/ZeroCopyInfo.h): a product, the loss or bf16
+//      attention reading a widening's 16-bit source, and such an op writing
+//      into the narrowings after it while its operands are still read.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/OffloadInfo.h"
 #include "dt/Transforms/Passes.h"
 #include "dt/Transforms/PipelineInfo.h"
+#include "dt/Transforms/ZeroCopyInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -127,6 +132,8 @@ private:
 };
 
 struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
+  using PlanMemoryBase::PlanMemoryBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     OpBuilder b(module.getContext());
@@ -176,6 +183,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t persistent = alignUp(cursor);
 
     int64_t arena = persistent;
+    if (gpuZeroCopies)
+      narrowed = narrowedWidenings(module);
     for (func::FuncOp fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
@@ -246,6 +255,9 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         unsigned &slot = lastUse[root(v)];
         slot = std::max(slot, position[&op]);
       }
+
+    if (gpuZeroCopies)
+      extendForZeroCopies(fn, position, root, lastUse);
 
     // Loads and stores per global.
     llvm::StringMap<SmallVector<LoadOp>> loads;
@@ -330,6 +342,40 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     }
     return alloc.end();
   }
+
+  /// Lengthens `lastUse` by the reads a GPU plan's zero copies add: a
+  /// candidate widening's 16-bit source is read by the widening's readers,
+  /// and an op that could write into the narrowings after it still reads
+  /// its operands (or, for a candidate widening, its source) when they are
+  /// written.
+  template <typename Root>
+  void extendForZeroCopies(func::FuncOp fn,
+                           llvm::DenseMap<Operation *, unsigned> &position,
+                           Root root,
+                           llvm::DenseMap<Value, unsigned> &lastUse) {
+    ZeroCopyCandidates c = ZeroCopyCandidates::find(fn, narrowed);
+    auto extend = [&](Value v, unsigned until) {
+      unsigned &slot = lastUse[root(v)];
+      slot = std::max(slot, until);
+    };
+    llvm::DenseSet<Operation *> widenings;
+    for (auto *list : {&c.forProducts, &c.forAttention})
+      for (Operation *w : *list) {
+        widenings.insert(w);
+        extend(w->getOperand(0), lastUse.lookup(root(w->getResult(0))));
+      }
+    for (auto &[op, into] : c.writers) {
+      unsigned until = 0;
+      for (Operation *narrowing : into)
+        until = std::max(until, position[narrowing]);
+      for (Value operand : op->getOperands()) {
+        Operation *def = root(operand).getDefiningOp();
+        extend(widenings.contains(def) ? def->getOperand(0) : operand, until);
+      }
+    }
+  }
+
+  llvm::DenseSet<Operation *> narrowed; // narrowedWidenings of the module
 
   /// Whether the old value read by `load` is dead once `producer` (whose result
   /// the store at `storeAt` writes) runs: every read of it happens before, or

@@ -457,8 +457,14 @@ int compile(const char *argv0) {
   if (emitAction == EmitAction::Partitioned)
     return emitStage(*module);
 
-  // 6. Fusion and the static memory plan.
-  if (failed(runPipeline(*module, buildFuseAndPlanPipeline)))
+  // 6. Fusion and the static memory plan, which keeps buffers alive as long
+  // as the GPU plan's zero copies need when the program carries GPU code
+  // (7b; a checked program is a CPU debugging build).
+  bool withGpu =
+      gpuCode != GpuCode::Off && !checked && !findCudaToolkit().empty();
+  if (failed(runPipeline(*module, [&](mlir::OpPassManager &pm) {
+        buildFuseAndPlanPipeline(pm, withGpu);
+      })))
     return 1;
   if (emitAction == EmitAction::Planned)
     return emitStage(*module);

@@ -2,8 +2,8 @@
 """zero_copies.py PLAN.json: what a mixed-precision GPU plan leaves out
 (compiler/lib/Target/CudaZeroCopy.h). Prints, for grad_step, the products that
 read their 16-bit operands where they lie or write a 16-bit result, the loss
-launches that read 16-bit logits or write a 16-bit gradient, and how many
-generated kernels still run over the largest tensors, and how many attention
+launches that read 16-bit logits or write a 16-bit gradient, how many
+generated kernels still run over the logits, and how many attention
 launches read and write bf16 where the conversions around them would have.
 Every rerouted launch keeps the CPU's pointers in cpu_p, of the same length as
 p."""
@@ -24,9 +24,10 @@ logits = [t for t in products if 50257 in t["i"][1:4]]
 for t in logits:
     print(f"logits product {t['i'][1]} x {t['i'][2]} x {t['i'][3]}: "
           f"half {t.get('half')}, out {t.get('out', 'f32')}")
-largest = max(t["n"] for t in plan if t["op"] == "kernel")
-print(f"kernels over the largest tensor ({largest} elements): "
-      f"{sum(t['n'] == largest for t in plan if t['op'] == 'kernel')}")
+if logits:
+    size = logits[0]["i"][1] * logits[0]["i"][2]
+    print(f"generated kernels over the logits ({size} elements): "
+          f"{sum(t['n'] == size for t in plan if t['op'] == 'kernel')}")
 for op in ("attention", "attention_grad"):
     launches = [t for t in plan if t["op"] == op]
     print(f"{op}: {len(launches)}, "

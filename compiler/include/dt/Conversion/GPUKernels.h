@@ -17,6 +17,8 @@
 #ifndef DT_CONVERSION_GPUKERNELS_H
 #define DT_CONVERSION_GPUKERNELS_H
 
+#include "dt/Transforms/ZeroCopyInfo.h" // widenedFrom, narrowedWidenings
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -81,32 +83,6 @@ struct ReductionScratch {
 llvm::DenseMap<mlir::Operation *, ReductionScratch>
 reductionScratch(mlir::ModuleOp module);
 int64_t gpuArenaBytes(mlir::ModuleOp module);
-
-/// The 16-bit type (bf16, f16) whose values `v` holds widened to f32, or
-/// null: through reshapes, `v` is a result of an elementwise dt.fused whose
-/// yielded value is a dt.convert from that type, which is how a
-/// mixed-precision program feeds its products and attention.
-mlir::Type widenedFrom(mlir::Value v);
-
-/// The widenings whose kernels store the 16-bit values instead: a
-/// non-reducing dt.fused of one f32 result that yields a dt.convert from
-/// bf16 or f16, every use of which (through reshapes) is an operand of a
-/// product whose other operand is such a widening of the same type. The
-/// product then multiplies the 16-bit values on tensor cores (exact, f32
-/// sums: cuBLAS's GemmEx), and the f32 copy is never written: the 16-bit
-/// values sit at the start of its buffer.
-llvm::DenseSet<mlir::Operation *> narrowedWidenings(mlir::ModuleOp module);
-
-/// The 16-bit type both operands of product `op` have in narrowed
-/// widenings, or null.
-mlir::Type narrowedOperands(mlir::Operation *op,
-                            const llvm::DenseSet<mlir::Operation *> &narrowed);
-
-/// Whether the bf16 attention kernels take heads `d` wide with bf16 inputs
-/// or results (kernels/cuda/attention_bf16.cu's withTypedWidth).
-inline bool typedAttentionWidth(int64_t d) {
-  return d == 32 || d == 64 || d == 128;
-}
 
 /// Whether convert-dt-fused-to-gpu makes a kernel of `op`.
 bool isGeneratedKernelOp(mlir::Operation *op);

@@ -149,9 +149,10 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
                             int64_t bucketBytes = kDefaultBucketBytes,
                             bool overlap = false);
 
-/// The passes that prepare the train step for lowering: dt-fuse-elementwise on
-/// every entry point, then dt-plan-memory.
-void buildFuseAndPlanPipeline(mlir::OpPassManager &pm);
+/// The passes that prepare the train step for lowering: dt-fuse-elementwise and
+/// dt-fuse-epilogues on every entry point, then dt-plan-memory (with
+/// gpu-zero-copies when the program also carries GPU code).
+void buildFuseAndPlanPipeline(mlir::OpPassManager &pm, bool gpu = false);
 
 /// Registers the pipelines with dt-opt (`dt-train-step`, `dt-shard`,
 /// `dt-partition`, `dt-fuse-and-plan`).

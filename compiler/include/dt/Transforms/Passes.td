@@ -272,7 +272,18 @@ def PlanMemory : Pass<"dt-plan-memory", "mlir::ModuleOp"> {
     read and write the same element), otherwise the store copies. Results:
     `offset` on every dt.global, `dt.offsets` (one per result) on every op that makes
     tensors, `dt.arena_bytes` and `dt.persistent_bytes` on the module.
+
+    With `gpu-zero-copies`, for a program that also runs on a GPU, buffers live
+    as long as a GPU's zero copies need (dt/Transforms/ZeroCopyInfo.h): the 16-bit
+    source of a widening that a product, the loss or bf16 attention could read
+    directly lives until that reader, and what such an op reads lives until the
+    narrowings it could write into are placed. The CPU's program is the same, in
+    a slightly larger arena.
   }];
+  let options = [
+    Option<"gpuZeroCopies", "gpu-zero-copies", "bool", /*default=*/"false",
+           "Keep buffers alive as long as a GPU plan's zero copies need">,
+  ];
   let dependentDialects = ["::dt::DTDialect"];
 }
 

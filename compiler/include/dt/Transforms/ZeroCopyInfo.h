@@ -1,0 +1,99 @@
+//===- ZeroCopyInfo.h - conversions a GPU can do without --------*- C++ -*-===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+//
+// A mixed-precision program converts around every product, attention and
+// loss: its 16-bit activations are widened to f32 for them, and their f32
+// results are narrowed back. On the CPU those are real passes. A GPU's
+// products, bf16 attention kernels and loss kernels read and write 16-bit
+// values themselves, so there two kinds of conversion are pure copies:
+//
+//   - a widening whose readers can all read its 16-bit source instead;
+//   - a narrowing right after such an op, which the op can write straight
+//     into.
+//
+// This header finds them from the program's ops alone. Whether a GPU plan
+// takes one also depends on where the memory plan put the buffers
+// (dt/Target's CudaZeroCopy proves that it is safe): the widening's source
+// must survive until its last reader, and a narrowing's buffer must not
+// overlap what its op reads. dt-plan-memory with `gpu-zero-copies` keeps
+// those buffers alive that long, so that the proof succeeds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DT_TRANSFORMS_ZEROCOPYINFO_H
+#define DT_TRANSFORMS_ZEROCOPYINFO_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace dt {
+
+/// The 16-bit type (bf16, f16) whose values `v` holds widened to f32, or
+/// null: through reshapes, `v` is a result of an elementwise dt.fused whose
+/// yielded value is a dt.convert from that type, which is how a
+/// mixed-precision program feeds its products and attention.
+mlir::Type widenedFrom(mlir::Value v);
+
+/// The widenings whose kernels store the 16-bit values instead: a
+/// non-reducing dt.fused of one f32 result that yields a dt.convert from
+/// bf16 or f16, every use of which (through reshapes) is an operand of a
+/// product whose other operand is such a widening of the same type. The
+/// product then multiplies the 16-bit values on tensor cores (exact, f32
+/// sums: cuBLAS's GemmEx), and the f32 copy is never written: the 16-bit
+/// values sit at the start of its buffer.
+llvm::DenseSet<mlir::Operation *> narrowedWidenings(mlir::ModuleOp module);
+
+/// The 16-bit type both operands of product `op` have in narrowed
+/// widenings, or null.
+mlir::Type narrowedOperands(mlir::Operation *op,
+                            const llvm::DenseSet<mlir::Operation *> &narrowed);
+
+/// Whether the bf16 attention kernels take heads `d` wide with bf16 inputs
+/// or results (kernels/cuda/attention_bf16.cu's withTypedWidth).
+inline bool typedAttentionWidth(int64_t d) {
+  return d == 32 || d == 64 || d == 128;
+}
+
+/// Whether attention (or its gradient) `op` can run on the bf16 kernels
+/// reading and writing bf16: every input widened from bf16, heads of a
+/// width those kernels take.
+bool typedAttentionCapable(mlir::Operation *op);
+
+/// The zero copies an entry point could have on a GPU, judged by its ops
+/// alone (no offsets).
+struct ZeroCopyCandidates {
+  /// Widenings whose readers could all read the 16-bit source: those of
+  /// narrowed products or of the loss (`forProducts`), and those that only
+  /// bf16 attention reads, all of an attention's inputs or none
+  /// (`forAttention`).
+  llvm::SmallVector<mlir::Operation *> forProducts, forAttention;
+  /// Ops (narrowed products, bf16 attention, the loss's gradient) paired
+  /// with the narrowings, one per result, that they could write into.
+  llvm::SmallVector<
+      std::pair<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>>
+      writers;
+
+  static ZeroCopyCandidates
+  find(mlir::func::FuncOp fn,
+       const llvm::DenseSet<mlir::Operation *> &narrowed);
+};
+
+/// Drops from `widenings` (of bf16, each read only by attention) those whose
+/// attention takes some input from elsewhere, until none changes: attention
+/// reads all its inputs as bf16 or none.
+void keepWholeAttention(llvm::DenseSet<mlir::Operation *> &widenings);
+
+/// Every reader of `v`, through reshapes.
+void readersOf(mlir::Value v, llvm::SmallVectorImpl<mlir::Operation *> &users);
+
+/// Whether `op` is a dt.fused that only widens a 16-bit tensor to f32.
+bool isWidening(mlir::Operation *op);
+
+} // namespace dt
+
+#endif // DT_TRANSFORMS_ZEROCOPYINFO_H

@@ -1,0 +1,243 @@
+//===- ZeroCopyInfo.cpp - conversions a GPU can do without ----------------===//
+//
+// Part of dt, a compiler for declarative distributed training.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dt/Transforms/ZeroCopyInfo.h"
+#include "dt/Dialect/DT/IR/DTOps.h"
+
+using namespace mlir;
+
+namespace dt {
+
+namespace {
+
+/// The value that holds `v`'s bytes, through reshapes (which move none).
+Value root(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+Type elementOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+bool isSixteenBit(Type t) { return t.isBF16() || t.isF16(); }
+
+/// The 16-bit type a widening (a dt.fused of one result, widenedFrom it)
+/// widens from, or null for any other op.
+Type widening(Operation *op) {
+  auto fused = llvm::dyn_cast_or_null<FusedOp>(op);
+  return fused && fused->getNumResults() == 1 ? widenedFrom(fused->getResult(0))
+                                              : Type();
+}
+
+/// Every use of `v`, through reshapes.
+void usesOf(Value v, SmallVectorImpl<OpOperand *> &uses) {
+  for (OpOperand &use : v.getUses()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(use.getOwner()))
+      usesOf(reshape.getResult(), uses);
+    else
+      uses.push_back(&use);
+  }
+}
+
+bool isProduct(Operation *op) { return llvm::isa<MatmulOp, MatmulBiasOp>(op); }
+
+bool isAttention(Operation *op) {
+  return llvm::isa<AttentionOp, AttentionGradOp>(op);
+}
+
+} // namespace
+
+Type widenedFrom(Value v) {
+  v = root(v);
+  auto fused = v.getDefiningOp<FusedOp>();
+  if (!fused || fused.isReduction() || !elementOf(v).isF32())
+    return {};
+  Value yielded = fused.getBody().front().getTerminator()->getOperand(
+      llvm::cast<OpResult>(v).getResultNumber());
+  auto convert = yielded.getDefiningOp<ConvertOp>();
+  if (!convert)
+    return {};
+  Type from = elementOf(convert.getInput());
+  return isSixteenBit(from) ? from : Type();
+}
+
+Type narrowedOperands(Operation *op,
+                      const llvm::DenseSet<Operation *> &narrowed) {
+  if (!isProduct(op))
+    return {};
+  Operation *lhs = root(op->getOperand(0)).getDefiningOp(),
+            *rhs = root(op->getOperand(1)).getDefiningOp();
+  if (!narrowed.contains(lhs) || !narrowed.contains(rhs))
+    return {};
+  Type type = widening(lhs);
+  return type == widening(rhs) ? type : Type();
+}
+
+llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
+  llvm::DenseSet<Operation *> narrowed;
+  for (auto entry : module.getOps<func::FuncOp>())
+    if (!entry.isExternal())
+      for (Operation &op : entry.getBody().front())
+        if (widening(&op))
+          narrowed.insert(&op);
+  // Drop a widening with a use other than a product's lhs or rhs, or used
+  // with an operand that is not narrowed alike, until none changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(narrowed)) {
+      SmallVector<OpOperand *> uses;
+      usesOf(op->getResult(0), uses);
+      bool keep = !uses.empty() && llvm::all_of(uses, [&](OpOperand *use) {
+        return use->getOperandNumber() < 2 &&
+               narrowedOperands(use->getOwner(), narrowed);
+      });
+      if (!keep) {
+        narrowed.erase(op);
+        changed = true;
+      }
+    }
+  }
+  return narrowed;
+}
+
+bool typedAttentionCapable(Operation *op) {
+  if (!isAttention(op))
+    return false;
+  Value q = op->getOperand(0);
+  Type from = widenedFrom(q);
+  return from && from.isBF16() &&
+         llvm::all_of(op->getOperands(),
+                      [&](Value v) { return widenedFrom(v) == from; }) &&
+         typedAttentionWidth(
+             llvm::cast<RankedTensorType>(q.getType()).getShape().back());
+}
+
+void keepWholeAttention(llvm::DenseSet<Operation *> &widenings) {
+  auto allInputs = [&](Operation *attention) {
+    return llvm::all_of(attention->getOperands(), [&](Value v) {
+      return widenings.contains(root(v).getDefiningOp());
+    });
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation *op : llvm::to_vector(widenings)) {
+      SmallVector<Operation *> users;
+      readersOf(op->getResult(0), users);
+      if (!llvm::all_of(users, allInputs)) {
+        widenings.erase(op);
+        changed = true;
+      }
+    }
+  }
+}
+
+void readersOf(Value v, SmallVectorImpl<Operation *> &users) {
+  for (Operation *user : v.getUsers()) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(user))
+      readersOf(reshape.getResult(), users);
+    else
+      users.push_back(user);
+  }
+}
+
+bool isWidening(Operation *op) {
+  return pureConversionTo(op) && elementOf(op->getResult(0)).isF32() &&
+         isSixteenBit(elementOf(op->getOperand(0)));
+}
+
+ZeroCopyCandidates
+ZeroCopyCandidates::find(func::FuncOp fn,
+                         const llvm::DenseSet<Operation *> &narrowed) {
+  ZeroCopyCandidates c;
+  Block &block = fn.getBody().front();
+
+  // Widenings of narrowed products, or only the loss's kernels read (they
+  // read 16-bit logits too).
+  auto readsLogits = [](Operation *user, Value v) {
+    return llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(user) &&
+           root(user->getOperand(0)) == v;
+  };
+  for (Operation &op : block) {
+    if (!isWidening(&op))
+      continue;
+    SmallVector<Operation *> users;
+    readersOf(op.getResult(0), users);
+    if (narrowed.contains(&op) ||
+        (!users.empty() && llvm::all_of(users, [&](Operation *user) {
+          return readsLogits(user, op.getResult(0));
+        })))
+      c.forProducts.push_back(&op);
+  }
+
+  // Widenings of bf16 that only bf16 attention reads, all its inputs or
+  // none: the candidates shrink until each one's readers take all their
+  // inputs so.
+  llvm::DenseSet<Operation *> sources;
+  for (Operation &op : block) {
+    if (!isWidening(&op) || !elementOf(op.getOperand(0)).isBF16())
+      continue;
+    SmallVector<Operation *> users;
+    readersOf(op.getResult(0), users);
+    if (!users.empty() && llvm::all_of(users, typedAttentionCapable))
+      sources.insert(&op);
+  }
+  keepWholeAttention(sources);
+  // In program order, so that what follows is deterministic.
+  for (Operation &op : block)
+    if (sources.contains(&op))
+      c.forAttention.push_back(&op);
+
+  // Ops whose 16-bit results could go straight into the narrowings after
+  // them: a product into one to its operands' type (cuBLAS writes no
+  // other), the loss's gradient into one to any 16-bit type, and bf16
+  // attention into ones to bf16, all its results or none. Between the op
+  // and its narrowings there may be only reshapes and each other.
+  llvm::DenseMap<Operation *, size_t> position;
+  SmallVector<Operation *> ops;
+  for (Operation &op : block) {
+    position[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  for (Operation *op : ops) {
+    Type half; // the type every narrowing must have; null: any 16-bit one
+    if (isProduct(op)) {
+      if (!(half = narrowedOperands(op, narrowed)))
+        continue;
+    } else if (isAttention(op)) {
+      if (!typedAttentionCapable(op))
+        continue;
+      half = Builder(op->getContext()).getBF16Type();
+    } else if (!llvm::isa<CrossEntropyGradOp>(op)) {
+      continue;
+    }
+    SmallVector<Operation *> into;
+    for (Value result : op->getResults()) {
+      SmallVector<Operation *> users;
+      readersOf(result, users);
+      Operation *narrowing = users.size() == 1 ? users.front() : nullptr;
+      Type to = narrowing ? pureConversionTo(narrowing) : Type();
+      if (!to || !isSixteenBit(to) || (half && to != half))
+        break;
+      into.push_back(narrowing);
+    }
+    if (into.size() != op->getNumResults())
+      continue;
+    size_t end = position[op];
+    for (Operation *narrowing : into)
+      end = std::max(end, position[narrowing]);
+    bool adjacent = true;
+    for (size_t p = position[op] + 1; p < end; ++p)
+      adjacent &=
+          llvm::isa<ReshapeOp>(ops[p]) || llvm::is_contained(into, ops[p]);
+    if (adjacent)
+      c.writers.push_back({op, std::move(into)});
+  }
+  return c;
+}
+
+} // namespace dt
