@@ -97,6 +97,37 @@ func.func @no_duplicate_materialised(%g: tensor<4x8xf32>) -> (tensor<f32>, tenso
 
 // -----
 
+// A bf16 program's bias gradient: the region rounds dY to bf16 for a product
+// (which reads it through a reshape, so it is written out) and the sum widens it.
+// The widening does not join the region, which would then write the f32 values
+// beside the bf16 ones: the sum reads the bf16 values and widens them itself.
+// CHECK-LABEL: func.func @bias_grad_of_bf16
+// CHECK-SAME: (%[[D:.*]]: tensor<2x4x8xf32>, %[[H:.*]]: tensor<2x4x8xbf16>, %[[X:.*]]: tensor<8x8xf32>)
+func.func @bias_grad_of_bf16(%d: tensor<2x4x8xf32>, %h: tensor<2x4x8xbf16>,
+                             %x: tensor<8x8xf32>) -> (tensor<8xf32>, tensor<8x8xf32>) {
+  // CHECK: %[[R:.*]] = dt.fused(%[[H]], %[[D]]) : (tensor<2x4x8xbf16>, tensor<2x4x8xf32>) -> tensor<2x4x8xbf16> {
+  // CHECK:   dt.mul
+  // CHECK:   %[[N:.*]] = dt.convert {{.*}} to tensor<2x4x8xbf16>
+  // CHECK-NEXT: dt.yield %[[N]] : tensor<2x4x8xbf16>
+  // CHECK: %[[B:.*]] = dt.fused(%[[R]]) {reduce_axes = array<i64: 0, 1>} : (tensor<2x4x8xbf16>) -> tensor<8xf32> {
+  // CHECK:   %[[W:.*]] = dt.convert {{.*}} : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+  // CHECK-NEXT: dt.yield %[[W]] : tensor<2x4x8xf32>
+  // CHECK-NOT: dt.reduce_sum
+  // CHECK: dt.reshape %[[R]]
+  // CHECK: return %[[B]], %{{.*}}
+  %hw = dt.convert %h : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+  %g = dt.mul %d, %hw : tensor<2x4x8xf32>
+  %g16 = dt.convert %g : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  %g32 = dt.convert %g16 : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+  %b = dt.reduce_sum %g32 [0, 1] : tensor<2x4x8xf32> -> tensor<8xf32>
+  %gr = dt.reshape %g16 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %gp = dt.convert %gr : tensor<8x8xbf16> to tensor<8x8xf32>
+  %p = dt.matmul %gp, %x {transpose_lhs} : tensor<8x8xf32>, tensor<8x8xf32> -> tensor<8x8xf32>
+  return %b, %p : tensor<8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
 // Different shapes are different loop nests.
 // CHECK-LABEL: func.func @shapes_split
 func.func @shapes_split(%x: tensor<8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {

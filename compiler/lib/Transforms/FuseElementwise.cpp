@@ -27,6 +27,11 @@
 //      summed values never reach memory. Around kept axes (a batch norm's
 //      statistics over N, H and W) the group may also read one value per kept
 //      element (the channel's mean).
+//   5. A widening (a 16-bit value converted to f32) that only such a sum
+//      reads does not join the group of a 16-bit value written out anyway:
+//      it starts its own group, which absorbs the sum. The sum then reads the
+//      16-bit values (a bias gradient of a bf16 program: 2 bytes an element
+//      read, instead of 4 written beside them and read back).
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -95,6 +100,19 @@ bool alongKeptOnly(ArrayRef<int64_t> operand, ArrayRef<int64_t> shape,
       return false;
   }
   return true;
+}
+
+/// Step 5: whether `op` widens a 16-bit value that is read elsewhere too,
+/// for a sum alone.
+bool widensForSumOnly(Operation *op) {
+  auto convert = llvm::dyn_cast<ConvertOp>(op);
+  if (!convert || !convert.getType().getElementType().isF32() ||
+      !convert.getResult().hasOneUse() ||
+      !isFusibleReduction(*convert.getResult().getUsers().begin()))
+    return false;
+  Type from = llvm::cast<RankedTensorType>(convert.getInput().getType())
+                  .getElementType();
+  return (from.isBF16() || from.isF16()) && !convert.getInput().hasOneUse();
 }
 
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
@@ -173,6 +191,8 @@ struct FuseElementwisePass
         continue;
       fusible.push_back(&op);
       groups.insert(&op);
+      if (widensForSumOnly(&op))
+        continue;
       ArrayRef<int64_t> shape = shapeOf(op.getResult(0));
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
