@@ -212,7 +212,10 @@ bool writeProgram(const std::string &dir, const GoldenProgram &program) {
   MLIRContext ctx;
   loadPipelineDialects(ctx);
   std::string messages;
-  OwningOpRef<ModuleOp> planned = planProgram(ctx, program.source, messages);
+  // Planned as dtc plans a program with GPU code (dt-plan-memory's
+  // gpu-zero-copies), so the kernels are those such a program launches.
+  OwningOpRef<ModuleOp> planned =
+      planProgram(ctx, program.source, messages, /*gpu=*/true);
   if (!planned) {
     fprintf(stderr, "%s: the program does not plan:\n%s", name.c_str(),
             messages.c_str());

@@ -73,15 +73,15 @@ void loadPipelineDialects(MLIRContext &ctx) {
   registerLLVMDialectTranslation(ctx);
 }
 
-LogicalResult planModule(ModuleOp module) {
+LogicalResult planModule(ModuleOp module, bool gpu) {
   PassManager pm(module.getContext());
   buildTrainStepPipeline(pm);
-  buildFuseAndPlanPipeline(pm);
+  buildFuseAndPlanPipeline(pm, gpu);
   return pm.run(module);
 }
 
 OwningOpRef<ModuleOp> planProgram(MLIRContext &ctx, llvm::StringRef source,
-                                  std::string &messages) {
+                                  std::string &messages, bool gpu) {
   llvm::SourceMgr sourceMgr;
   llvm::raw_string_ostream os(messages);
   DiagnosticEngine diag(sourceMgr, os);
@@ -94,7 +94,7 @@ OwningOpRef<ModuleOp> planProgram(MLIRContext &ctx, llvm::StringRef source,
     return nullptr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
   OwningOpRef<ModuleOp> module = mlirGen(ctx, *(*program)->getJob(), "test.dt");
-  if (!module || failed(planModule(*module)))
+  if (!module || failed(planModule(*module, gpu)))
     return nullptr;
   return module;
 }

@@ -38,13 +38,15 @@ void loadPipelineDialects(mlir::MLIRContext &ctx);
 
 /// Parses, checks and generates `source` (a .dt program, with the real
 /// standard library), then runs autodiff, the optimizer, fusion and memory
-/// planning. Null, with the diagnostics in `messages`, on failure.
+/// planning, the plan with `gpu` as dtc's for a program with GPU code.
+/// Null, with the diagnostics in `messages`, on failure.
 mlir::OwningOpRef<mlir::ModuleOp> planProgram(mlir::MLIRContext &ctx,
                                               llvm::StringRef source,
-                                              std::string &messages);
+                                              std::string &messages,
+                                              bool gpu = false);
 
 /// Runs the train-step and fuse-and-plan pipelines on a dt module.
-mlir::LogicalResult planModule(mlir::ModuleOp module);
+mlir::LogicalResult planModule(mlir::ModuleOp module, bool gpu = false);
 
 /// A planned module lowered, JIT-compiled and bound to an arena it owns (a
 /// lazily zeroed mapping, so large plans cost only what a test touches).
