@@ -20,11 +20,9 @@
 
 #include "dtk/cuda_kernels.h"
 
+#include "convert.cuh"
 #include "labelled.cuh"
 #include "reduce.cuh"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 namespace {
 
@@ -35,19 +33,8 @@ __device__ void checkLabel(int32_t label, int64_t classes) {
     __trap(); // reported as a launch failure at the next synchronisation
 }
 
-/// An element as f32, and an f32 stored as a T (16-bit: rounded to
-/// nearest, as a narrowing's conversion rounds).
-__device__ float widen(float v) { return v; }
-__device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ float widen(__half v) { return __half2float(v); }
-template <typename T> __device__ T narrow(float v);
-template <> __device__ float narrow<float>(float v) { return v; }
-template <> __device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <> __device__ __half narrow<__half>(float v) {
-  return __float2half_rn(v);
-}
+using dtk::narrow;
+using dtk::widen;
 
 /// f(j, row[j] as f32) for this thread's elements of a row, j = thread,
 /// thread + blockDim, ... in that order, with four elements' loads issued

@@ -13,10 +13,17 @@
 // partial sums in `stats` after them, and a last kernel adds each column's
 // partials in order, so no atomics and the same bits every run.
 //
+// The layer norm's _typed entry points read x, and the gradient dy, as bf16
+// or f16 data (the values a widening before them gives) and may write y, or
+// the gradient dx, as 16-bit data (what a narrowing after them stores): the
+// GPU plan's "in", "grad_in" and "out", which leave those conversions'
+// passes out (convert.cuh).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dtk/cuda_kernels.h"
 
+#include "convert.cuh"
 #include "reduce.cuh"
 
 namespace {
@@ -25,63 +32,68 @@ constexpr int kThreads = 256;
 constexpr int kColumns = 32, kRowLanes = 8;
 constexpr int64_t kChunkRows = 256; // dtk_cuda_layer_norm_grad_f32's contract
 
+using dtk::narrow;
+using dtk::widen;
+
 /// The mean and 1/std of row `xr` (biased variance, two passes as the CPU
 /// kernel does); with `Rms`, the mean is taken as zero.
-template <bool Rms>
-__device__ void rowStats(const float *xr, int64_t cols, float eps,
-                         float *shared, float &mean, float &rstd) {
+template <bool Rms, typename In>
+__device__ void rowStats(const In *xr, int64_t cols, float eps, float *shared,
+                         float &mean, float &rstd) {
   mean = 0.0f;
   if (!Rms) {
     float s = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      s += xr[j];
+      s += widen(xr[j]);
     mean = dtk::blockSum(s, shared) / float(cols);
   }
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float d = xr[j] - mean;
+    float d = widen(xr[j]) - mean;
     ss += d * d;
   }
   rstd = 1.0f / sqrtf(dtk::blockSum(ss, shared) / float(cols) + eps);
 }
 
 /// `b` is null with `Rms`.
-template <bool Rms>
-__global__ void layerNorm(const float *x, const float *w, const float *b,
-                          float *y, int64_t cols, float eps) {
+template <bool Rms, typename In, typename Out>
+__global__ void layerNorm(const In *x, const float *w, const float *b, Out *y,
+                          int64_t cols, float eps) {
   __shared__ float shared[32];
-  const float *xr = x + blockIdx.x * cols; // (cols)
-  float *yr = y + blockIdx.x * cols;
+  const In *xr = x + blockIdx.x * cols; // (cols)
+  Out *yr = y + blockIdx.x * cols;
   float mean, rstd;
   rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    yr[j] = (xr[j] - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]);
+    yr[j] =
+        narrow<Out>((widen(xr[j]) - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]));
 }
 
 // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w
 // (RMS norm: without the mean(dxhat) term, its xhat being uncentred)
-template <bool Rms>
-__global__ void layerNormInputGrad(const float *x, const float *w,
-                                   const float *dy, float *dx, float *stats,
-                                   int64_t cols, float eps) {
+template <bool Rms, typename In, typename Grad, typename Out>
+__global__ void layerNormInputGrad(const In *x, const float *w, const Grad *dy,
+                                   Out *dx, float *stats, int64_t cols,
+                                   float eps) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
-  const float *xr = x + r * cols, *dyr = dy + r * cols; // (cols)
-  float *dxr = dx + r * cols;
+  const In *xr = x + r * cols; // (cols)
+  const Grad *dyr = dy + r * cols;
+  Out *dxr = dx + r * cols;
   float mean, rstd;
   rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   float sd = 0.0f, sdx = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float d = dyr[j] * w[j];
+    float d = widen(dyr[j]) * w[j];
     sd += d;
-    sdx += d * ((xr[j] - mean) * rstd);
+    sdx += d * ((widen(xr[j]) - mean) * rstd);
   }
   // (Rms is the same for the whole block, so every thread takes the sum.)
   float md = Rms ? 0.0f : dtk::blockSum(sd, shared) / float(cols);
   float mdx = dtk::blockSum(sdx, shared) / float(cols);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float xhat = (xr[j] - mean) * rstd;
-    dxr[j] = rstd * (dyr[j] * w[j] - md - xhat * mdx);
+    float xhat = (widen(xr[j]) - mean) * rstd;
+    dxr[j] = narrow<Out>(rstd * (widen(dyr[j]) * w[j] - md - xhat * mdx));
   }
   if (threadIdx.x == 0) {
     stats[2 * r] = mean;
@@ -92,10 +104,10 @@ __global__ void layerNormInputGrad(const float *x, const float *w,
 /// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
 /// eight rows at a time, summed in a fixed order into `partW` and `partB`
 /// (row y of each, `cols` wide; `partB` null for RMS norm).
-__global__ void layerNormParamPartials(const float *x, const float *dy,
-                                       const float *stats, float *partW,
-                                       float *partB, int64_t rows,
-                                       int64_t cols) {
+template <typename In, typename Grad>
+__global__ void
+layerNormParamPartials(const In *x, const Grad *dy, const float *stats,
+                       float *partW, float *partB, int64_t rows, int64_t cols) {
   __shared__ float lanesW[kRowLanes][kColumns + 1],
       lanesB[kRowLanes][kColumns + 1];
   int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
@@ -104,8 +116,8 @@ __global__ void layerNormParamPartials(const float *x, const float *dy,
   float accW = 0.0f, accB = 0.0f;
   if (c < cols)
     for (int64_t r = first + threadIdx.y; r < end; r += kRowLanes) {
-      float g = dy[r * cols + c];
-      accW += g * ((x[r * cols + c] - stats[2 * r]) * stats[2 * r + 1]);
+      float g = widen(dy[r * cols + c]);
+      accW += g * ((widen(x[r * cols + c]) - stats[2 * r]) * stats[2 * r + 1]);
       accB += g;
     }
   lanesW[threadIdx.y][threadIdx.x] = accW;
@@ -144,10 +156,10 @@ __global__ void layerNormParamSum(const float *partW, const float *partB,
 
 /// Both gradients; `db` is null for RMS norm, whose scratch then holds no
 /// bias partials.
-template <bool Rms>
-void normGrad(const float *x, const float *w, const float *dy, float *dx,
-              float *dw, float *db, float *stats, int64_t rows, int64_t cols,
-              float eps, dtk_stream stream) {
+template <bool Rms, typename In, typename Grad, typename Out>
+void normGrad(const In *x, const float *w, const Grad *dy, Out *dx, float *dw,
+              float *db, float *stats, int64_t rows, int64_t cols, float eps,
+              dtk_stream stream) {
   if (rows > 0)
     layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
         x, w, dy, dx, stats, cols, eps);
@@ -185,6 +197,57 @@ extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                              int64_t rows, int64_t cols,
                                              float eps, dtk_stream stream) {
   normGrad<false>(x, w, dy, dx, dw, db, stats, rows, cols, eps, stream);
+}
+
+namespace {
+
+/// `f` called with x as its type's pointer (DTK_CUDA_F32, _BF16, _F16).
+template <typename F> void withType(const void *x, int type, F f) {
+  if (type == DTK_CUDA_BF16)
+    f(static_cast<const __nv_bfloat16 *>(x));
+  else if (type == DTK_CUDA_F16)
+    f(static_cast<const __half *>(x));
+  else
+    f(static_cast<const float *>(x));
+}
+template <typename F> void withType(void *y, int type, F f) {
+  if (type == DTK_CUDA_BF16)
+    f(static_cast<__nv_bfloat16 *>(y));
+  else if (type == DTK_CUDA_F16)
+    f(static_cast<__half *>(y));
+  else
+    f(static_cast<float *>(y));
+}
+
+} // namespace
+
+extern "C" void dtk_cuda_layer_norm_typed(const void *x, int in, const float *w,
+                                          const float *b, void *y, int out,
+                                          int64_t rows, int64_t cols, float eps,
+                                          dtk_stream stream) {
+  if (rows == 0)
+    return;
+  withType(x, in, [&](auto *xt) {
+    withType(y, out, [&](auto *yt) {
+      layerNorm<false>
+          <<<unsigned(rows), kThreads, 0, stream>>>(xt, w, b, yt, cols, eps);
+    });
+  });
+}
+
+extern "C" void
+dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
+                               const void *dy, int grad, void *dx, int out,
+                               float *dw, float *db, float *stats, int64_t rows,
+                               int64_t cols, float eps, dtk_stream stream) {
+  withType(x, in, [&](auto *xt) {
+    withType(dy, grad, [&](auto *dyt) {
+      withType(dx, out, [&](auto *dxt) {
+        normGrad<false>(xt, w, dyt, dxt, dw, db, stats, rows, cols, eps,
+                        stream);
+      });
+    });
+  });
 }
 
 extern "C" void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,

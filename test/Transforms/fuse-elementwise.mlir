@@ -128,6 +128,33 @@ func.func @bias_grad_of_bf16(%d: tensor<2x4x8xf32>, %h: tensor<2x4x8xbf16>,
 
 // -----
 
+// A residual sum rounded to bf16 and widened for a layer norm: the widening
+// stays out of the region, which writes the bf16 values, so that a GPU's layer
+// norm can read those (dt/Transforms/ZeroCopyInfo.h) rather than the region
+// writing the f32 ones.
+// CHECK-LABEL: func.func @layer_norm_of_bf16
+func.func @layer_norm_of_bf16(%a: tensor<4x8xbf16>, %b: tensor<4x8xbf16>,
+                              %w: tensor<8xf32>, %c: tensor<8xf32>) -> tensor<4x8xf32> {
+  // CHECK: %[[S:.*]] = dt.fused(%{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  // CHECK:   dt.add
+  // CHECK:   %[[N:.*]] = dt.convert {{.*}} to tensor<4x8xbf16>
+  // CHECK-NEXT: dt.yield %[[N]] : tensor<4x8xbf16>
+  // CHECK: %[[X:.*]] = dt.fused(%[[S]]) : (tensor<4x8xbf16>) -> tensor<4x8xf32> {
+  // CHECK-NEXT: ^bb0
+  // CHECK-NEXT:   %[[W:.*]] = dt.convert {{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+  // CHECK-NEXT:   dt.yield %[[W]]
+  // CHECK: dt.layer_norm %[[X]]
+  %a32 = dt.convert %a : tensor<4x8xbf16> to tensor<4x8xf32>
+  %b32 = dt.convert %b : tensor<4x8xbf16> to tensor<4x8xf32>
+  %s = dt.add %a32, %b32 : tensor<4x8xf32>
+  %s16 = dt.convert %s : tensor<4x8xf32> to tensor<4x8xbf16>
+  %x = dt.convert %s16 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %y = dt.layer_norm %x, %w, %c {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
 // Different shapes are different loop nests.
 // CHECK-LABEL: func.func @shapes_split
 func.func @shapes_split(%x: tensor<8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {

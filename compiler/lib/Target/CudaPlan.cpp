@@ -301,11 +301,13 @@ private:
           if (auto bad = requireF32(l, {l.getInput()}))
             return bad;
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
-          return emit(thunk("layer_norm",
-                            {offsetOf(l.getInput()), offsetOf(l.getWeight()),
-                             offsetOf(l.getBias()), offsetOf(l.getResult())},
-                            {product(shape.drop_back()), shape.back()},
-                            {l.getEps().convertToDouble()}));
+          return emit(
+              typed(thunk("layer_norm",
+                          {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                           offsetOf(l.getBias()), offsetOf(l.getResult())},
+                          {product(shape.drop_back()), shape.back()},
+                          {l.getEps().convertToDouble()}),
+                    {{0, l.getInput(), "in"}}, {3, l.getResult()}));
         })
         .Case([&](LayerNormGradOp l) -> std::optional<Unsupported> {
           if (auto bad = requireF32(l, {l.getInput()}))
@@ -315,12 +317,14 @@ private:
           // Each row's statistics, then partial sums of 256 rows
           // (dtk/cuda_kernels.h).
           scratch((2 * rows + 2 * ((rows + 255) / 256) * shape.back()) * 4);
-          return emit(
+          return emit(typed(
               thunk("layer_norm_grad",
                     {offsetOf(l.getInput()), offsetOf(l.getWeight()),
                      offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
                      offsetOf(l.getWeightGrad()), offsetOf(l.getBiasGrad())},
-                    {rows, shape.back()}, {l.getEps().convertToDouble()}));
+                    {rows, shape.back()}, {l.getEps().convertToDouble()}),
+              {{0, l.getInput(), "in"}, {2, l.getResultGrad(), "grad_in"}},
+              {3, l.getInputGrad()}));
         })
         .Case([&](RMSNormOp l) -> std::optional<Unsupported> {
           if (auto bad = requireF32(l, {l.getInput(), l.getWeight()}))
@@ -647,6 +651,40 @@ private:
     return std::nullopt;
   }
 
+  /// A launch `t` that reads 16-bit inputs where their widenings' sources
+  /// lie and writes a result into its narrowing's buffer (CudaZeroCopy.h):
+  /// for each input (its index in p, the op's operand and the plan's key
+  /// for its type) and the result (index, value), its pointer moves and the
+  /// key names the type; the CPU's pointers stay in cpu_p.
+  struct TypedInput {
+    size_t index;
+    Value value;
+    StringRef key;
+  };
+  json::Object typed(json::Object t, ArrayRef<TypedInput> inputs,
+                     std::pair<size_t, Value> result) {
+    json::Array *p = t.getArray("p");
+    json::Array cpu = *p;
+    for (const TypedInput &in : inputs)
+      if (Value read = zero.readFrom(in.value); read != in.value) {
+        (*p)[in.index] = offsetOf(read);
+        t[in.key] = sixteenBitName(read);
+      }
+    if (Operation *narrowing = zero.narrowingOf(result.second)) {
+      (*p)[result.first] = offsetOf(narrowing->getResult(0));
+      t["out"] = sixteenBitName(narrowing->getResult(0));
+    }
+    if (*p != cpu)
+      t["cpu_p"] = std::move(cpu);
+    return t;
+  }
+
+  static StringRef sixteenBitName(Value v) {
+    return llvm::cast<RankedTensorType>(v.getType()).getElementType().isBF16()
+               ? "bf16"
+               : "f16";
+  }
+
   /// cross_entropy, its gradient and count_correct: (logits, labels[, g],
   /// out) and their scratch.
   std::optional<Unsupported> logits(Operation *op, StringRef name, Value logits,
@@ -663,25 +701,8 @@ private:
     scratch(name == "cross_entropy_grad" ? 4 : rows * 4);
     // 16-bit logits read where they lie, a 16-bit gradient written into its
     // narrowing's buffer (CudaZeroCopy.h).
-    auto typeName = [](Value v) {
-      return llvm::cast<RankedTensorType>(v.getType()).getElementType().isBF16()
-                 ? "bf16"
-                 : "f16";
-    };
-    SmallVector<int64_t> gpu = p;
-    Value read = zero.readFrom(logits);
-    Operation *narrowing = zero.narrowingOf(result);
-    gpu[0] = offsetOf(read);
-    if (narrowing)
-      gpu.back() = offsetOf(narrowing->getResult(0));
-    json::Object t = thunk(name, gpu, {rows, shape.back()});
-    if (read != logits)
-      t["in"] = typeName(read);
-    if (narrowing)
-      t["out"] = typeName(narrowing->getResult(0));
-    if (gpu != p)
-      t["cpu_p"] = json::Array(p);
-    out.push_back(std::move(t));
+    out.push_back(typed(thunk(name, p, {rows, shape.back()}),
+                        {{0, logits, "in"}}, {p.size() - 1, result}));
     return std::nullopt;
   }
 

@@ -101,7 +101,7 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
       last = std::max(last, position.lookup(user));
     return !writesBetween(position[op] + 1, last, rangeOf(op->getOperand(0)));
   };
-  for (Operation *op : candidates.forProducts)
+  for (Operation *op : candidates.forReaders)
     if (safe(op))
       z.bypassed[op] = op->getOperand(0);
 
@@ -121,24 +121,27 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     z.typedIn.insert(users.begin(), users.end());
   }
 
-  // An op writes its results into its narrowings' buffers when those,
-  // which the plan placed when the op's operands might be dead, overlap
-  // nothing the op reads (a bypassed widening's buffer is never touched)
-  // nor each other, and, for attention, are 16-byte aligned.
-  for (auto &[op, into] : candidates.writers) {
+  // An op writes results into its narrowings' buffers when those, which
+  // the plan placed when the op's operands might be dead, overlap nothing
+  // the op reads (a bypassed widening's buffer is never touched) or writes
+  // itself, nor each other, and, for attention, are 16-byte aligned.
+  for (const ZeroCopyCandidates::Writer &w : candidates.writers) {
     bool clear = true;
-    for (auto [i, narrowing] : llvm::enumerate(into)) {
-      Range range = rangeOf(narrowing->getResult(0));
-      for (Value operand : op->getOperands())
+    for (auto [i, pair] : llvm::enumerate(w.into)) {
+      Range range = rangeOf(pair.second->getResult(0));
+      for (Value operand : w.op->getOperands())
         clear &= !overlap(range, rangeOf(z.readFrom(operand)));
-      for (Operation *other : ArrayRef<Operation *>(into).drop_front(i + 1))
-        clear &= !overlap(range, rangeOf(other->getResult(0)));
-      if (llvm::isa<AttentionOp, AttentionGradOp>(op))
-        clear &= aligned(narrowing->getResult(0));
+      for (Value result : w.op->getResults())
+        if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
+          clear &= !overlap(range, rangeOf(result));
+      for (auto &other : ArrayRef(w.into).drop_front(i + 1))
+        clear &= !overlap(range, rangeOf(other.second->getResult(0)));
+      if (llvm::isa<AttentionOp, AttentionGradOp>(w.op))
+        clear &= aligned(pair.second->getResult(0));
     }
     if (!clear)
       continue;
-    for (auto [result, narrowing] : llvm::zip(op->getResults(), into)) {
+    for (auto [result, narrowing] : w.into) {
       z.narrowedInto[result] = narrowing;
       z.narrowings.insert(narrowing);
     }

@@ -31,7 +31,13 @@
 //      reads does not join the group of a 16-bit value written out anyway:
 //      it starts its own group, which absorbs the sum. The sum then reads the
 //      16-bit values (a bias gradient of a bf16 program: 2 bytes an element
-//      read, instead of 4 written beside them and read back).
+//      read, instead of 4 written beside them and read back). Nor does one
+//      that only a kernel able to read 16-bit data reads, whatever else
+//      reads the 16-bit value (a layer norm's x: dt/Transforms/
+//      ZeroCopyInfo.h): the group writes the 16-bit values, a GPU plan
+//      leaves the widening out and the kernel reads them (2 bytes an element
+//      written and 2 read, instead of 4 and 4), while the CPU makes one more
+//      pass, the widening's.
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -39,6 +45,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/ZeroCopyInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -102,17 +109,21 @@ bool alongKeptOnly(ArrayRef<int64_t> operand, ArrayRef<int64_t> shape,
   return true;
 }
 
-/// Step 5: whether `op` widens a 16-bit value that is read elsewhere too,
-/// for a sum alone.
-bool widensForSumOnly(Operation *op) {
+/// Step 5: whether `op` widens a 16-bit value for a kernel that reads 16-bit
+/// data alone, or, when the value is read elsewhere too, for a sum alone.
+bool widensForOneReader(Operation *op) {
   auto convert = llvm::dyn_cast<ConvertOp>(op);
   if (!convert || !convert.getType().getElementType().isF32() ||
-      !convert.getResult().hasOneUse() ||
-      !isFusibleReduction(*convert.getResult().getUsers().begin()))
+      !convert.getResult().hasOneUse())
     return false;
   Type from = llvm::cast<RankedTensorType>(convert.getInput().getType())
                   .getElementType();
-  return (from.isBF16() || from.isF16()) && !convert.getInput().hasOneUse();
+  if (!from.isBF16() && !from.isF16())
+    return false;
+  Operation *reader = *convert.getResult().getUsers().begin();
+  if (readsSixteenBit(reader, convert.getResult()))
+    return true;
+  return isFusibleReduction(reader) && !convert.getInput().hasOneUse();
 }
 
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
@@ -191,7 +202,7 @@ struct FuseElementwisePass
         continue;
       fusible.push_back(&op);
       groups.insert(&op);
-      if (widensForSumOnly(&op))
+      if (widensForOneReader(&op))
         continue;
       ArrayRef<int64_t> shape = shapeOf(op.getResult(0));
       for (Value operand : op.getOperands()) {

@@ -346,8 +346,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
   /// Lengthens `lastUse` by the reads a GPU plan's zero copies add: a
   /// candidate widening's 16-bit source is read by the widening's readers,
   /// and an op that could write into the narrowings after it still reads
-  /// its operands (or, for a candidate widening, its source) when they are
-  /// written.
+  /// its operands (or, for a candidate widening, its source), and has
+  /// written its other results, when they are placed.
   template <typename Root>
   void extendForZeroCopies(func::FuncOp fn,
                            llvm::DenseMap<Operation *, unsigned> &position,
@@ -359,19 +359,23 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       slot = std::max(slot, until);
     };
     llvm::DenseSet<Operation *> widenings;
-    for (auto *list : {&c.forProducts, &c.forAttention})
+    for (auto *list : {&c.forReaders, &c.forAttention})
       for (Operation *w : *list) {
         widenings.insert(w);
         extend(w->getOperand(0), lastUse.lookup(root(w->getResult(0))));
       }
-    for (auto &[op, into] : c.writers) {
+    for (const ZeroCopyCandidates::Writer &w : c.writers) {
       unsigned until = 0;
-      for (Operation *narrowing : into)
+      for (auto [result, narrowing] : w.into)
         until = std::max(until, position[narrowing]);
-      for (Value operand : op->getOperands()) {
+      for (Value operand : w.op->getOperands()) {
         Operation *def = root(operand).getDefiningOp();
         extend(widenings.contains(def) ? def->getOperand(0) : operand, until);
       }
+      // And what it writes besides (a layer norm gradient's dw and db).
+      for (Value result : w.op->getResults())
+        if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
+          extend(result, until);
     }
   }
 

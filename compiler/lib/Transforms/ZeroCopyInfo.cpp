@@ -150,18 +150,51 @@ bool isWidening(Operation *op) {
          isSixteenBit(elementOf(op->getOperand(0)));
 }
 
+bool readsSixteenBit(Operation *user, Value v) {
+  // The operands the op's kernels read in any type.
+  SmallVector<unsigned, 2> typed;
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp>(user))
+    typed = {0}; // the logits, x
+  else if (llvm::isa<LayerNormGradOp>(user))
+    typed = {0, 2}; // x, dy
+  else
+    return false;
+  bool reads = false;
+  for (OpOperand &operand : user->getOpOperands())
+    if (root(operand.get()) == v) {
+      if (!llvm::is_contained(typed, operand.getOperandNumber()))
+        return false;
+      reads = true;
+    }
+  return reads;
+}
+
+/// The results of `op` that it could write as 16-bit data into a
+/// narrowing after it, and the type they must have (null: any 16-bit
+/// one); none for other ops.
+std::pair<SmallVector<Value>, Type>
+narrowableResults(Operation *op, const llvm::DenseSet<Operation *> &narrowed) {
+  if (isProduct(op)) {
+    if (Type half = narrowedOperands(op, narrowed))
+      return {{op->getResult(0)}, half};
+  } else if (isAttention(op)) {
+    if (typedAttentionCapable(op))
+      return {SmallVector<Value>(op->getResults()),
+              Builder(op->getContext()).getBF16Type()};
+  } else if (llvm::isa<CrossEntropyGradOp, LayerNormOp, LayerNormGradOp>(op)) {
+    return {{op->getResult(0)}, Type()}; // dlogits, y, dx
+  }
+  return {};
+}
+
 ZeroCopyCandidates
 ZeroCopyCandidates::find(func::FuncOp fn,
                          const llvm::DenseSet<Operation *> &narrowed) {
   ZeroCopyCandidates c;
   Block &block = fn.getBody().front();
 
-  // Widenings of narrowed products, or only the loss's kernels read (they
-  // read 16-bit logits too).
-  auto readsLogits = [](Operation *user, Value v) {
-    return llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(user) &&
-           root(user->getOperand(0)) == v;
-  };
+  // Widenings of narrowed products, or that only ops reading 16-bit data
+  // read (the loss's logits, the layer norm's x and dy).
   for (Operation &op : block) {
     if (!isWidening(&op))
       continue;
@@ -169,9 +202,9 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     readersOf(op.getResult(0), users);
     if (narrowed.contains(&op) ||
         (!users.empty() && llvm::all_of(users, [&](Operation *user) {
-          return readsLogits(user, op.getResult(0));
+          return readsSixteenBit(user, op.getResult(0));
         })))
-      c.forProducts.push_back(&op);
+      c.forReaders.push_back(&op);
   }
 
   // Widenings of bf16 that only bf16 attention reads, all its inputs or
@@ -194,9 +227,10 @@ ZeroCopyCandidates::find(func::FuncOp fn,
 
   // Ops whose 16-bit results could go straight into the narrowings after
   // them: a product into one to its operands' type (cuBLAS writes no
-  // other), the loss's gradient into one to any 16-bit type, and bf16
-  // attention into ones to bf16, all its results or none. Between the op
-  // and its narrowings there may be only reshapes and each other.
+  // other), bf16 attention into ones to bf16, all its results or none, and
+  // the loss's gradient and the layer norm's y or dx into one to any 16-bit
+  // type. Between the op and its narrowings there may be only reshapes and
+  // each other.
   llvm::DenseMap<Operation *, size_t> position;
   SmallVector<Operation *> ops;
   for (Operation &op : block) {
@@ -204,38 +238,32 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     ops.push_back(&op);
   }
   for (Operation *op : ops) {
-    Type half; // the type every narrowing must have; null: any 16-bit one
-    if (isProduct(op)) {
-      if (!(half = narrowedOperands(op, narrowed)))
-        continue;
-    } else if (isAttention(op)) {
-      if (!typedAttentionCapable(op))
-        continue;
-      half = Builder(op->getContext()).getBF16Type();
-    } else if (!llvm::isa<CrossEntropyGradOp>(op)) {
+    auto [results, half] = narrowableResults(op, narrowed);
+    if (results.empty())
       continue;
-    }
-    SmallVector<Operation *> into;
-    for (Value result : op->getResults()) {
+    Writer writer{op, {}};
+    for (Value result : results) {
       SmallVector<Operation *> users;
       readersOf(result, users);
       Operation *narrowing = users.size() == 1 ? users.front() : nullptr;
       Type to = narrowing ? pureConversionTo(narrowing) : Type();
       if (!to || !isSixteenBit(to) || (half && to != half))
         break;
-      into.push_back(narrowing);
+      writer.into.push_back({result, narrowing});
     }
-    if (into.size() != op->getNumResults())
+    if (writer.into.size() != results.size())
       continue;
     size_t end = position[op];
-    for (Operation *narrowing : into)
+    for (auto [result, narrowing] : writer.into)
       end = std::max(end, position[narrowing]);
     bool adjacent = true;
     for (size_t p = position[op] + 1; p < end; ++p)
-      adjacent &=
-          llvm::isa<ReshapeOp>(ops[p]) || llvm::is_contained(into, ops[p]);
+      adjacent &= llvm::isa<ReshapeOp>(ops[p]) ||
+                  llvm::any_of(writer.into, [&](auto &pair) {
+                    return pair.second == ops[p];
+                  });
     if (adjacent)
-      c.writers.push_back({op, std::move(into)});
+      c.writers.push_back(std::move(writer));
   }
   return c;
 }

@@ -39,6 +39,9 @@ void dtk_cuda_fill_rows_f32(const float *bias, float *c, int64_t rows,
 void dtk_cuda_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, dtk_stream stream);
 
+/* The element types of the _typed kernels' data. */
+enum { DTK_CUDA_F32 = 0, DTK_CUDA_BF16 = 1, DTK_CUDA_F16 = 2 };
+
 void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);
@@ -49,6 +52,19 @@ void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                   const float *dy, float *dx, float *dw,
                                   float *db, float *stats, int64_t rows,
                                   int64_t cols, float eps, dtk_stream stream);
+
+/* The layer norm and its gradients over x of type `in` and dy of type
+ * `grad` (DTK_CUDA_F32, _BF16, _F16; read as the f32 values they widen to),
+ * writing y, or dx, of type `out` (16-bit: the f32 values rounded to
+ * nearest). */
+void dtk_cuda_layer_norm_typed(const void *x, int in, const float *w,
+                               const float *b, void *y, int out, int64_t rows,
+                               int64_t cols, float eps, dtk_stream stream);
+void dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
+                                    const void *dy, int grad, void *dx, int out,
+                                    float *dw, float *db, float *stats,
+                                    int64_t rows, int64_t cols, float eps,
+                                    dtk_stream stream);
 
 /* RMS norm: as the layer norm without centring or bias. `stats`: 2 * rows
  * floats, then ceil(rows / 256) * cols (the weight gradient's partial sums). */
@@ -157,8 +173,6 @@ void dtk_cuda_cross_entropy_grad_f32(const float *logits, const int32_t *labels,
                                      const float *dloss, float *dlogits,
                                      float *scratch, int64_t rows,
                                      int64_t classes, dtk_stream stream);
-/* The element types of the _typed kernels' data. */
-enum { DTK_CUDA_F32 = 0, DTK_CUDA_BF16 = 1, DTK_CUDA_F16 = 2 };
 /* dtk_cuda_cross_entropy_f32 over logits of type `in`, read as the f32
  * values they widen to. */
 void dtk_cuda_cross_entropy_typed(const void *logits, int in,

@@ -273,21 +273,32 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       bool bf16Attention = (info->kind == Thunk::Attention ||
                             info->kind == Thunk::AttentionGrad) &&
                            thunk.operands == Operands::BF16;
+      // The layer norm reads x ("in"), its gradient also dy ("grad_in"), and
+      // writes y or dx ("out"), in either 16-bit type.
+      bool norm =
+          info->kind == Thunk::LayerNorm || info->kind == Thunk::LayerNormGrad;
       if (t.contains("in")) {
         std::optional<Operands> in = sixteen(t.value("in", ""));
         bool attention = bf16Attention && in == Operands::BF16;
-        if (!in || !(loss || attention))
+        if (!in || !(loss || attention || norm))
           return planError("'" + op + "' reads data of type '" +
                            t.value("in", std::string("?")) + "'");
-        (attention ? thunk.in : thunk.operands) = *in;
+        (loss ? thunk.operands : thunk.in) = *in;
+      }
+      if (t.contains("grad_in")) {
+        std::optional<Operands> grad = sixteen(t.value("grad_in", ""));
+        if (!grad || info->kind != Thunk::LayerNormGrad)
+          return planError("'" + op + "' reads a gradient of type '" +
+                           t.value("grad_in", std::string("?")) + "'");
+        thunk.gradIn = *grad;
       }
       if (t.contains("out")) {
         std::optional<Operands> out = sixteen(t.value("out", ""));
         bool product =
             info->kind == Thunk::Matmul && out && t.value("out", "") == half;
         bool attention = bf16Attention && out == Operands::BF16;
-        if (!out ||
-            !(product || attention || info->kind == Thunk::CrossEntropyGrad))
+        if (!out || !(product || attention || norm ||
+                      info->kind == Thunk::CrossEntropyGrad))
           return planError("'" + op + "' writes a result of type '" +
                            t.value("out", std::string("?")) + "'");
         thunk.result = *out;

@@ -967,4 +967,50 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
             1);
 }
 
+TEST(CudaKernelTest, LayerNormReadsAndWritesBf16AsItsConversionsWould) {
+  REQUIRE_GPU();
+  // What a bf16 program's GPU plan relies on when it leaves out the widenings
+  // of a layer norm's x and its gradient's dy ("in", "grad_in") and the
+  // narrowing of y or dx ("out"): the typed kernels give the f32 kernels'
+  // bits on the widened values, each 16-bit result those bits rounded to
+  // nearest, and the same weight and bias gradients.
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{33, 768}, {1000, 37}, {600, 300}}) {
+    SCOPED_TRACE(testing::Message() << rows << " x " << cols);
+    size_t n = size_t(rows * cols), c = size_t(cols);
+    std::vector<float> x = roundedToBf16(randomVector(n, 51, 2.0f)),
+                       dy = roundedToBf16(randomVector(n, 52)),
+                       w = randomVector(c, 53), b = randomVector(c, 54);
+    size_t statsSize = size_t(2 * rows + 2 * ((rows + 255) / 256) * cols);
+    DeviceBuffer<float> gx(x), gdy(dy), gw(w), gb(b), gy(n), gdx(n), gdw(c),
+        gdb(c), gdw16(c), gdb16(c), gdx32(n), stats(statsSize);
+    DeviceBuffer<uint16_t> hx(bf16Bits(x)), hdy(bf16Bits(dy)), hy(n), hdx(n);
+    dtk_cuda_layer_norm_f32(gx.get(), gw.get(), gb.get(), gy.get(), rows, cols,
+                            1e-5f, nullptr);
+    dtk_cuda_layer_norm_typed(hx.get(), DTK_CUDA_BF16, gw.get(), gb.get(),
+                              hy.get(), DTK_CUDA_BF16, rows, cols, 1e-5f,
+                              nullptr);
+    dtk_cuda_layer_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),
+                                 gdw.get(), gdb.get(), stats.get(), rows, cols,
+                                 1e-5f, nullptr);
+    // x and dy as bf16, dx as bf16, then as f32.
+    dtk_cuda_layer_norm_grad_typed(hx.get(), DTK_CUDA_BF16, gw.get(), hdy.get(),
+                                   DTK_CUDA_BF16, hdx.get(), DTK_CUDA_BF16,
+                                   gdw16.get(), gdb16.get(), stats.get(), rows,
+                                   cols, 1e-5f, nullptr);
+    std::vector<float> dw16 = gdw16.read(), db16 = gdb16.read();
+    dtk_cuda_layer_norm_grad_typed(hx.get(), DTK_CUDA_BF16, gw.get(), hdy.get(),
+                                   DTK_CUDA_BF16, gdx32.get(), DTK_CUDA_F32,
+                                   gdw16.get(), gdb16.get(), stats.get(), rows,
+                                   cols, 1e-5f, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    std::vector<float> dx = gdx.read();
+    EXPECT_EQ(hy.read(), bf16Bits(roundedToBf16(gy.read())));
+    EXPECT_EQ(hdx.read(), bf16Bits(roundedToBf16(dx)));
+    EXPECT_EQ(gdx32.read(), dx);
+    EXPECT_EQ(dw16, gdw.read());
+    EXPECT_EQ(db16, gdb.read());
+  }
+}
+
 } // namespace

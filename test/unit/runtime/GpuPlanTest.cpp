@@ -249,6 +249,41 @@ TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
   }
 }
 
+TEST(GpuPlanTest, LayerNormsMayReadAndWriteSixteenBitData) {
+  // A layer norm reading x as bf16 and writing y as bf16; its gradient
+  // reading x as f16 and dy as bf16, writing dx in f32.
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "layer_norm", "p": [0, 64, 128, 192], "i": [2, 8],
+                 "f": [1e-5], "in": "bf16", "out": "bf16",
+                 "cpu_p": [256, 64, 128, 320]},
+                {"op": "layer_norm_grad", "p": [0, 64, 128, 192, 256, 320],
+                 "i": [2, 8], "f": [1e-5], "in": "f16",
+                 "grad_in": "bf16"})"),
+      kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].in, Operands::BF16);
+  EXPECT_EQ(t[0].result, Operands::BF16);
+  EXPECT_EQ(t[0].operands, Operands::F32);
+  EXPECT_EQ(t[1].in, Operands::F16);
+  EXPECT_EQ(t[1].gradIn, Operands::BF16);
+  EXPECT_EQ(t[1].result, Operands::F32);
+  // A dy only the gradient has, and 16-bit types only.
+  for (const char *bad :
+       {R"({"op": "layer_norm", "p": [0, 64, 128, 192], "i": [2, 8],
+            "f": [1e-5], "grad_in": "bf16"})",
+        R"({"op": "layer_norm", "p": [0, 64, 128, 192], "i": [2, 8],
+            "f": [1e-5], "in": "f32"})",
+        R"({"op": "layer_norm_grad", "p": [0, 64, 128, 192, 256, 320],
+            "i": [2, 8], "f": [1e-5], "out": "i8"})",
+        R"({"op": "rms_norm", "p": [0, 64, 128], "i": [2, 8], "f": [1e-5],
+            "in": "bf16"})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}
+
 namespace {
 
 TEST(GpuPlanTest, LaunchesCarryTheirSpansNameAndCost) {

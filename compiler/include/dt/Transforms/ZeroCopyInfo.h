@@ -4,11 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// A mixed-precision program converts around every product, attention and
-// loss: its 16-bit activations are widened to f32 for them, and their f32
-// results are narrowed back. On the CPU those are real passes. A GPU's
-// products, bf16 attention kernels and loss kernels read and write 16-bit
-// values themselves, so there two kinds of conversion are pure copies:
+// A mixed-precision program converts around every product, attention, layer
+// norm and loss: its 16-bit activations are widened to f32 for them, and
+// their f32 results are narrowed back. On the CPU those are real passes. A
+// GPU's products, bf16 attention kernels, layer norm and loss kernels read
+// and write 16-bit values themselves, so there two kinds of conversion are
+// pure copies:
 //
 //   - a widening whose readers can all read its 16-bit source instead;
 //   - a narrowing right after such an op, which the op can write straight
@@ -64,19 +65,28 @@ inline bool typedAttentionWidth(int64_t d) {
 /// width those kernels take.
 bool typedAttentionCapable(mlir::Operation *op);
 
+/// Whether `user` can read `v`, a widening's result, as the 16-bit data it
+/// widens, wherever it reads it: the loss's logits, the layer norm's x, its
+/// gradient's x and dy.
+bool readsSixteenBit(mlir::Operation *user, mlir::Value v);
+
 /// The zero copies an entry point could have on a GPU, judged by its ops
 /// alone (no offsets).
 struct ZeroCopyCandidates {
   /// Widenings whose readers could all read the 16-bit source: those of
-  /// narrowed products or of the loss (`forProducts`), and those that only
-  /// bf16 attention reads, all of an attention's inputs or none
-  /// (`forAttention`).
-  llvm::SmallVector<mlir::Operation *> forProducts, forAttention;
-  /// Ops (narrowed products, bf16 attention, the loss's gradient) paired
-  /// with the narrowings, one per result, that they could write into.
-  llvm::SmallVector<
-      std::pair<mlir::Operation *, llvm::SmallVector<mlir::Operation *>>>
-      writers;
+  /// narrowed products or of ops that readsSixteenBit (`forReaders`), and
+  /// those that only bf16 attention reads, all of an attention's inputs or
+  /// none (`forAttention`).
+  llvm::SmallVector<mlir::Operation *> forReaders, forAttention;
+  /// An op (a narrowed product, bf16 attention, the loss's gradient, the
+  /// layer norm or its gradient) and the narrowings that it could write its
+  /// results into, one per result it writes so (all of attention's; the
+  /// first of the others').
+  struct Writer {
+    mlir::Operation *op;
+    llvm::SmallVector<std::pair<mlir::Value, mlir::Operation *>> into;
+  };
+  llvm::SmallVector<Writer> writers;
 
   static ZeroCopyCandidates
   find(mlir::func::FuncOp fn,

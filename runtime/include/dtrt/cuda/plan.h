@@ -82,11 +82,16 @@ struct Thunk {
   Operands operands = Operands::F32;
   /// A product's result: f32, or (the plan's "out", with 16-bit operands)
   /// the operands' 16-bit type, written where the plan's narrowing of it
-  /// would have put it; so too a bf16 attention's results ("out": "bf16").
+  /// would have put it; so too a bf16 attention's results ("out": "bf16")
+  /// and a layer norm's y or dx ("out": either 16-bit type).
   Operands result = Operands::F32;
-  /// How a bf16 attention's inputs are stored: f32 (bf16 values widened),
-  /// or ("in": "bf16") bf16 where the widenings' sources lie.
+  /// How a bf16 attention's inputs, or a layer norm's x, are stored: f32
+  /// (16-bit values widened), or (the plan's "in") 16-bit where the
+  /// widenings' sources lie.
   Operands in = Operands::F32;
+  /// How a layer norm gradient's dy is stored: f32, or (the plan's
+  /// "grad_in") 16-bit where its widening's source lies.
+  Operands gradIn = Operands::F32;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;
