@@ -155,6 +155,58 @@ func.func @layer_norm_of_bf16(%a: tensor<4x8xbf16>, %b: tensor<4x8xbf16>,
 
 // -----
 
+// Two layer norms of one bf16 residual sum. Step 0 gives each widening its own
+// copy of the sum, and the widenings stay out of the regions (step 5), so the
+// two regions are twins: the second, made while the first one's value is live,
+// reads that value (step 6). The second widening comes after the first one's
+// last reader: a recomputation, which stays.
+// CHECK-LABEL: func.func @twins
+// CHECK-SAME: (%[[A:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<4x8xbf16>
+func.func @twins(%a: tensor<4x8xbf16>, %b: tensor<4x8xbf16>, %w: tensor<8xf32>,
+                 %c: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: %[[S:.*]] = dt.fused(%[[A]], %[[B]]) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK-NOT: dt.fused(%[[A]], %[[B]])
+  // CHECK: %[[X1:.*]] = dt.fused(%[[S]]) : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  // CHECK: dt.layer_norm %[[X1]]
+  // CHECK: %[[X2:.*]] = dt.fused(%[[S]]) : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  // CHECK: dt.layer_norm %[[X2]]
+  %a32 = dt.convert %a : tensor<4x8xbf16> to tensor<4x8xf32>
+  %b32 = dt.convert %b : tensor<4x8xbf16> to tensor<4x8xf32>
+  %s = dt.add %a32, %b32 : tensor<4x8xf32>
+  %s16 = dt.convert %s : tensor<4x8xf32> to tensor<4x8xbf16>
+  %x1 = dt.convert %s16 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %y1 = dt.layer_norm %x1, %w, %c {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %x2 = dt.convert %s16 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %y2 = dt.layer_norm %x2, %c, %w {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  return %y1, %y2 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A layer norm gradient's dx narrowed and then added to a residual gradient:
+// the narrowing stays a region of its own, which a GPU's kernel writes itself
+// (dt/Transforms/ZeroCopyInfo.h), and the sum reads the bf16 values.
+// CHECK-LABEL: func.func @layer_norm_grad_narrowed
+func.func @layer_norm_grad_narrowed(%x: tensor<4x8xf32>, %w: tensor<8xf32>,
+                                    %dy: tensor<4x8xf32>, %r: tensor<4x8xbf16>)
+    -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[DX:.*]], %{{.*}}, %{{.*}} = dt.layer_norm_grad
+  // CHECK: %[[N:.*]] = dt.fused(%[[DX]]) : (tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  // CHECK-NEXT: ^bb0
+  // CHECK-NEXT:   %[[C:.*]] = dt.convert {{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+  // CHECK-NEXT:   dt.yield %[[C]]
+  // CHECK: dt.fused(%{{.*}}, %[[N]]) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %dx, %dw, %db = dt.layer_norm_grad %x, %w, %dy {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %n = dt.convert %dx : tensor<4x8xf32> to tensor<4x8xbf16>
+  %r32 = dt.convert %r : tensor<4x8xbf16> to tensor<4x8xf32>
+  %n32 = dt.convert %n : tensor<4x8xbf16> to tensor<4x8xf32>
+  %s = dt.add %r32, %n32 : tensor<4x8xf32>
+  %s16 = dt.convert %s : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %s16, %dw, %db : tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // Different shapes are different loop nests.
 // CHECK-LABEL: func.func @shapes_split
 func.func @shapes_split(%x: tensor<8xf32>, %y: tensor<2x8xf32>) -> tensor<2x8xf32> {

@@ -16,6 +16,9 @@
 //      yielded. Singletons become dt.fused too, and so does a broadcast that
 //      nothing absorbed, so that lowering has a single elementwise form.
 //
+// Last, step 6 lets a region that repeats a live earlier one's work read its
+// value instead (mergeTwins).
+//
 // Two refinements keep intermediate values out of memory:
 //   0. Before grouping, a cheap elementwise op (one or two operands) whose
 //      every user could fuse with it is duplicated, one copy per user:
@@ -37,7 +40,9 @@
 //      ZeroCopyInfo.h): the group writes the 16-bit values, a GPU plan
 //      leaves the widening out and the kernel reads them (2 bytes an element
 //      written and 2 read, instead of 4 and 4), while the CPU makes one more
-//      pass, the widening's.
+//      pass, the widening's. Likewise nothing joins the narrowing of the one
+//      result of such a kernel that can write 16-bit data (a layer norm
+//      gradient's dx): the kernel writes the 16-bit values itself on a GPU.
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -126,6 +131,17 @@ bool widensForOneReader(Operation *op) {
   return isFusibleReduction(reader) && !convert.getInput().hasOneUse();
 }
 
+/// Step 5: whether `op` only narrows to 16 bits the result of a kernel that
+/// can write it as 16-bit data (no consumer joins it).
+bool narrowsForOneWriter(Operation *op) {
+  auto convert = llvm::dyn_cast<ConvertOp>(op);
+  if (!convert || !convert.getInput().hasOneUse() ||
+      !writesSixteenBit(convert.getInput()))
+    return false;
+  Type to = convert.getType().getElementType();
+  return to.isBF16() || to.isF16();
+}
+
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
 /// fuse it.
 void duplicateCheapProducers(Block &block) {
@@ -208,7 +224,7 @@ struct FuseElementwisePass
       for (Value operand : op.getOperands()) {
         Operation *producer = operand.getDefiningOp();
         if (!producer || !(groups.findValue(producer) != groups.end()) ||
-            leader(producer) == leader(&op) ||
+            leader(producer) == leader(&op) || narrowsForOneWriter(producer) ||
             shapeOf(producer->getResult(0)) != shape ||
             !usedOnlyAfter(producer, &op))
           continue;
@@ -242,6 +258,46 @@ struct FuseElementwisePass
         broadcasts.push_back(&op);
     for (Operation *bc : broadcasts)
       materialize({bc});
+    mergeTwins(block);
+  }
+
+  /// Step 6: a region that computes what an earlier one computes, from the
+  /// same operands, while the earlier one's value is still live, reads that
+  /// value instead (the copies step 0 made for consumers that did not fuse
+  /// them: a residual sum that a layer norm's widening and backward both
+  /// read). A twin made after the first one's last use stays: it is a
+  /// recomputation, which keeps memory free in between.
+  static void mergeTwins(Block &block) {
+    llvm::DenseMap<Operation *, unsigned> position;
+    for (Operation &op : block)
+      position[&op] = position.size();
+    auto lastUse = [&](Operation *op) {
+      unsigned last = position[op];
+      for (Operation *user : op->getUsers())
+        last = std::max(last, position[block.findAncestorOpInBlock(*user)]);
+      return last;
+    };
+    llvm::DenseMap<Value, SmallVector<FusedOp>> byFirstInput;
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      auto fused = llvm::dyn_cast<FusedOp>(op);
+      if (!fused || fused.getInputs().empty())
+        continue;
+      SmallVector<FusedOp> &seen = byFirstInput[fused.getInputs().front()];
+      FusedOp twin;
+      for (FusedOp earlier : seen)
+        if (position[fused] <= lastUse(earlier) &&
+            OperationEquivalence::isEquivalentTo(
+                earlier, fused, OperationEquivalence::IgnoreLocations)) {
+          twin = earlier;
+          break;
+        }
+      if (!twin) {
+        seen.push_back(fused);
+        continue;
+      }
+      fused->replaceAllUsesWith(twin);
+      fused.erase();
+    }
   }
 
   /// Step 4: the sum a group can end in: the only user of the only value the

@@ -169,6 +169,13 @@ bool readsSixteenBit(Operation *user, Value v) {
   return reads;
 }
 
+bool writesSixteenBit(Value v) {
+  auto result = llvm::dyn_cast<OpResult>(v);
+  return result && result.getResultNumber() == 0 &&
+         llvm::isa<CrossEntropyGradOp, LayerNormOp, LayerNormGradOp>(
+             result.getOwner());
+}
+
 /// The results of `op` that it could write as 16-bit data into a
 /// narrowing after it, and the type they must have (null: any 16-bit
 /// one); none for other ops.
@@ -181,7 +188,7 @@ narrowableResults(Operation *op, const llvm::DenseSet<Operation *> &narrowed) {
     if (typedAttentionCapable(op))
       return {SmallVector<Value>(op->getResults()),
               Builder(op->getContext()).getBF16Type()};
-  } else if (llvm::isa<CrossEntropyGradOp, LayerNormOp, LayerNormGradOp>(op)) {
+  } else if (writesSixteenBit(op->getResult(0))) {
     return {{op->getResult(0)}, Type()}; // dlogits, y, dx
   }
   return {};

@@ -70,6 +70,12 @@ bool typedAttentionCapable(mlir::Operation *op);
 /// gradient's x and dy.
 bool readsSixteenBit(mlir::Operation *user, mlir::Value v);
 
+/// Whether `v` is a result that its op's kernel can write as 16-bit data of
+/// either type, for a narrowing after it: the loss's gradient, the layer
+/// norm's y and its gradient's dx. (A product's and bf16 attention's
+/// results have conditions of their own: ZeroCopyCandidates.)
+bool writesSixteenBit(mlir::Value v);
+
 /// The zero copies an entry point could have on a GPU, judged by its ops
 /// alone (no offsets).
 struct ZeroCopyCandidates {
