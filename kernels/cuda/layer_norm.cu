@@ -13,9 +13,9 @@
 // partial sums in `stats` after them, and a last kernel adds each column's
 // partials in order, so no atomics and the same bits every run.
 //
-// The layer norm's _typed entry points read x, and the gradient dy, as bf16
-// or f16 data (the values a widening before them gives) and may write y, or
-// the gradient dx, as 16-bit data (what a narrowing after them stores): the
+// The _typed entry points (layer and RMS norm) read x, and the gradient dy, as
+// bf16 or f16 data (the values a widening before them gives) and may write y,
+// or the gradient dx, as 16-bit data (what a narrowing after them stores): the
 // GPU plan's "in", "grad_in" and "out", which leave those conversions'
 // passes out (convert.cuh).
 //
@@ -245,6 +245,36 @@ dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
       withType(dx, out, [&](auto *dxt) {
         normGrad<false>(xt, w, dyt, dxt, dw, db, stats, rows, cols, eps,
                         stream);
+      });
+    });
+  });
+}
+
+extern "C" void dtk_cuda_rms_norm_typed(const void *x, int in, const float *w,
+                                        void *y, int out, int64_t rows,
+                                        int64_t cols, float eps,
+                                        dtk_stream stream) {
+  if (rows == 0)
+    return;
+  withType(x, in, [&](auto *xt) {
+    withType(y, out, [&](auto *yt) {
+      layerNorm<true><<<unsigned(rows), kThreads, 0, stream>>>(
+          xt, w, static_cast<const float *>(nullptr), yt, cols, eps);
+    });
+  });
+}
+
+extern "C" void dtk_cuda_rms_norm_grad_typed(const void *x, int in,
+                                             const float *w, const void *dy,
+                                             int grad, void *dx, int out,
+                                             float *dw, float *stats,
+                                             int64_t rows, int64_t cols,
+                                             float eps, dtk_stream stream) {
+  withType(x, in, [&](auto *xt) {
+    withType(dy, grad, [&](auto *dyt) {
+      withType(dx, out, [&](auto *dxt) {
+        normGrad<true>(xt, w, dyt, dxt, dw, static_cast<float *>(nullptr),
+                       stats, rows, cols, eps, stream);
       });
     });
   });

@@ -330,11 +330,13 @@ private:
           if (auto bad = requireF32(l, {l.getInput(), l.getWeight()}))
             return bad;
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
-          return emit(thunk("rms_norm",
-                            {offsetOf(l.getInput()), offsetOf(l.getWeight()),
-                             offsetOf(l.getResult())},
-                            {product(shape.drop_back()), shape.back()},
-                            {l.getEps().convertToDouble()}));
+          return emit(
+              typed(thunk("rms_norm",
+                          {offsetOf(l.getInput()), offsetOf(l.getWeight()),
+                           offsetOf(l.getResult())},
+                          {product(shape.drop_back()), shape.back()},
+                          {l.getEps().convertToDouble()}),
+                    {{0, l.getInput(), "in"}}, {2, l.getResult()}));
         })
         .Case([&](RMSNormGradOp l) -> std::optional<Unsupported> {
           if (auto bad = requireF32(
@@ -345,12 +347,14 @@ private:
           // Each row's statistics, then the weight's partial sums of 256
           // rows (dtk/cuda_kernels.h).
           scratch((2 * rows + ((rows + 255) / 256) * shape.back()) * 4);
-          return emit(
+          return emit(typed(
               thunk("rms_norm_grad",
                     {offsetOf(l.getInput()), offsetOf(l.getWeight()),
                      offsetOf(l.getResultGrad()), offsetOf(l.getInputGrad()),
                      offsetOf(l.getWeightGrad())},
-                    {rows, shape.back()}, {l.getEps().convertToDouble()}));
+                    {rows, shape.back()}, {l.getEps().convertToDouble()}),
+              {{0, l.getInput(), "in"}, {2, l.getResultGrad(), "grad_in"}},
+              {3, l.getInputGrad()}));
         })
         .Case([&](RopeOp r) -> std::optional<Unsupported> {
           if (auto bad = requireF32(r, {r.getInput()}))

@@ -153,9 +153,10 @@ bool isWidening(Operation *op) {
 bool readsSixteenBit(Operation *user, Value v) {
   // The operands the op's kernels read in any type.
   SmallVector<unsigned, 2> typed;
-  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp>(user))
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp, LayerNormOp, RMSNormOp>(
+          user))
     typed = {0}; // the logits, x
-  else if (llvm::isa<LayerNormGradOp>(user))
+  else if (llvm::isa<LayerNormGradOp, RMSNormGradOp>(user))
     typed = {0, 2}; // x, dy
   else
     return false;
@@ -172,8 +173,8 @@ bool readsSixteenBit(Operation *user, Value v) {
 bool writesSixteenBit(Value v) {
   auto result = llvm::dyn_cast<OpResult>(v);
   return result && result.getResultNumber() == 0 &&
-         llvm::isa<CrossEntropyGradOp, LayerNormOp, LayerNormGradOp>(
-             result.getOwner());
+         llvm::isa<CrossEntropyGradOp, LayerNormOp, LayerNormGradOp, RMSNormOp,
+                   RMSNormGradOp>(result.getOwner());
 }
 
 /// The results of `op` that it could write as 16-bit data into a

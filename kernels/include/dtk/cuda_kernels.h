@@ -71,6 +71,14 @@ void dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
 void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
                            int64_t rows, int64_t cols, float eps,
                            dtk_stream stream);
+/* As dtk_cuda_layer_norm{,_grad}_typed. */
+void dtk_cuda_rms_norm_typed(const void *x, int in, const float *w, void *y,
+                             int out, int64_t rows, int64_t cols, float eps,
+                             dtk_stream stream);
+void dtk_cuda_rms_norm_grad_typed(const void *x, int in, const float *w,
+                                  const void *dy, int grad, void *dx, int out,
+                                  float *dw, float *stats, int64_t rows,
+                                  int64_t cols, float eps, dtk_stream stream);
 void dtk_cuda_rms_norm_grad_f32(const float *x, const float *w, const float *dy,
                                 float *dx, float *dw, float *stats,
                                 int64_t rows, int64_t cols, float eps,

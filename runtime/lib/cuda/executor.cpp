@@ -522,11 +522,15 @@ Status Executor::launch(const Thunk &t, char *arena) {
         f32(5), scratch, i[0], i[1], float(t.f[0]), s);
     return Status::ok();
   case Thunk::RMSNorm:
-    dtk_cuda_rms_norm_f32(f32(0), f32(1), f32(2), i[0], i[1], float(t.f[0]), s);
+    dtk_cuda_rms_norm_typed(arena + t.p[0], elementType(t.in), f32(1),
+                            arena + t.p[2], elementType(t.result), i[0], i[1],
+                            float(t.f[0]), s);
     return Status::ok();
   case Thunk::RMSNormGrad:
-    dtk_cuda_rms_norm_grad_f32(f32(0), f32(1), f32(2), f32(3), f32(4), scratch,
-                               i[0], i[1], float(t.f[0]), s);
+    dtk_cuda_rms_norm_grad_typed(arena + t.p[0], elementType(t.in), f32(1),
+                                 arena + t.p[2], elementType(t.gradIn),
+                                 arena + t.p[3], elementType(t.result), f32(4),
+                                 scratch, i[0], i[1], float(t.f[0]), s);
     return Status::ok();
   case Thunk::Rope:
     dtk_cuda_rope_f32(f32(0), f32(1), scratch, i[0], i[1], i[2], float(t.f[0]),

@@ -273,10 +273,12 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       bool bf16Attention = (info->kind == Thunk::Attention ||
                             info->kind == Thunk::AttentionGrad) &&
                            thunk.operands == Operands::BF16;
-      // The layer norm reads x ("in"), its gradient also dy ("grad_in"), and
-      // writes y or dx ("out"), in either 16-bit type.
-      bool norm =
-          info->kind == Thunk::LayerNorm || info->kind == Thunk::LayerNormGrad;
+      // The layer and RMS norms read x ("in"), their gradients also dy
+      // ("grad_in"), and write y or dx ("out"), in either 16-bit type.
+      bool norm = info->kind == Thunk::LayerNorm ||
+                  info->kind == Thunk::LayerNormGrad ||
+                  info->kind == Thunk::RMSNorm ||
+                  info->kind == Thunk::RMSNormGrad;
       if (t.contains("in")) {
         std::optional<Operands> in = sixteen(t.value("in", ""));
         bool attention = bf16Attention && in == Operands::BF16;
@@ -287,7 +289,8 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       }
       if (t.contains("grad_in")) {
         std::optional<Operands> grad = sixteen(t.value("grad_in", ""));
-        if (!grad || info->kind != Thunk::LayerNormGrad)
+        if (!grad || (info->kind != Thunk::LayerNormGrad &&
+                      info->kind != Thunk::RMSNormGrad))
           return planError("'" + op + "' reads a gradient of type '" +
                            t.value("grad_in", std::string("?")) + "'");
         thunk.gradIn = *grad;

@@ -63,6 +63,9 @@ FIRST_LAST = {
 def plan_args(t):
     if t["op"] in FIRST_LAST:
         return FIRST_LAST[t["op"]](t["p"], t["i"])
+    # Rotary embeddings: the CPU takes the direction (i[3]) after the floats.
+    if t["op"] == "rope":
+        return t["p"] + t["i"][:3] + t["f"] + t["i"][3:]
     # A product that reads or writes elsewhere on the GPU (conversions left
     # out, compiler/lib/Target/CudaZeroCopy.h) keeps the CPU's pointers too.
     return t.get("cpu_p", t.get("p", [])) + t["i"] + t.get("f", [])

@@ -3,9 +3,9 @@
 (compiler/lib/Target/CudaZeroCopy.h). Prints, for grad_step, the products that
 read their 16-bit operands where they lie or write a 16-bit result, the loss
 launches that read 16-bit logits or write a 16-bit gradient, how many
-generated kernels still run over the logits, and how many attention and
-layer norm launches read and write 16-bit data where the conversions around
-them would have.
+generated kernels still run over the logits, and how many attention, layer
+norm and RMS norm launches read and write 16-bit data where the conversions
+around them would have.
 Every rerouted launch keeps the CPU's pointers in cpu_p, of the same length as
 p."""
 import json
@@ -35,7 +35,9 @@ for op in ("attention", "attention_grad"):
           f"{sum(t.get('in') == 'bf16' for t in launches)} reading bf16, "
           f"{sum(t.get('out') == 'bf16' for t in launches)} writing bf16")
 for op, keys in (("layer_norm", ("in", "out")),
-                 ("layer_norm_grad", ("in", "grad_in", "out"))):
+                 ("layer_norm_grad", ("in", "grad_in", "out")),
+                 ("rms_norm", ("in", "out")),
+                 ("rms_norm_grad", ("in", "grad_in", "out"))):
     launches = [t for t in plan if t["op"] == op]
     if launches:
         print(f"{op}: {len(launches)}, " + ", ".join(

@@ -967,13 +967,13 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
             1);
 }
 
-TEST(CudaKernelTest, LayerNormReadsAndWritesBf16AsItsConversionsWould) {
+TEST(CudaKernelTest, NormsReadAndWriteBf16AsTheirConversionsWould) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the widenings
-  // of a layer norm's x and its gradient's dy ("in", "grad_in") and the
-  // narrowing of y or dx ("out"): the typed kernels give the f32 kernels'
-  // bits on the widened values, each 16-bit result those bits rounded to
-  // nearest, and the same weight and bias gradients.
+  // of a layer or RMS norm's x and its gradient's dy ("in", "grad_in") and
+  // the narrowing of y or dx ("out"): the typed kernels give the f32
+  // kernels' bits on the widened values, each 16-bit result those bits
+  // rounded to nearest, and the same weight and bias gradients.
   for (auto [rows, cols] :
        {std::pair<int64_t, int64_t>{33, 768}, {1000, 37}, {600, 300}}) {
     SCOPED_TRACE(testing::Message() << rows << " x " << cols);
@@ -1010,6 +1010,25 @@ TEST(CudaKernelTest, LayerNormReadsAndWritesBf16AsItsConversionsWould) {
     EXPECT_EQ(gdx32.read(), dx);
     EXPECT_EQ(dw16, gdw.read());
     EXPECT_EQ(db16, gdb.read());
+
+    // The RMS norm (LLaMA's) alike.
+    DeviceBuffer<float> ry(n), rdx(n), rdw(c), rdw16(c);
+    DeviceBuffer<uint16_t> rhy(n), rhdx(n);
+    dtk_cuda_rms_norm_f32(gx.get(), gw.get(), ry.get(), rows, cols, 1e-5f,
+                          nullptr);
+    dtk_cuda_rms_norm_typed(hx.get(), DTK_CUDA_BF16, gw.get(), rhy.get(),
+                            DTK_CUDA_BF16, rows, cols, 1e-5f, nullptr);
+    dtk_cuda_rms_norm_grad_f32(gx.get(), gw.get(), gdy.get(), rdx.get(),
+                               rdw.get(), stats.get(), rows, cols, 1e-5f,
+                               nullptr);
+    std::vector<float> rmsDx = rdx.read(), rmsDw = rdw.read();
+    dtk_cuda_rms_norm_grad_typed(
+        hx.get(), DTK_CUDA_BF16, gw.get(), hdy.get(), DTK_CUDA_BF16, rhdx.get(),
+        DTK_CUDA_BF16, rdw16.get(), stats.get(), rows, cols, 1e-5f, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    EXPECT_EQ(rhy.read(), bf16Bits(roundedToBf16(ry.read())));
+    EXPECT_EQ(rhdx.read(), bf16Bits(roundedToBf16(rmsDx)));
+    EXPECT_EQ(rdw16.read(), rmsDw);
   }
 }
 

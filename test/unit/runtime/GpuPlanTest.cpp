@@ -249,20 +249,31 @@ TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
   }
 }
 
-TEST(GpuPlanTest, LayerNormsMayReadAndWriteSixteenBitData) {
+TEST(GpuPlanTest, NormsMayReadAndWriteSixteenBitData) {
   // A layer norm reading x as bf16 and writing y as bf16; its gradient
-  // reading x as f16 and dy as bf16, writing dx in f32.
+  // reading x as f16 and dy as bf16, writing dx in f32; an RMS norm and its
+  // gradient alike.
   Expected<Plan> p = readPlan(
       planOf(R"({"op": "layer_norm", "p": [0, 64, 128, 192], "i": [2, 8],
                  "f": [1e-5], "in": "bf16", "out": "bf16",
                  "cpu_p": [256, 64, 128, 320]},
                 {"op": "layer_norm_grad", "p": [0, 64, 128, 192, 256, 320],
                  "i": [2, 8], "f": [1e-5], "in": "f16",
-                 "grad_in": "bf16"})"),
+                 "grad_in": "bf16"},
+                {"op": "rms_norm", "p": [0, 64, 128], "i": [2, 8],
+                 "f": [1e-5], "in": "bf16", "out": "bf16"},
+                {"op": "rms_norm_grad", "p": [0, 64, 128, 192, 256],
+                 "i": [2, 8], "f": [1e-5], "grad_in": "f16",
+                 "out": "bf16"})"),
       kManifest, dpTp(), 0);
   ASSERT_TRUE(bool(p)) << p.error().message();
   const std::vector<Thunk> &t = p->entries[0].second;
-  ASSERT_EQ(t.size(), 2u);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[2].in, Operands::BF16);
+  EXPECT_EQ(t[2].result, Operands::BF16);
+  EXPECT_EQ(t[3].in, Operands::F32);
+  EXPECT_EQ(t[3].gradIn, Operands::F16);
+  EXPECT_EQ(t[3].result, Operands::BF16);
   EXPECT_EQ(t[0].in, Operands::BF16);
   EXPECT_EQ(t[0].result, Operands::BF16);
   EXPECT_EQ(t[0].operands, Operands::F32);
@@ -278,7 +289,8 @@ TEST(GpuPlanTest, LayerNormsMayReadAndWriteSixteenBitData) {
         R"({"op": "layer_norm_grad", "p": [0, 64, 128, 192, 256, 320],
             "i": [2, 8], "f": [1e-5], "out": "i8"})",
         R"({"op": "rms_norm", "p": [0, 64, 128], "i": [2, 8], "f": [1e-5],
-            "in": "bf16"})"}) {
+            "grad_in": "bf16"})",
+        R"({"op": "softmax", "p": [0, 64], "i": [1, 2, 1], "out": "bf16"})"}) {
     Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
     EXPECT_FALSE(bool(r)) << bad;
   }

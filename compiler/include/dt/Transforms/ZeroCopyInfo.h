@@ -66,13 +66,13 @@ inline bool typedAttentionWidth(int64_t d) {
 bool typedAttentionCapable(mlir::Operation *op);
 
 /// Whether `user` can read `v`, a widening's result, as the 16-bit data it
-/// widens, wherever it reads it: the loss's logits, the layer norm's x, its
-/// gradient's x and dy.
+/// widens, wherever it reads it: the loss's logits, the layer and RMS norms'
+/// x, their gradients' x and dy.
 bool readsSixteenBit(mlir::Operation *user, mlir::Value v);
 
 /// Whether `v` is a result that its op's kernel can write as 16-bit data of
-/// either type, for a narrowing after it: the loss's gradient, the layer
-/// norm's y and its gradient's dx. (A product's and bf16 attention's
+/// either type, for a narrowing after it: the loss's gradient, the layer and
+/// RMS norms' y and their gradients' dx. (A product's and bf16 attention's
 /// results have conditions of their own: ZeroCopyCandidates.)
 bool writesSixteenBit(mlir::Value v);
 

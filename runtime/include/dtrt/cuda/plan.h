@@ -83,13 +83,13 @@ struct Thunk {
   /// A product's result: f32, or (the plan's "out", with 16-bit operands)
   /// the operands' 16-bit type, written where the plan's narrowing of it
   /// would have put it; so too a bf16 attention's results ("out": "bf16")
-  /// and a layer norm's y or dx ("out": either 16-bit type).
+  /// and a norm's y or dx ("out": either 16-bit type).
   Operands result = Operands::F32;
-  /// How a bf16 attention's inputs, or a layer norm's x, are stored: f32
+  /// How a bf16 attention's inputs, or a norm's x, are stored: f32
   /// (16-bit values widened), or (the plan's "in") 16-bit where the
   /// widenings' sources lie.
   Operands in = Operands::F32;
-  /// How a layer norm gradient's dy is stored: f32, or (the plan's
+  /// How a norm gradient's dy is stored: f32, or (the plan's
   /// "grad_in") 16-bit where its widening's source lies.
   Operands gradIn = Operands::F32;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
