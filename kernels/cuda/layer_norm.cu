@@ -32,13 +32,19 @@ constexpr int kThreads = 256;
 constexpr int kColumns = 32, kRowLanes = 8;
 constexpr int64_t kChunkRows = 256; // dtk_cuda_layer_norm_grad_f32's contract
 
-using dtk::narrow;
+using dtk::AnyData;
+using dtk::AnyOut;
+using dtk::put;
 using dtk::widen;
+
+// The kernels take their x, dy, y and dx as f32 pointers (the _f32 entry
+// points) or as AnyData and AnyOut (the _typed ones): two instantiations of
+// each rather than one per pairing of types.
 
 /// The mean and 1/std of row `xr` (biased variance, two passes as the CPU
 /// kernel does); with `Rms`, the mean is taken as zero.
-template <bool Rms, typename In>
-__device__ void rowStats(const In *xr, int64_t cols, float eps, float *shared,
+template <bool Rms, typename X>
+__device__ void rowStats(X xr, int64_t cols, float eps, float *shared,
                          float &mean, float &rstd) {
   mean = 0.0f;
   if (!Rms) {
@@ -56,30 +62,28 @@ __device__ void rowStats(const In *xr, int64_t cols, float eps, float *shared,
 }
 
 /// `b` is null with `Rms`.
-template <bool Rms, typename In, typename Out>
-__global__ void layerNorm(const In *x, const float *w, const float *b, Out *y,
+template <bool Rms, typename X, typename Y>
+__global__ void layerNorm(X x, const float *w, const float *b, Y y,
                           int64_t cols, float eps) {
   __shared__ float shared[32];
-  const In *xr = x + blockIdx.x * cols; // (cols)
-  Out *yr = y + blockIdx.x * cols;
+  X xr = x + blockIdx.x * cols; // (cols)
+  Y yr = y + blockIdx.x * cols;
   float mean, rstd;
   rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    yr[j] =
-        narrow<Out>((widen(xr[j]) - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]));
+    put(yr, j, (widen(xr[j]) - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]));
 }
 
 // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w
 // (RMS norm: without the mean(dxhat) term, its xhat being uncentred)
-template <bool Rms, typename In, typename Grad, typename Out>
-__global__ void layerNormInputGrad(const In *x, const float *w, const Grad *dy,
-                                   Out *dx, float *stats, int64_t cols,
-                                   float eps) {
+template <bool Rms, typename X, typename DY, typename DX>
+__global__ void layerNormInputGrad(X x, const float *w, DY dy, DX dx,
+                                   float *stats, int64_t cols, float eps) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
-  const In *xr = x + r * cols; // (cols)
-  const Grad *dyr = dy + r * cols;
-  Out *dxr = dx + r * cols;
+  X xr = x + r * cols; // (cols)
+  DY dyr = dy + r * cols;
+  DX dxr = dx + r * cols;
   float mean, rstd;
   rowStats<Rms>(xr, cols, eps, shared, mean, rstd);
   float sd = 0.0f, sdx = 0.0f;
@@ -93,7 +97,7 @@ __global__ void layerNormInputGrad(const In *x, const float *w, const Grad *dy,
   float mdx = dtk::blockSum(sdx, shared) / float(cols);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     float xhat = (widen(xr[j]) - mean) * rstd;
-    dxr[j] = narrow<Out>(rstd * (widen(dyr[j]) * w[j] - md - xhat * mdx));
+    put(dxr, j, rstd * (widen(dyr[j]) * w[j] - md - xhat * mdx));
   }
   if (threadIdx.x == 0) {
     stats[2 * r] = mean;
@@ -104,10 +108,10 @@ __global__ void layerNormInputGrad(const In *x, const float *w, const Grad *dy,
 /// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
 /// eight rows at a time, summed in a fixed order into `partW` and `partB`
 /// (row y of each, `cols` wide; `partB` null for RMS norm).
-template <typename In, typename Grad>
-__global__ void
-layerNormParamPartials(const In *x, const Grad *dy, const float *stats,
-                       float *partW, float *partB, int64_t rows, int64_t cols) {
+template <typename X, typename DY>
+__global__ void layerNormParamPartials(X x, DY dy, const float *stats,
+                                       float *partW, float *partB, int64_t rows,
+                                       int64_t cols) {
   __shared__ float lanesW[kRowLanes][kColumns + 1],
       lanesB[kRowLanes][kColumns + 1];
   int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
@@ -156,9 +160,9 @@ __global__ void layerNormParamSum(const float *partW, const float *partB,
 
 /// Both gradients; `db` is null for RMS norm, whose scratch then holds no
 /// bias partials.
-template <bool Rms, typename In, typename Grad, typename Out>
-void normGrad(const In *x, const float *w, const Grad *dy, Out *dx, float *dw,
-              float *db, float *stats, int64_t rows, int64_t cols, float eps,
+template <bool Rms, typename X, typename DY, typename DX>
+void normGrad(X x, const float *w, DY dy, DX dx, float *dw, float *db,
+              float *stats, int64_t rows, int64_t cols, float eps,
               dtk_stream stream) {
   if (rows > 0)
     layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
@@ -199,40 +203,13 @@ extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
   normGrad<false>(x, w, dy, dx, dw, db, stats, rows, cols, eps, stream);
 }
 
-namespace {
-
-/// `f` called with x as its type's pointer (DTK_CUDA_F32, _BF16, _F16).
-template <typename F> void withType(const void *x, int type, F f) {
-  if (type == DTK_CUDA_BF16)
-    f(static_cast<const __nv_bfloat16 *>(x));
-  else if (type == DTK_CUDA_F16)
-    f(static_cast<const __half *>(x));
-  else
-    f(static_cast<const float *>(x));
-}
-template <typename F> void withType(void *y, int type, F f) {
-  if (type == DTK_CUDA_BF16)
-    f(static_cast<__nv_bfloat16 *>(y));
-  else if (type == DTK_CUDA_F16)
-    f(static_cast<__half *>(y));
-  else
-    f(static_cast<float *>(y));
-}
-
-} // namespace
-
 extern "C" void dtk_cuda_layer_norm_typed(const void *x, int in, const float *w,
                                           const float *b, void *y, int out,
                                           int64_t rows, int64_t cols, float eps,
                                           dtk_stream stream) {
-  if (rows == 0)
-    return;
-  withType(x, in, [&](auto *xt) {
-    withType(y, out, [&](auto *yt) {
-      layerNorm<false>
-          <<<unsigned(rows), kThreads, 0, stream>>>(xt, w, b, yt, cols, eps);
-    });
-  });
+  if (rows > 0)
+    layerNorm<false><<<unsigned(rows), kThreads, 0, stream>>>(
+        AnyData{x, in}, w, b, AnyOut{y, out}, cols, eps);
 }
 
 extern "C" void
@@ -240,28 +217,18 @@ dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
                                const void *dy, int grad, void *dx, int out,
                                float *dw, float *db, float *stats, int64_t rows,
                                int64_t cols, float eps, dtk_stream stream) {
-  withType(x, in, [&](auto *xt) {
-    withType(dy, grad, [&](auto *dyt) {
-      withType(dx, out, [&](auto *dxt) {
-        normGrad<false>(xt, w, dyt, dxt, dw, db, stats, rows, cols, eps,
-                        stream);
-      });
-    });
-  });
+  normGrad<false>(AnyData{x, in}, w, AnyData{dy, grad}, AnyOut{dx, out}, dw, db,
+                  stats, rows, cols, eps, stream);
 }
 
 extern "C" void dtk_cuda_rms_norm_typed(const void *x, int in, const float *w,
                                         void *y, int out, int64_t rows,
                                         int64_t cols, float eps,
                                         dtk_stream stream) {
-  if (rows == 0)
-    return;
-  withType(x, in, [&](auto *xt) {
-    withType(y, out, [&](auto *yt) {
-      layerNorm<true><<<unsigned(rows), kThreads, 0, stream>>>(
-          xt, w, static_cast<const float *>(nullptr), yt, cols, eps);
-    });
-  });
+  if (rows > 0)
+    layerNorm<true><<<unsigned(rows), kThreads, 0, stream>>>(
+        AnyData{x, in}, w, static_cast<const float *>(nullptr), AnyOut{y, out},
+        cols, eps);
 }
 
 extern "C" void dtk_cuda_rms_norm_grad_typed(const void *x, int in,
@@ -270,14 +237,8 @@ extern "C" void dtk_cuda_rms_norm_grad_typed(const void *x, int in,
                                              float *dw, float *stats,
                                              int64_t rows, int64_t cols,
                                              float eps, dtk_stream stream) {
-  withType(x, in, [&](auto *xt) {
-    withType(dy, grad, [&](auto *dyt) {
-      withType(dx, out, [&](auto *dxt) {
-        normGrad<true>(xt, w, dyt, dxt, dw, static_cast<float *>(nullptr),
-                       stats, rows, cols, eps, stream);
-      });
-    });
-  });
+  normGrad<true>(AnyData{x, in}, w, AnyData{dy, grad}, AnyOut{dx, out}, dw,
+                 static_cast<float *>(nullptr), stats, rows, cols, eps, stream);
 }
 
 extern "C" void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
