@@ -189,7 +189,7 @@ narrowableResults(Operation *op, const llvm::DenseSet<Operation *> &narrowed) {
     if (typedAttentionCapable(op))
       return {SmallVector<Value>(op->getResults()),
               Builder(op->getContext()).getBF16Type()};
-  } else if (writesSixteenBit(op->getResult(0))) {
+  } else if (op->getNumResults() > 0 && writesSixteenBit(op->getResult(0))) {
     return {{op->getResult(0)}, Type()}; // dlogits, y, dx
   }
   return {};
@@ -202,7 +202,7 @@ ZeroCopyCandidates::find(func::FuncOp fn,
   Block &block = fn.getBody().front();
 
   // Widenings of narrowed products, or that only ops reading 16-bit data
-  // read (the loss's logits, the layer norm's x and dy).
+  // read (the loss's logits, the norms' x and dy).
   for (Operation &op : block) {
     if (!isWidening(&op))
       continue;
@@ -236,9 +236,9 @@ ZeroCopyCandidates::find(func::FuncOp fn,
   // Ops whose 16-bit results could go straight into the narrowings after
   // them: a product into one to its operands' type (cuBLAS writes no
   // other), bf16 attention into ones to bf16, all its results or none, and
-  // the loss's gradient and the layer norm's y or dx into one to any 16-bit
-  // type. Between the op and its narrowings there may be only reshapes and
-  // each other.
+  // the loss's gradient and the norms' y or dx into one to any 16-bit type.
+  // Between the op and its narrowings there may be only reshapes and each
+  // other.
   llvm::DenseMap<Operation *, size_t> position;
   SmallVector<Operation *> ops;
   for (Operation &op : block) {
