@@ -30,9 +30,10 @@
 //      blocks; entry points share the region, which is as large as the
 //      hungriest of them needs. For a program that also runs on a GPU
 //      (`gpu-zero-copies`), liveness counts the reads a GPU's zero copies
-//      add (dt/Transforms/ZeroCopyInfo.h): a product, the loss or bf16
-//      attention reading a widening's 16-bit source, and such an op writing
-//      into the narrowings after it while its operands are still read.
+//      add (dt/Transforms/ZeroCopyInfo.h): a product, the loss, a norm or
+//      bf16 attention reading a widening's 16-bit source, and such an op
+//      writing into the narrowings after it while its operands are still
+//      read.
 //
 //===----------------------------------------------------------------------===//
 

@@ -275,8 +275,8 @@ def PlanMemory : Pass<"dt-plan-memory", "mlir::ModuleOp"> {
 
     With `gpu-zero-copies`, for a program that also runs on a GPU, buffers live
     as long as a GPU's zero copies need (dt/Transforms/ZeroCopyInfo.h): the 16-bit
-    source of a widening that a product, the loss or bf16 attention could read
-    directly lives until that reader, and what such an op reads lives until the
+    source of a widening that a product, the loss, a norm or bf16 attention could
+    read directly lives until that reader, and what such an op reads lives until the
     narrowings it could write into are placed. The CPU's program is the same, in
     a slightly larger arena.
   }];
