@@ -32,8 +32,8 @@ sed -e 's/^train gpt_tiny {$/parallel { offload = "optimizer" }\n&/' \
 grep -q 'offload = "optimizer"' "$out/gpt_tiny_offload.dt"
 DT_GPU=on "$build/bin/dtc" "$out/gpt_tiny_offload.dt" -o "$out/gpt_tiny_offload"
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" -o "$out/gpt2_124m_gpu"
-# The same with generated kernels that load one element at a time (run-variants.sh
-# measures what loading four before storing is worth).
+# The same with generated kernels that take one element at a time (run-variants.sh
+# measures what vector groups and loading four before storing are worth).
 DT_GPU=on "$build/bin/dtc" "$root/bench/gpt2_124m_gpu.dt" --gpu-unroll=1 \
   -o "$out/gpt2_124m_gpu_unroll1"
 # LLaMA's layers (RMS norms, rotary embeddings, SwiGLU, grouped-query attention) and
@@ -249,9 +249,9 @@ cat > "$out/run-variants.sh" <<'RUN'
 #!/bin/sh
 # GPT-2 in variants, each measured beside the others: its products by each
 # engine (DTRT_CUDA_PRODUCTS: cuBLAS's classic API, cuBLASLt's heuristic,
-# cuBLASLt timed), and its generated kernels loading one element at a time
-# (dtc --gpu-unroll=1) against four. The same losses within rounding, and the
-# tokens/s of each.
+# cuBLASLt timed), and its generated kernels taking one element at a time
+# (dtc --gpu-unroll=1) against vector groups and four at a time. The same
+# losses within rounding, and the tokens/s of each.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0

@@ -47,15 +47,23 @@ module attributes {dt.arena_bytes = 8192 : i64} {
   }
 }
 
+// Rows of 8: each thread takes a row (or half of one) as one group
+// (convert-dt-fused-to-gpu-vector.mlir), and a narrowed widening stores the group's
+// 16-bit values with one vector store (the widening is built, unused, and LLVM drops it).
 // CHECK-LABEL: gpu.func @grad_step_k0
-// CHECK: %[[X:.*]] = llvm.load %{{.*}} : !llvm.ptr -> bf16
-// CHECK: llvm.store %[[X]], %{{.*}} : bf16, !llvm.ptr
+// CHECK: %[[XW:.*]] = llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xi32>
+// CHECK: llvm.bitcast %[[XW]] : vector<4xi32> to vector<8xbf16>
+// CHECK: %[[YW:.*]] = llvm.bitcast %{{.*}} : vector<8xbf16> to vector<4xi32>
+// CHECK-NEXT: llvm.store %[[YW]], %{{.*}} {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr
 // CHECK-LABEL: gpu.func @grad_step_k1
+// CHECK: llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // CHECK: %[[N:.*]] = arith.truncf %{{.*}} : f32 to bf16
-// CHECK: llvm.store %[[N]], %{{.*}} : bf16, !llvm.ptr
+// CHECK: llvm.insertelement %[[N]]
+// CHECK: llvm.bitcast %{{.*}} : vector<4xbf16> to vector<2xi32>
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xi32>, !llvm.ptr
 // CHECK-LABEL: gpu.func @grad_step_k2
 // CHECK: arith.extf %{{.*}} : bf16 to f32
-// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 32 : i64} : vector<8xf32>, !llvm.ptr
 // CHECK-LABEL: gpu.func @grad_step_k3
 // CHECK: arith.extf %{{.*}} : bf16 to f32
-// CHECK: llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr

@@ -2,8 +2,9 @@
 // RUN: dt-opt %s -convert-dt-fused-to-gpu=unroll=1 | FileCheck --check-prefix=ONE %s
 
 // A kernel of 1024 elements or more that only maps elements (an elementwise region, a
-// transpose, a split or concat) takes four elements a thread at a time, a grid stride
-// apart: their loads first, then their stores, so that each thread keeps four loads in
+// transpose, a split or concat) and takes no vector groups (here: rows of 33, and a
+// transpose that moves the last dimension; convert-dt-fused-to-gpu-vector.mlir has
+// the groups) takes four elements a thread at a time, a grid stride apart: their loads first, then their stores, so that each thread keeps four loads in
 // flight. The iterations run while the fourth element is in range (i < n - 3 stride)
 // and hand where they stopped to the plain grid-stride loop, which takes what is left.
 // An input of the iteration's own shape loads at the linear position itself; a
@@ -12,21 +13,21 @@
 // in the order one at a time would: the same bits. With unroll=1 (dtc --gpu-unroll=1,
 // for measuring what this is worth) every loop takes one element at a time.
 
-module attributes {dt.arena_bytes = 65536 : i64} {
-  dt.global input @x : tensor<64x32xf32> {offset = 0 : i64}
-  dt.global param @b : tensor<32xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 8192 : i64}
-  dt.global param @g : tensor<2x2048xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 40960 : i64}
+module attributes {dt.arena_bytes = 73728 : i64} {
+  dt.global input @x : tensor<64x33xf32> {offset = 0 : i64}
+  dt.global param @b : tensor<33xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 8448 : i64}
+  dt.global param @g : tensor<2x2048xf32> {init = {kind = "constant", value = 0.0 : f64}, offset = 49152 : i64}
   func.func @grad_step() {
-    %x = dt.load @x {dt.offsets = [0]} : tensor<64x32xf32>
-    %b = dt.load @b {dt.offsets = [8192]} : tensor<32xf32>
-    %y = dt.fused(%x, %b) {dt.offsets = [16384]} : (tensor<64x32xf32>, tensor<32xf32>) -> tensor<64x32xf32> {
-    ^bb0(%a: tensor<64x32xf32>, %c: tensor<64x32xf32>):
-      %s = dt.add %a, %c : tensor<64x32xf32>
-      dt.yield %s : tensor<64x32xf32>
+    %x = dt.load @x {dt.offsets = [0]} : tensor<64x33xf32>
+    %b = dt.load @b {dt.offsets = [8448]} : tensor<33xf32>
+    %y = dt.fused(%x, %b) {dt.offsets = [16384]} : (tensor<64x33xf32>, tensor<33xf32>) -> tensor<64x33xf32> {
+    ^bb0(%a: tensor<64x33xf32>, %c: tensor<64x33xf32>):
+      %s = dt.add %a, %c : tensor<64x33xf32>
+      dt.yield %s : tensor<64x33xf32>
     }
-    %t = dt.transpose %y [1, 0] {dt.offsets = [32768]} : tensor<64x32xf32> -> tensor<32x64xf32>
-    %g = dt.load @g {dt.offsets = [40960]} : tensor<2x2048xf32>
-    %n = dt.fused(%g) {dt.offsets = [57344], reduce_axes = array<i64: 1>} : (tensor<2x2048xf32>) -> tensor<2xf32> {
+    %t = dt.transpose %y [1, 0] {dt.offsets = [32768]} : tensor<64x33xf32> -> tensor<33x64xf32>
+    %g = dt.load @g {dt.offsets = [49152]} : tensor<2x2048xf32>
+    %n = dt.fused(%g) {dt.offsets = [65536], reduce_axes = array<i64: 1>} : (tensor<2x2048xf32>) -> tensor<2xf32> {
     ^bb0(%a: tensor<2x2048xf32>):
       %sq = dt.mul %a, %a : tensor<2x2048xf32>
       dt.yield %sq : tensor<2x2048xf32>
@@ -42,11 +43,11 @@ module attributes {dt.arena_bytes = 65536 : i64} {
 // CHECK: %[[STRIDE:.*]] = arith.muli %[[GDIM]], %[[BDIM]] : index
 // CHECK: %[[SPAN:.*]] = arith.muli %[[STRIDE]], %c4{{.*}} : index
 // CHECK: %[[REACH:.*]] = arith.muli %[[STRIDE]], %c3{{.*}} : index
-// CHECK: %[[LAST:.*]] = arith.subi %c2048{{.*}}, %[[REACH]] : index
+// CHECK: %[[LAST:.*]] = arith.subi %c2112{{.*}}, %[[REACH]] : index
 // CHECK: %[[BOUND:.*]] = arith.maxsi %[[LAST]], %c0{{.*}} : index
 // CHECK: %[[REST:.*]] = scf.for %[[I:.*]] = %[[FIRST]] to %[[BOUND]] step %[[SPAN]] iter_args(%{{.*}} = %[[FIRST]]) -> (index) {
-// The first element: x at i itself, the bias at i mod 32.
-// CHECK: arith.remui %[[I]], %c32{{.*}} : index
+// The first element: x at i itself, the bias at i mod 33.
+// CHECK: arith.remui %[[I]], %c33{{.*}} : index
 // CHECK: %[[X0:.*]] = llvm.load
 // CHECK: %[[B0:.*]] = llvm.load
 // CHECK: %[[S0:.*]] = arith.addf %[[X0]], %[[B0]] : f32
@@ -63,7 +64,7 @@ module attributes {dt.arena_bytes = 65536 : i64} {
 // CHECK: llvm.store %[[S3]]
 // CHECK: %[[NEXT:.*]] = arith.addi %[[I]], %[[SPAN]] : index
 // CHECK: scf.yield %[[NEXT]] : index
-// CHECK: scf.for %[[J:.*]] = %[[REST]] to %c2048{{.*}} step %[[STRIDE]] {
+// CHECK: scf.for %[[J:.*]] = %[[REST]] to %c2112{{.*}} step %[[STRIDE]] {
 // CHECK: llvm.load
 // CHECK: llvm.load
 // CHECK: arith.addf

@@ -105,7 +105,8 @@ struct Unsupported {
 
 class PlanBuilder {
 public:
-  explicit PlanBuilder(ModuleOp module) : module(module) {
+  PlanBuilder(ModuleOp module, int64_t unroll)
+      : module(module), unroll(unroll) {
     for (GlobalOp g : module.getOps<GlobalOp>())
       if (g.getOffset())
         globals[g.getSymName()] = int64_t(*g.getOffset());
@@ -188,8 +189,9 @@ private:
     if (zero.skips(op))
       return std::nullopt;
     if (auto it = kernelOf.find(op); it != kernelOf.end()) {
-      out.push_back(json::Object{
-          {"op", "kernel"}, {"name", it->second}, {"n", launchElements(op)}});
+      out.push_back(json::Object{{"op", "kernel"},
+                                 {"name", it->second},
+                                 {"n", launchElements(op, unroll)}});
       return std::nullopt;
     }
     auto copy = [&](int64_t from, int64_t to, int64_t bytes) {
@@ -711,6 +713,7 @@ private:
   }
 
   ModuleOp module;
+  int64_t unroll; // the generated kernels' (launchElements)
   llvm::StringMap<int64_t> globals;
   llvm::DenseMap<Operation *, std::string> kernelOf;
   llvm::DenseSet<Operation *> narrowed;
@@ -722,9 +725,10 @@ private:
 
 } // namespace
 
-CudaCode dt::buildCudaPlan(ModuleOp planned) {
+CudaCode dt::buildCudaPlan(ModuleOp planned, int64_t unroll) {
   CudaCode code;
-  std::variant<std::string, Unsupported> plan = PlanBuilder(planned).build();
+  std::variant<std::string, Unsupported> plan =
+      PlanBuilder(planned, unroll).build();
   if (auto *bad = std::get_if<Unsupported>(&plan)) {
     code.unsupported = where(bad->op->getLoc()) + bad->why;
     return code;
@@ -734,7 +738,7 @@ CudaCode dt::buildCudaPlan(ModuleOp planned) {
 }
 
 CudaCode dt::buildCudaCode(ModuleOp planned, int64_t unroll) {
-  CudaCode code = buildCudaPlan(planned);
+  CudaCode code = buildCudaPlan(planned, unroll);
   if (!code.unsupported.empty())
     return code;
   // The PTX emitter reports through diagnostics: keep them as the reason.

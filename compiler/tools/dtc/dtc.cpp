@@ -509,7 +509,7 @@ int compile(const char *argv0) {
     cuda.unsupported = "dtc found no CUDA toolkit (nvvm/libdevice) when it "
                        "compiled the program";
   else if (emitAction == EmitAction::GpuPlan)
-    cuda = buildCudaPlan(*module);
+    cuda = buildCudaPlan(*module, gpuUnroll);
   else if (emitAction == EmitAction::None || emitAction == EmitAction::Obj ||
            emitAction == EmitAction::LLVM)
     cuda = buildCudaCode(*module, gpuUnroll);

@@ -27,8 +27,9 @@ for t in logits:
           f"half {t.get('half')}, out {t.get('out', 'f32')}")
 if logits:
     size = logits[0]["i"][1] * logits[0]["i"][2]
+    # A kernel's n counts its elements, or its vector groups of 2 to 8.
     print(f"generated kernels over the logits ({size} elements): "
-          f"{sum(t['n'] == size for t in plan if t['op'] == 'kernel')}")
+          f"{sum(t['n'] * w == size for t in plan if t['op'] == 'kernel' for w in (1, 2, 4, 8))}")
 for op in ("attention", "attention_grad"):
     launches = [t for t in plan if t["op"] == op]
     print(f"{op}: {len(launches)}, "

@@ -93,9 +93,24 @@ void forEachGeneratedKernel(
     mlir::ModuleOp module,
     llvm::function_ref<void(mlir::Operation *op, const std::string &name)> fn);
 
-/// How many elements the kernel of `op` walks in its longest grid-stride
-/// loop: a launch of that many threads has one element each.
-int64_t launchElements(mlir::Operation *op);
+/// The bytes a generated kernel's vector load or store moves at most.
+inline constexpr int64_t kGpuVectorBytes = 16;
+
+/// How many consecutive elements a thread of `op`'s kernel takes as one
+/// group: it loads each operand's elements of the group with one vector load
+/// (up to kGpuVectorBytes; one scalar for an operand broadcast along the last
+/// dimension), computes them and stores them with one vector store, which
+/// moves as many bytes with a quarter to an eighth of the instructions. Taken
+/// by elementwise regions, and by transposes that keep the last dimension,
+/// splits, concats and slices, when that width divides every last dimension
+/// (and each piece's start) the groups walk and every operand's offset is
+/// aligned to its vector; otherwise, and with `unroll` below 2 (dtc
+/// --gpu-unroll=1, the one-at-a-time kernels to measure against), 1.
+int64_t vectorWidth(mlir::Operation *op, int64_t unroll = kGpuUnroll);
+
+/// How many elements (or vectorWidth groups) the kernel of `op` walks in its
+/// longest grid-stride loop: a launch of that many threads has one each.
+int64_t launchElements(mlir::Operation *op, int64_t unroll = kGpuUnroll);
 
 /// The learning rate of schedule `s` at step `step` of `total` (both f64),
 /// in f64: what the CPU lowering and the GPU kernel compute, as the

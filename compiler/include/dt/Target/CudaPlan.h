@@ -36,8 +36,10 @@ struct CudaCode {
 };
 
 /// The GPU launch sequence of a planned module's entry points, or the first
-/// op it cannot launch (in `unsupported`). Emits no diagnostics.
-CudaCode buildCudaPlan(mlir::ModuleOp planned);
+/// op it cannot launch (in `unsupported`), for generated kernels built with
+/// `unroll` (which decides their vector groups: launchElements). Emits no
+/// diagnostics.
+CudaCode buildCudaPlan(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll);
 
 /// buildCudaPlan plus the kernels' PTX (dt/Target/PTXEmitter.h, `unroll`
 /// elements a thread at a time); a failure of either is a reason in

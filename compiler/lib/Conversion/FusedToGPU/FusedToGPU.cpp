@@ -72,6 +72,15 @@ public:
   /// iteration index `idx` (NumPy broadcasting from the right).
   Value load(Type element, int64_t offset, ArrayRef<int64_t> shape,
              ArrayRef<int64_t> iteration, ArrayRef<Value> idx) {
+    return b.create<LLVM::LoadOp>(
+        loc, element,
+        address(element, offset, linearOf(shape, iteration, idx)));
+  }
+
+  /// The row-major position in `shape` of iteration index `idx` (NumPy
+  /// broadcasting from the right: dimensions of 1 are not indexed).
+  Value linearOf(ArrayRef<int64_t> shape, ArrayRef<int64_t> iteration,
+                 ArrayRef<Value> idx) {
     Value linear = index(0);
     size_t lead = iteration.size() - shape.size();
     for (size_t k = 0; k < shape.size(); ++k) {
@@ -79,8 +88,7 @@ public:
       if (shape[k] != 1)
         linear = b.create<arith::AddIOp>(loc, linear, idx[lead + k]);
     }
-    return b.create<LLVM::LoadOp>(loc, element,
-                                  address(element, offset, linear));
+    return linear;
   }
 
   void store(Value value, int64_t offset, Value linear) {
@@ -116,6 +124,69 @@ public:
   /// Stores `value` at linear position `linear` of planned tensor `v`.
   void storeAt(Value v, Value linear, Value value) {
     store(value, offsetOf(v), linear);
+  }
+
+  /// `width` consecutive `element`s from linear position `linear` (a
+  /// multiple of `width`) of the array at arena byte `offset`, as one vector
+  /// load aligned to its size (vectorWidth checked the offset).
+  Value loadVector(Type element, int64_t width, int64_t offset, Value linear) {
+    auto type = VectorType::get({width}, element);
+    unsigned bytes = unsigned(width * bytesOf(element));
+    Value at = address(element, offset, linear);
+    if (Type words = wordsOf(type))
+      return b.create<LLVM::BitcastOp>(
+          loc, type, b.create<LLVM::LoadOp>(loc, words, at, bytes));
+    return b.create<LLVM::LoadOp>(loc, type, at, bytes);
+  }
+
+  /// Stores `vector` at linear position `linear` (a multiple of its width)
+  /// of the array at arena byte `offset`.
+  void storeVector(Value vector, int64_t offset, Value linear) {
+    auto type = llvm::cast<VectorType>(vector.getType());
+    Type element = type.getElementType();
+    unsigned bytes = unsigned(type.getNumElements() * bytesOf(element));
+    Value at = address(element, offset, linear);
+    if (Type words = wordsOf(type))
+      vector = b.create<LLVM::BitcastOp>(loc, words, vector);
+    b.create<LLVM::StoreOp>(loc, vector, at, bytes);
+  }
+
+  /// The vector of 32-bit words a vector of narrower elements moves as, or
+  /// null: NVPTX splits a 16-bit vector's load into 32-bit pieces, but
+  /// loads a vector of words with one instruction.
+  Type wordsOf(VectorType type) {
+    int64_t bytes = type.getNumElements() * bytesOf(type.getElementType());
+    if (bytesOf(type.getElementType()) >= 4 || bytes % 4)
+      return nullptr;
+    if (bytes == 4)
+      return b.getI32Type();
+    return VectorType::get({bytes / 4}, b.getI32Type());
+  }
+
+  /// Element `lane` of `vector`.
+  Value lane(Value vector, int64_t lane) {
+    return b.create<LLVM::ExtractElementOp>(
+        loc, vector, b.create<arith::ConstantIntOp>(loc, lane, 32));
+  }
+
+  /// The vector of `lanes`.
+  Value vectorOf(ArrayRef<Value> lanes) {
+    Value v = b.create<LLVM::UndefOp>(
+        loc, VectorType::get({int64_t(lanes.size())}, lanes[0].getType()));
+    for (auto [j, x] : llvm::enumerate(lanes))
+      v = b.create<LLVM::InsertElementOp>(
+          loc, v, x, b.create<arith::ConstantIntOp>(loc, int64_t(j), 32));
+    return v;
+  }
+
+  /// `for (g = first thread; g < n / width; g += all threads)
+  /// body(g * width)`: the loop of a kernel that takes its elements in
+  /// vectorWidth groups (n a multiple of `width`).
+  void gridLoopVector(int64_t n, int64_t width,
+                      function_ref<void(Value)> body) {
+    gridLoop(n / width, [&](Value group) {
+      body(b.create<arith::MulIOp>(loc, group, index(width)));
+    });
   }
 
   /// `for (i = first thread; i < n; i += all threads) body(i)`.
@@ -192,6 +263,9 @@ public:
     return {first, b.create<arith::MulIOp>(loc, gridDim, blockDim)};
   }
 
+  static int64_t bytesOf(Type element) {
+    return int64_t(element.getIntOrFloatBitWidth() / 8);
+  }
   static Type elementOf(Value v) {
     return llvm::cast<RankedTensorType>(v.getType()).getElementType();
   }
@@ -207,18 +281,73 @@ public:
   FailureOr<SmallVector<Value>> body(FusedOp fused, ArrayRef<Value> idx,
                                      bool narrowed = false,
                                      Value linear = nullptr) {
-    Block &block = fused.getBody().front();
     ArrayRef<int64_t> iteration = fused.getIterationShape();
-    IRMapping scalars;
-    for (auto [arg, input] :
-         llvm::zip(block.getArguments(), fused.getInputs())) {
+    SmallVector<Value> inputs;
+    for (Value input : fused.getInputs()) {
       auto type = llvm::cast<RankedTensorType>(input.getType());
       if (linear && type.getShape() == iteration)
-        scalars.map(arg, loadAt(input, linear));
+        inputs.push_back(loadAt(input, linear));
       else
-        scalars.map(arg, load(type.getElementType(), offsetOf(input),
+        inputs.push_back(load(type.getElementType(), offsetOf(input),
                               type.getShape(), iteration, idx));
     }
+    return apply(fused, inputs, narrowed);
+  }
+
+  /// body for the `width` consecutive iteration elements from row-major
+  /// position `first` (vectorWidth's group: a multiple of `width`, which
+  /// divides the iteration's last dimension, so the group lies in one row).
+  /// An input that varies along the last dimension loads the group's
+  /// elements as one vector, one broadcast along it loads one scalar; each
+  /// element's body runs on its lanes, and each result comes back as one
+  /// vector.
+  FailureOr<SmallVector<Value>> vectorBody(FusedOp fused, Value first,
+                                           int64_t width, bool narrowed) {
+    ArrayRef<int64_t> iteration = fused.getIterationShape();
+    SmallVector<Value> idx = delinearize(first, iteration);
+    SmallVector<Value> loaded;
+    SmallVector<bool> isVector;
+    for (Value input : fused.getInputs()) {
+      auto type = llvm::cast<RankedTensorType>(input.getType());
+      ArrayRef<int64_t> shape = type.getShape();
+      Type element = type.getElementType();
+      bool varies = !shape.empty() && shape.back() != 1;
+      isVector.push_back(varies);
+      if (!varies)
+        loaded.push_back(load(element, offsetOf(input), shape, iteration, idx));
+      else if (shape == iteration)
+        loaded.push_back(loadVector(element, width, offsetOf(input), first));
+      else
+        loaded.push_back(loadVector(element, width, offsetOf(input),
+                                    linearOf(shape, iteration, idx)));
+    }
+    SmallVector<SmallVector<Value>> lanes; // [result][lane]
+    for (int64_t j = 0; j < width; ++j) {
+      SmallVector<Value> inputs;
+      for (auto [v, vector] : llvm::zip(loaded, isVector))
+        inputs.push_back(vector ? lane(v, j) : v);
+      FailureOr<SmallVector<Value>> values = apply(fused, inputs, narrowed);
+      if (failed(values))
+        return failure();
+      lanes.resize(values->size());
+      for (auto [r, v] : llvm::enumerate(*values))
+        lanes[r].push_back(v);
+    }
+    SmallVector<Value> vectors;
+    for (ArrayRef<Value> result : lanes)
+      vectors.push_back(vectorOf(result));
+    return vectors;
+  }
+
+  /// The region's ops applied to one element's `inputs` (scalars, in the
+  /// order of the region's arguments): its yielded values; with `narrowed`,
+  /// the 16-bit values before the final widening.
+  FailureOr<SmallVector<Value>> apply(FusedOp fused, ArrayRef<Value> inputs,
+                                      bool narrowed) {
+    Block &block = fused.getBody().front();
+    IRMapping scalars;
+    for (auto [arg, input] : llvm::zip(block.getArguments(), inputs))
+      scalars.map(arg, input);
     for (Operation &op : block.without_terminator()) {
       auto scalar = llvm::dyn_cast<ScalarizableOpInterface>(op);
       if (!scalar)
@@ -306,43 +435,58 @@ struct ConvertFusedToGPUPass
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&fn.getBody().front());
     KernelBuilder k(b, loc, fn.getArgument(0), unroll);
+    int64_t width = vectorWidth(op, unroll);
     LogicalResult built =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
-            .Case([&](FusedOp f) { return buildFused(b, k, fn, f); })
+            .Case([&](FusedOp f) { return buildFused(b, k, fn, f, width); })
             .Case([&](TransposeOp t) {
               ArrayRef<int64_t> perm = t.getPerm();
               Value in = t.getInput(), out = t.getResult();
+              auto from = [&](Value i) {
+                SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
+                SmallVector<Value> at(idx.size());
+                for (auto [j, p] : llvm::enumerate(perm))
+                  at[p] = idx[j];
+                return k.linearize(at, k.shapeOf(in));
+              };
+              if (width > 1) {
+                // The last dimension stays: a group is a vector on both
+                // sides.
+                k.gridLoopVector(product(k.shapeOf(out)), width, [&](Value i) {
+                  k.storeVector(k.loadVector(k.elementOf(in), width,
+                                             offsetOf(in), from(i)),
+                                offsetOf(out), i);
+                });
+                return success();
+              }
               k.gridLoopUnrolled(
-                  launchElements(t),
+                  launchElements(t, unroll),
                   [&](Value i) {
-                    SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
-                    SmallVector<Value> from(idx.size());
-                    for (auto [j, p] : llvm::enumerate(perm))
-                      from[p] = idx[j];
-                    return SmallVector<Value>{
-                        k.loadAt(in, k.linearize(from, k.shapeOf(in)))};
+                    return SmallVector<Value>{k.loadAt(in, from(i))};
                   },
                   [&](Value i, ArrayRef<Value> v) { k.storeAt(out, i, v[0]); });
               return success();
             })
             .Case([&](SplitOp s) {
-              copyPieces(k, s.getInput(), s.getResults(), s.getAxis(), true);
+              copyPieces(k, s.getInput(), s.getResults(), s.getAxis(), true,
+                         width);
               return success();
             })
             .Case([&](ConcatOp c) {
-              copyPieces(k, c.getResult(), c.getInputs(), c.getAxis(), false);
+              copyPieces(k, c.getResult(), c.getInputs(), c.getAxis(), false,
+                         width);
               return success();
             })
             .Case([&](SliceOp s) {
               copyPiece(k, s.getInput(), s.getResult(), s.getAxis(),
-                        s.getStart(), true);
+                        s.getStart(), true, width);
               return success();
             })
             .Case([&](PadOp p) { return buildPad(b, k, p); })
             .Case([&](ReduceSumOp r) { return buildReduceSum(b, k, fn, r); })
             .Case([&](IotaOp i) {
               Value out = i.getResult();
-              k.gridLoop(launchElements(i), [&](Value at) {
+              k.gridLoop(launchElements(i, unroll), [&](Value at) {
                 k.storeAt(
                     out, at,
                     b.create<arith::IndexCastOp>(loc, k.elementOf(out), at));
@@ -356,7 +500,7 @@ struct ConvertFusedToGPUPass
                     "is a dense (non-splat) constant, which the GPU backend "
                     "does not place yet");
               Value out = c.getResult();
-              k.gridLoop(launchElements(c), [&](Value at) {
+              k.gridLoop(launchElements(c, unroll), [&](Value at) {
                 k.storeAt(out, at,
                           b.create<arith::ConstantOp>(
                               loc, llvm::cast<TypedAttr>(
@@ -390,18 +534,36 @@ struct ConvertFusedToGPUPass
   }
 
   /// Copies `piece` to (fromWhole: from) its place along `axis` of `whole`,
-  /// starting at `start`: one loop over the piece's elements.
+  /// starting at `start`: one loop over the piece's elements, or over its
+  /// groups of `width` (vectorWidth), each one vector on both sides.
   static void copyPiece(KernelBuilder &k, Value whole, Value piece,
-                        int64_t axis, int64_t start, bool fromWhole) {
+                        int64_t axis, int64_t start, bool fromWhole,
+                        int64_t width) {
     int64_t n = std::max<int64_t>(
         1, llvm::cast<RankedTensorType>(piece.getType()).getNumElements());
+    auto inWhole = [&](Value i) {
+      SmallVector<Value> idx = k.delinearize(i, k.shapeOf(piece));
+      idx[axis] = k.add(idx[axis], start);
+      return k.linearize(idx, k.shapeOf(whole));
+    };
+    if (width > 1) {
+      Type element = k.elementOf(piece);
+      k.gridLoopVector(n, width, [&](Value i) {
+        Value there = inWhole(i);
+        if (fromWhole)
+          k.storeVector(k.loadVector(element, width, offsetOf(whole), there),
+                        offsetOf(piece), i);
+        else
+          k.storeVector(k.loadVector(element, width, offsetOf(piece), i),
+                        offsetOf(whole), there);
+      });
+      return;
+    }
     // compute hands store the element and its place in the whole.
     k.gridLoopUnrolled(
         n,
         [&](Value i) {
-          SmallVector<Value> idx = k.delinearize(i, k.shapeOf(piece));
-          idx[axis] = k.add(idx[axis], start);
-          Value there = k.linearize(idx, k.shapeOf(whole));
+          Value there = inWhole(i);
           return SmallVector<Value>{
               fromWhole ? k.loadAt(whole, there) : k.loadAt(piece, i), there};
         },
@@ -415,10 +577,10 @@ struct ConvertFusedToGPUPass
 
   /// copyPiece for consecutive pieces of `whole` along `axis`.
   static void copyPieces(KernelBuilder &k, Value whole, ValueRange pieces,
-                         int64_t axis, bool fromWhole) {
+                         int64_t axis, bool fromWhole, int64_t width) {
     int64_t start = 0;
     for (Value piece : pieces) {
-      copyPiece(k, whole, piece, axis, start, fromWhole);
+      copyPiece(k, whole, piece, axis, start, fromWhole, width);
       start += k.shapeOf(piece)[axis];
     }
   }
@@ -429,7 +591,7 @@ struct ConvertFusedToGPUPass
     Value in = p.getInput(), out = p.getResult();
     int64_t axis = p.getAxis(), size = k.shapeOf(in)[axis];
     Type elem = k.elementOf(out);
-    k.gridLoop(launchElements(p), [&](Value i) {
+    k.gridLoop(launchElements(p, unroll), [&](Value i) {
       SmallVector<Value> idx = k.delinearize(i, k.shapeOf(out));
       Value inside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
                                              idx[axis], k.index(size));
@@ -490,7 +652,7 @@ struct ConvertFusedToGPUPass
                 });
       return success();
     }
-    k.gridLoop(launchElements(r), [&](Value o) {
+    k.gridLoop(launchElements(r, unroll), [&](Value o) {
       SmallVector<Value> outIdx = k.delinearize(o, keptShape);
       Value zero = b.create<arith::ConstantOp>(loc, b.getZeroAttr(acc));
       auto loop = b.create<scf::ForOp>(loc, k.index(0), k.index(perOutput),
@@ -764,7 +926,7 @@ struct ConvertFusedToGPUPass
   }
 
   LogicalResult buildFused(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
-                           FusedOp fused) {
+                           FusedOp fused, int64_t width) {
     Location loc = fused.getLoc();
 
     // The shape the threads walk: the results' (reduced axes removed).
@@ -822,6 +984,19 @@ struct ConvertFusedToGPUPass
     }
 
     LogicalResult status = success();
+    if (reduced.empty() && width > 1) {
+      k.gridLoopVector(outputs, width, [&](Value first) {
+        FailureOr<SmallVector<Value>> vectors =
+            k.vectorBody(fused, first, width, narrowed.contains(fused));
+        if (failed(vectors)) {
+          status = failure();
+          return;
+        }
+        for (auto [result, vector] : llvm::zip(fused.getResults(), *vectors))
+          k.storeVector(vector, offsetOf(result), first);
+      });
+      return status;
+    }
     if (reduced.empty()) {
       k.gridLoopUnrolled(
           outputs,

@@ -6,6 +6,7 @@
 
 #include "dt/Conversion/GPUKernels.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
+#include "dt/Transforms/Passes.h" // plannedOffset
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -101,7 +102,102 @@ int64_t gpuArenaBytes(ModuleOp module) {
   return bytes;
 }
 
-int64_t launchElements(Operation *op) {
+/// The bytes of a `t` element in a vector, or 0 where vectors do not take
+/// it (i1, index).
+static int64_t vectorElementBytes(Type t) {
+  if (!t.isIntOrFloat())
+    return 0;
+  unsigned bits = t.getIntOrFloatBitWidth();
+  return bits >= 8 && bits <= 64 && bits % 8 == 0 ? bits / 8 : 0;
+}
+
+static ArrayRef<int64_t> dimsOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getShape();
+}
+
+int64_t vectorWidth(Operation *op, int64_t unroll) {
+  if (unroll < 2)
+    return 1;
+  // The tensors the groups load or store as vectors, and the extents along
+  // the last dimension that every group must lie within.
+  SmallVector<Value> vectors;
+  SmallVector<int64_t> extents;
+  auto pieces = [&](Value whole, ValueRange parts, int64_t axis,
+                    int64_t start) {
+    vectors.push_back(whole);
+    int64_t last = int64_t(dimsOf(whole).size()) - 1;
+    for (Value part : parts) {
+      vectors.push_back(part);
+      extents.push_back(dimsOf(part).back());
+      if (axis == last) {
+        extents.push_back(start);
+        start += dimsOf(part).back();
+      }
+    }
+    extents.push_back(dimsOf(whole).back());
+  };
+  if (auto f = llvm::dyn_cast<FusedOp>(op)) {
+    ArrayRef<int64_t> iteration = f.getIterationShape();
+    if (f.getReduceAxes() || iteration.empty())
+      return 1;
+    extents.push_back(iteration.back());
+    for (Value in : f.getInputs()) {
+      ArrayRef<int64_t> shape = dimsOf(in);
+      // Broadcast along the last dimension: one scalar a group.
+      if (!shape.empty() && shape.back() != 1)
+        vectors.push_back(in);
+    }
+    llvm::append_range(vectors, f.getResults());
+  } else if (auto t = llvm::dyn_cast<TransposeOp>(op)) {
+    ArrayRef<int64_t> perm = t.getPerm();
+    if (perm.empty() || perm.back() != int64_t(perm.size()) - 1)
+      return 1;
+    vectors = {t.getInput(), t.getResult()};
+    extents.push_back(dimsOf(t.getResult()).back());
+  } else if (auto s = llvm::dyn_cast<SplitOp>(op)) {
+    pieces(s.getInput(), s.getResults(), s.getAxis(), 0);
+  } else if (auto c = llvm::dyn_cast<ConcatOp>(op)) {
+    pieces(c.getResult(), c.getInputs(), c.getAxis(), 0);
+  } else if (auto s = llvm::dyn_cast<SliceOp>(op)) {
+    pieces(s.getInput(), s.getResult(), s.getAxis(), s.getStart());
+  } else {
+    return 1;
+  }
+  int64_t widest = 0, narrowest = kGpuVectorBytes;
+  for (Value v : vectors) {
+    if (dimsOf(v).empty())
+      return 1;
+    int64_t bytes = vectorElementBytes(
+        llvm::cast<RankedTensorType>(v.getType()).getElementType());
+    if (!bytes)
+      return 1;
+    widest = std::max(widest, bytes);
+    narrowest = std::min(narrowest, bytes);
+  }
+  auto fits = [&](int64_t width) {
+    for (int64_t e : extents)
+      if (e % width)
+        return false;
+    for (Value v : vectors) {
+      int64_t bytes = vectorElementBytes(
+          llvm::cast<RankedTensorType>(v.getType()).getElementType());
+      auto result = llvm::dyn_cast<OpResult>(v);
+      if (!result || !result.getOwner()->hasAttr("dt.offsets") ||
+          plannedOffset(v) % (width * bytes))
+        return false;
+    }
+    return true;
+  };
+  for (int64_t width =
+           std::min(kGpuVectorBytes / narrowest, 2 * kGpuVectorBytes / widest);
+       width >= 2; width /= 2)
+    if (fits(width))
+      return width;
+  return 1;
+}
+
+int64_t launchElements(Operation *op, int64_t unroll) {
+  int64_t width = vectorWidth(op, unroll);
   // A reduction by blocks walks its outputs (or their chunks) a block each.
   if (auto shape = reductionShape(op)) {
     auto [outputs, perOutput] = *shape;
@@ -114,17 +210,17 @@ int64_t launchElements(Operation *op) {
     int64_t n = 1;
     for (Value r : s.getResults())
       n = std::max(n, numel(r));
-    return n;
+    return n / width;
   }
   if (auto c = llvm::dyn_cast<ConcatOp>(op)) {
     int64_t n = 1;
     for (Value in : c.getInputs())
       n = std::max(n, numel(in));
-    return n;
+    return n / width;
   }
   if (llvm::isa<ScheduleOp>(op))
     return 1;
-  return numel(op->getResult(0));
+  return numel(op->getResult(0)) / width;
 }
 
 Value buildScheduleRate(OpBuilder &b, Location loc, ScheduleOp s, Value t,

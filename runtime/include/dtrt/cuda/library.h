@@ -48,8 +48,9 @@ public:
   /// The kernel called `name` (`<entry>_fused_<n>`).
   Expected<cudaKernel_t> kernel(const std::string &name) const;
 
-  /// Launches generated kernel `k` over `elements` output elements of the
-  /// arena at `arena` (device memory) on `stream`, asynchronously.
+  /// Launches generated kernel `k` over `elements` output elements (or the
+  /// plan's `n`: vector groups of them) of the arena at `arena` (device
+  /// memory) on `stream`, asynchronously.
   Status launch(cudaKernel_t k, char *arena, int64_t elements,
                 cudaStream_t stream) const;
 
