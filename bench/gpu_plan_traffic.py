@@ -59,10 +59,10 @@ def main():
         fused[what][1] += cost(t)
     for what, (n, b) in sorted(fused.items(), key=lambda kv: -kv[1][1])[:args.top]:
         print(f"  {what:44s} {n:5d}  {b / 1e9:8.2f} GB")
-    print(f"the {args.top} heaviest generated kernels:")
+    print(f"the {args.top} heaviest generated kernels (n: elements, or vector groups):")
     for t in sorted(kernels, key=cost, reverse=True)[:args.top]:
         s = spans.get(t.get("span"), {})
-        print(f"  {t['name']:20s} {t['n']:>11d} elements  {cost(t) / 1e6:8.1f} MB  "
+        print(f"  {t['name']:20s} n {t['n']:>11d}  {cost(t) / 1e6:8.1f} MB  "
               f"{s.get('op', '?')} {s.get('layer', '')}")
 
 

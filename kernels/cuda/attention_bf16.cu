@@ -30,7 +30,10 @@
 // The _typed entry points also take Q, K, V and dO stored as bf16 (a bf16
 // program's activations where they lie, without the widenings before) and
 // write O, dQ, dK and dV as bf16 rounded to nearest (what the narrowings
-// after would have stored), for heads of 32, 64 or 128.
+// after would have stored), for heads of 32, 64 or 128. The _strided ones
+// take each operand in a layout of its own (dtk_attention_layout): a head's
+// rows where a [B, T, H, D] tensor holds them, so that the transposes of the
+// heads before and after attention need not run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,10 +168,12 @@ __device__ void asOperand(Operand &a, const Scores &s) {
   }
 }
 
-/// Rows [first, first + kRows) of a [t, D] f32 (or bf16) matrix into a
-/// bf16 tile; rows past t are zeros. f32 values are bf16 already: exact.
+/// Rows [first, first + kRows) of a t x D f32 (or bf16) matrix whose rows
+/// lie `stride` elements apart into a bf16 tile; rows past t are zeros. f32
+/// values are bf16 already: exact.
 template <int D, typename In>
-__device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t) {
+__device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t,
+                         int64_t stride) {
   constexpr int ld = kStride<D>;
   if constexpr (std::is_same_v<In, bf16>) {
     // Eight elements, 16 bytes, at a time: rows of D (a multiple of 8)
@@ -178,17 +183,16 @@ __device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t) {
       int r = e / octets, c = (e % octets) * 8;
       *reinterpret_cast<uint4 *>(dst + r * ld + c) =
           first + r < t
-              ? *reinterpret_cast<const uint4 *>(src + (first + r) * D + c)
+              ? *reinterpret_cast<const uint4 *>(src + (first + r) * stride + c)
               : make_uint4(0, 0, 0, 0);
     }
   } else {
     constexpr int quads = D / 4;
     for (int e = threadIdx.x; e < kRows * quads; e += kThreads) {
       int r = e / quads, c = (e % quads) * 4;
-      float4 x =
-          first + r < t
-              ? *reinterpret_cast<const float4 *>(src + (first + r) * D + c)
-              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float4 x = first + r < t ? *reinterpret_cast<const float4 *>(
+                                     src + (first + r) * stride + c)
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       *reinterpret_cast<uint2 *>(dst + r * ld + c) =
           make_uint2(pack(x.x, x.y), pack(x.z, x.w));
     }
@@ -210,12 +214,21 @@ __device__ bool sees(int64_t i, int64_t j, int64_t t, int32_t causal) {
   return i < t && j < t && (!causal || j <= i);
 }
 
-/// Where a thread stands: the block's slice and first row, the slice's
-/// offset, and the lane's accumulator rows (g and g + 8 of its warp's 16)
-/// and first column within a column tile.
+/// The operands' layouts, in the order of the entry point's pointers.
+struct Layouts {
+  dtk_attention_layout of[7];
+};
+
+/// Where a thread stands: the block's slice and first row, and the lane's
+/// accumulator rows (g and g + 8 of its warp's 16) and first column within
+/// a column tile.
 struct Place {
-  int64_t slice, first, base, row[2];
+  int64_t slice, first, row[2];
   int lane, warp, column;
+  /// Where the slice starts in an operand of layout `l`.
+  __device__ int64_t at(const dtk_attention_layout &l) const {
+    return slice / l.heads * l.batch + slice % l.heads * l.head;
+  }
 };
 
 template <int D> __device__ Place placeOf(int64_t t) {
@@ -223,7 +236,6 @@ template <int D> __device__ Place placeOf(int64_t t) {
   Place p;
   p.slice = blockIdx.x / tiles;
   p.first = int64_t(blockIdx.x % tiles) * kRows;
-  p.base = p.slice * t * D;
   p.lane = int(threadIdx.x % 32);
   p.warp = int(threadIdx.x / 32);
   p.column = (p.lane % 4) * 2;
@@ -238,13 +250,14 @@ __device__ int columnOf(const Place &p, int n, int e) {
   return n * 8 + p.column + (e & 1);
 }
 
-/// Stores a lane's share of `acc` times `scale` into rows of [t, D] `out`
-/// (the slice's base applied), one row per divisor in `by` (1 for none);
-/// into bf16 `out`, each f32 value rounded to nearest.
+/// Stores a lane's share of `acc` times `scale` into the rows of the
+/// slice's t x D matrix in `out`, `layout`'s rows, one row per divisor in
+/// `by` (1 for none); into bf16 `out`, each f32 value rounded to nearest.
 template <int D, typename Out>
-__device__ void storeRows(Out *out, const float (&acc)[D / 8][4],
-                          const Place &p, int64_t t, float scale,
-                          const float (&by)[2]) {
+__device__ void storeRows(Out *out, const dtk_attention_layout &layout,
+                          const float (&acc)[D / 8][4], const Place &p,
+                          int64_t t, float scale, const float (&by)[2]) {
+  out += p.at(layout);
   for (int h = 0; h < 2; ++h) {
     if (p.row[h] >= t)
       continue;
@@ -252,7 +265,7 @@ __device__ void storeRows(Out *out, const float (&acc)[D / 8][4],
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
       float lo = acc[n][2 * h] * f, hi = acc[n][2 * h + 1] * f;
-      Out *at = out + p.row[h] * D + n * 8 + p.column;
+      Out *at = out + p.row[h] * layout.row + n * 8 + p.column;
       if constexpr (std::is_same_v<Out, bf16>)
         *reinterpret_cast<__nv_bfloat162 *>(at) = __floats2bfloat162_rn(lo, hi);
       else
@@ -265,15 +278,17 @@ __device__ void storeRows(Out *out, const float (&acc)[D / 8][4],
 /// kernels work in base 2.
 template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    forwardKernel(const In *q, const In *k, const In *v, Out *o, int64_t t,
-                  int32_t causal, float scale2) {
+    forwardKernel(const In *q, const In *k, const In *v, Out *o,
+                  Layouts layouts, int64_t t, int32_t causal, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *ks = qs + kRows * ld,
        *vs = ks + kRows * ld;
   Place p = placeOf<D>(t);
+  const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
+                             &lv = layouts.of[2];
   const bf16 *qw = qs + 16 * p.warp * ld;
-  loadTile<D>(qs, q + p.base, p.first, t);
+  loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
   float acc[D / 8][4] = {};
   // The lane's rows' running maxima and its share of their sums (the
   // quad's lanes see the same maxima, so their partial sums add up).
@@ -281,8 +296,8 @@ __global__ void __launch_bounds__(kThreads)
   int64_t end = causal ? min(t, p.first + kRows) : t;
   for (int64_t j0 = 0; j0 < end; j0 += kRows) {
     __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, k + p.base, j0, t);
-    loadTile<D>(vs, v + p.base, j0, t);
+    loadTile<D>(ks, k + p.at(lk), j0, t, lk.row);
+    loadTile<D>(vs, v + p.at(lv), j0, t, lv.row);
     __syncthreads();
     Scores s;
     scores<D>(s, qw, ks, p.lane);
@@ -321,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulate<D>(acc, pa, vs, p.lane);
   }
   float sum[2] = {quadSum(l[0]), quadSum(l[1])};
-  storeRows<D>(o + p.base, acc, p, t, 1.0f, sum);
+  storeRows<D>(o, layouts.of[3], acc, p, t, 1.0f, sum);
 }
 
 /// For 64 query rows: each row's base-2 log-sum-exp and
@@ -330,24 +345,26 @@ __global__ void __launch_bounds__(kThreads)
 template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const In *q, const In *k, const In *v, const In *dout,
-                    Out *dq, float *stats, int64_t t, int32_t causal,
-                    float scale, float scale2) {
+                    Out *dq, float *stats, Layouts layouts, int64_t t,
+                    int32_t causal, float scale, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *dos = qs + kRows * ld,
        *ks = dos + kRows * ld, *vs = ks + kRows * ld;
   Place p = placeOf<D>(t);
+  const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
+                             &lv = layouts.of[2], &ldo = layouts.of[3];
   const bf16 *qw = qs + 16 * p.warp * ld, *dow = dos + 16 * p.warp * ld;
-  loadTile<D>(qs, q + p.base, p.first, t);
-  loadTile<D>(dos, dout + p.base, p.first, t);
+  loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
+  loadTile<D>(dos, dout + p.at(ldo), p.first, t, ldo.row);
   int64_t end = causal ? min(t, p.first + kRows) : t;
 
   // The scores S (scaled, base 2, -inf where masked) and dP = dO V^T of key
   // tile j0: both passes' first step.
   auto both = [&](Scores &s, Scores &dp, int64_t j0) {
     __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, k + p.base, j0, t);
-    loadTile<D>(vs, v + p.base, j0, t);
+    loadTile<D>(ks, k + p.at(lk), j0, t, lk.row);
+    loadTile<D>(vs, v + p.at(lv), j0, t, lv.row);
     __syncthreads();
     scores<D>(s, qw, ks, p.lane);
     scores<D>(dp, dow, vs, p.lane);
@@ -417,7 +434,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulate<D>(acc, ds, ks, p.lane);
   }
   float one[2] = {1.0f, 1.0f};
-  storeRows<D>(dq + p.base, acc, p, t, scale, one);
+  storeRows<D>(dq, layouts.of[4], acc, p, t, scale, one);
   if (p.lane % 4 == 0)
     for (int h = 0; h < 2; ++h)
       if (p.row[h] < t) {
@@ -431,8 +448,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     keyGradKernel(const In *q, const In *k, const In *v, const In *dout,
-                  const float *stats, Out *dk, Out *dv, int64_t t,
-                  int32_t causal, float scale, float scale2) {
+                  const float *stats, Out *dk, Out *dv, Layouts layouts,
+                  int64_t t, int32_t causal, float scale, float scale2) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16 *ks = reinterpret_cast<bf16 *>(smem), *vs = ks + kRows * ld,
@@ -440,14 +457,16 @@ __global__ void __launch_bounds__(kThreads)
   float *lse = reinterpret_cast<float *>(dos + kRows * ld), *dot = lse + kRows;
   // The lane's rows are keys here, its columns queries.
   Place p = placeOf<D>(t);
+  const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
+                             &lv = layouts.of[2], &ldo = layouts.of[3];
   const bf16 *kw = ks + 16 * p.warp * ld, *vw = vs + 16 * p.warp * ld;
-  loadTile<D>(ks, k + p.base, p.first, t);
-  loadTile<D>(vs, v + p.base, p.first, t);
+  loadTile<D>(ks, k + p.at(lk), p.first, t, lk.row);
+  loadTile<D>(vs, v + p.at(lv), p.first, t, lv.row);
   float accK[D / 8][4] = {}, accV[D / 8][4] = {};
   for (int64_t i0 = causal ? p.first : 0; i0 < t; i0 += kRows) {
     __syncthreads();
-    loadTile<D>(qs, q + p.base, i0, t);
-    loadTile<D>(dos, dout + p.base, i0, t);
+    loadTile<D>(qs, q + p.at(lq), i0, t, lq.row);
+    loadTile<D>(dos, dout + p.at(ldo), i0, t, ldo.row);
     for (int e = threadIdx.x; e < kRows; e += kThreads) {
       bool in = i0 + e < t;
       lse[e] = in ? stats[2 * (p.slice * t + i0 + e)] : 0.0f;
@@ -477,8 +496,8 @@ __global__ void __launch_bounds__(kThreads)
     accumulate<D>(accK, a, qs, p.lane);
   }
   float one[2] = {1.0f, 1.0f};
-  storeRows<D>(dk + p.base, accK, p, t, scale, one);
-  storeRows<D>(dv + p.base, accV, p, t, 1.0f, one);
+  storeRows<D>(dk, layouts.of[5], accK, p, t, scale, one);
+  storeRows<D>(dv, layouts.of[6], accV, p, t, 1.0f, one);
 }
 
 /// Calls f with std::integral_constant<int, d> for the widths these kernels
@@ -508,6 +527,33 @@ bool aligned(std::initializer_list<const void *> operands) {
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
       return false;
   return true;
+}
+
+/// `count` layouts whose strides keep every row 16-byte aligned (in
+/// elements of either type: 8 bf16 or f32) and whose heads are positive.
+bool aligned(const dtk_attention_layout *layouts, int count) {
+  for (int i = 0; i < count; ++i) {
+    const dtk_attention_layout &l = layouts[i];
+    if (l.heads < 1 || l.batch % 8 || l.head % 8 || l.row % 8)
+      return false;
+  }
+  return true;
+}
+
+/// `count` layouts into Layouts.
+Layouts layoutsOf(const dtk_attention_layout *layouts, int count) {
+  Layouts out{};
+  for (int i = 0; i < count; ++i)
+    out.of[i] = layouts[i];
+  return out;
+}
+
+/// Every operand of `count` in the [slices, t, d] layout.
+Layouts contiguous(int64_t t, int64_t d, int count) {
+  Layouts out{};
+  for (int i = 0; i < count; ++i)
+    out.of[i] = dtk_attention_layout{1, t * d, 0, d};
+  return out;
 }
 
 template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
@@ -583,41 +629,42 @@ template <typename F> int dispatch(int in, int out, int64_t d, F &&launch) {
 
 template <int D, typename In, typename Out>
 void forward(const void *q, const void *k, const void *v, void *o,
-             unsigned blocks, int64_t t, int32_t causal, float scale2,
-             dtk_stream stream) {
+             const Layouts &layouts, unsigned blocks, int64_t t, int32_t causal,
+             float scale2, dtk_stream stream) {
   constexpr size_t bytes = 3 * tileBytes<D>();
   allowShared(forwardKernel<D, In, Out>, bytes);
   forwardKernel<D, In, Out><<<blocks, kThreads, bytes, stream>>>(
       static_cast<const In *>(q), static_cast<const In *>(k),
-      static_cast<const In *>(v), static_cast<Out *>(o), t, causal, scale2);
+      static_cast<const In *>(v), static_cast<Out *>(o), layouts, t, causal,
+      scale2);
 }
 
 template <int D, typename In, typename Out>
 void backward(const void *q, const void *k, const void *v, const void *dout,
-              void *dq, void *dk, void *dv, float *scratch, unsigned blocks,
-              int64_t t, int32_t causal, float scale, float scale2,
-              dtk_stream stream) {
+              void *dq, void *dk, void *dv, float *scratch,
+              const Layouts &layouts, unsigned blocks, int64_t t,
+              int32_t causal, float scale, float scale2, dtk_stream stream) {
   auto in = [](const void *x) { return static_cast<const In *>(x); };
   auto out = [](void *x) { return static_cast<Out *>(x); };
   constexpr size_t queryBytes = 4 * tileBytes<D>();
   allowShared(queryGradKernel<D, In, Out>, queryBytes);
   queryGradKernel<D, In, Out><<<blocks, kThreads, queryBytes, stream>>>(
-      in(q), in(k), in(v), in(dout), out(dq), scratch, t, causal, scale,
-      scale2);
+      in(q), in(k), in(v), in(dout), out(dq), scratch, layouts, t, causal,
+      scale, scale2);
   constexpr size_t keyBytes = queryBytes + 2 * kRows * sizeof(float);
   allowShared(keyGradKernel<D, In, Out>, keyBytes);
   keyGradKernel<D, In, Out><<<blocks, kThreads, keyBytes, stream>>>(
-      in(q), in(k), in(v), in(dout), scratch, out(dk), out(dv), t, causal,
-      scale, scale2);
+      in(q), in(k), in(v), in(dout), scratch, out(dk), out(dv), layouts, t,
+      causal, scale, scale2);
 }
 
 } // namespace
 
-extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
-                                             const void *v, void *o, int in,
-                                             int out, int64_t slices, int64_t t,
-                                             int64_t d, int32_t causal,
-                                             dtk_stream stream) {
+namespace {
+
+int launchForward(const void *q, const void *k, const void *v, void *o, int in,
+                  int out, const Layouts &layouts, int64_t slices, int64_t t,
+                  int64_t d, int32_t causal, dtk_stream stream) {
   if (slices * t == 0)
     return 0;
   if (!aligned({q, k, v, o}))
@@ -626,15 +673,16 @@ extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
   float scale2 = kLog2e / sqrtf(float(d));
   return dispatch(in, out, d, [&](auto width, auto input, auto output) {
     forward<decltype(width)::value, Element<decltype(input)>,
-            Element<decltype(output)>>(q, k, v, o, blocks, t, causal, scale2,
-                                       stream);
+            Element<decltype(output)>>(q, k, v, o, layouts, blocks, t, causal,
+                                       scale2, stream);
   });
 }
 
-extern "C" int dtk_cuda_attention_grad_bf16_typed(
-    const void *q, const void *k, const void *v, const void *dout, void *dq,
-    void *dk, void *dv, int in, int out, float *scratch, int64_t slices,
-    int64_t t, int64_t d, int32_t causal, dtk_stream stream) {
+int launchBackward(const void *q, const void *k, const void *v,
+                   const void *dout, void *dq, void *dk, void *dv, int in,
+                   int out, const Layouts &layouts, float *scratch,
+                   int64_t slices, int64_t t, int64_t d, int32_t causal,
+                   dtk_stream stream) {
   if (slices * t == 0)
     return 0;
   if (!aligned({q, k, v, dout, dq, dk, dv}))
@@ -644,9 +692,50 @@ extern "C" int dtk_cuda_attention_grad_bf16_typed(
   return dispatch(in, out, d, [&](auto width, auto input, auto output) {
     backward<decltype(width)::value, Element<decltype(input)>,
              Element<decltype(output)>>(q, k, v, dout, dq, dk, dv, scratch,
-                                        blocks, t, causal, scale, scale2,
-                                        stream);
+                                        layouts, blocks, t, causal, scale,
+                                        scale2, stream);
   });
+}
+
+} // namespace
+
+extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
+                                             const void *v, void *o, int in,
+                                             int out, int64_t slices, int64_t t,
+                                             int64_t d, int32_t causal,
+                                             dtk_stream stream) {
+  return launchForward(q, k, v, o, in, out, contiguous(t, d, 4), slices, t, d,
+                       causal, stream);
+}
+
+extern "C" int dtk_cuda_attention_grad_bf16_typed(
+    const void *q, const void *k, const void *v, const void *dout, void *dq,
+    void *dk, void *dv, int in, int out, float *scratch, int64_t slices,
+    int64_t t, int64_t d, int32_t causal, dtk_stream stream) {
+  return launchBackward(q, k, v, dout, dq, dk, dv, in, out, contiguous(t, d, 7),
+                        scratch, slices, t, d, causal, stream);
+}
+
+extern "C" int dtk_cuda_attention_bf16_strided(
+    const void *q, const void *k, const void *v, void *o, int in, int out,
+    const dtk_attention_layout *layouts, int64_t slices, int64_t t, int64_t d,
+    int32_t causal, dtk_stream stream) {
+  if (!aligned(layouts, 4))
+    return 1;
+  return launchForward(q, k, v, o, in, out, layoutsOf(layouts, 4), slices, t, d,
+                       causal, stream);
+}
+
+extern "C" int dtk_cuda_attention_grad_bf16_strided(
+    const void *q, const void *k, const void *v, const void *dout, void *dq,
+    void *dk, void *dv, int in, int out, const dtk_attention_layout *layouts,
+    float *scratch, int64_t slices, int64_t t, int64_t d, int32_t causal,
+    dtk_stream stream) {
+  if (!aligned(layouts, 7))
+    return 1;
+  return launchBackward(q, k, v, dout, dq, dk, dv, in, out,
+                        layoutsOf(layouts, 7), scratch, slices, t, d, causal,
+                        stream);
 }
 
 extern "C" void dtk_cuda_attention_bf16(const float *q, const float *k,

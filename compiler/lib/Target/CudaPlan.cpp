@@ -64,6 +64,13 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getShape();
 }
 
+/// The value that holds `v`'s bytes, through reshapes.
+Value rootOf(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
 int64_t bytesOf(Type type) {
   auto t = llvm::cast<RankedTensorType>(type);
   return std::max<int64_t>(1, t.getNumElements() *
@@ -528,18 +535,39 @@ private:
               SmallVector<int64_t> ints{slices, t, d, int64_t(a.getCausal())};
               SmallVector<Value> inputs(a->getOperands());
               SmallVector<int64_t> p, gpu;
+              // Each operand's layout: [slices, t, d] unless it is read or
+              // written with strides (CudaZeroCopy.h).
+              json::Array layouts;
+              bool strided = false;
+              auto place = [&](const Strided *s, int64_t offset) {
+                std::array<int64_t, 4> layout{1, t * d, 0, d};
+                if (s) {
+                  offset = offsetOf(s->at) + s->offset * 2; // bf16
+                  layout = s->layout;
+                  strided = true;
+                }
+                gpu.push_back(offset);
+                layouts.push_back(json::Array(layout));
+              };
+              auto find = [](const llvm::DenseMap<Value, Strided> &map,
+                             Value v) -> const Strided * {
+                auto it = map.find(v);
+                return it == map.end() ? nullptr : &it->second;
+              };
               for (Value in : inputs) {
                 p.push_back(offsetOf(in));
-                gpu.push_back(offsetOf(zero.readFrom(in)));
+                Value from = zero.readFrom(in);
+                place(find(zero.readStrided, rootOf(from)), offsetOf(from));
               }
               // Its results, or the narrowings it writes them into
-              // (CudaZeroCopy.h: all or none).
+              // (CudaZeroCopy.h: all or none), or their head merges.
               Operation *narrowing = zero.narrowingOf(a->getResult(0));
               for (Value result : a->getResults()) {
                 p.push_back(offsetOf(result));
-                gpu.push_back(
-                    narrowing ? offsetOf(zero.narrowingOf(result)->getResult(0))
-                              : offsetOf(result));
+                place(find(zero.writtenStrided, result),
+                      narrowing
+                          ? offsetOf(zero.narrowingOf(result)->getResult(0))
+                          : offsetOf(result));
               }
               if constexpr (std::is_same_v<decltype(a), AttentionGradOp>)
                 scratch(2 * slices * t * 4);
@@ -551,6 +579,8 @@ private:
                 launch["in"] = "bf16";
               if (narrowing)
                 launch["out"] = "bf16";
+              if (strided)
+                launch["layouts"] = std::move(layouts);
               if (gpu != p)
                 launch["cpu_p"] = json::Array(p);
               // With bf16 inputs the probabilities and their gradients may

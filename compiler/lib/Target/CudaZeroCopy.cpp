@@ -63,6 +63,17 @@ SmallVector<Range> writesOf(Operation *op) {
   return ranges;
 }
 
+/// The layout of the heads of [B, T, H, D] tensor `bthd` (a head split's
+/// input or a merge's result) in a buffer whose rows are `row` elements
+/// wide (0: H * D, the tensor's own).
+std::array<int64_t, 4> headLayout(Value bthd, int64_t row) {
+  ArrayRef<int64_t> s = llvm::cast<RankedTensorType>(bthd.getType()).getShape();
+  int64_t t = s[1], heads = s[2], d = s[3];
+  if (row == 0)
+    row = heads * d;
+  return {heads, t * row, d, row};
+}
+
 } // namespace
 
 Value ZeroCopies::readFrom(Value v) const {
@@ -121,6 +132,37 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     z.typedIn.insert(users.begin(), users.end());
   }
 
+  // Attention reads its dO untransposed, where the head split before it
+  // reads it, when it reads all its inputs as bf16 and nothing from the
+  // split to the attention writes over that tensor (the attention's
+  // results are placed apart from it below), with strides the kernels take.
+  auto stridesAligned = [](const std::array<int64_t, 4> &l) {
+    return l[1] % 8 == 0 && l[2] % 8 == 0 && l[3] % 8 == 0;
+  };
+  for (Operation *split : candidates.headReads) {
+    SmallVector<Operation *> widenings, readers;
+    readersOf(split->getResult(0), widenings);
+    if (widenings.size() != 1 || !z.bypassed.count(widenings.front()))
+      continue;
+    readersOf(widenings.front()->getResult(0), readers);
+    if (readers.size() != 1 || !z.typedIn.contains(readers.front()))
+      continue;
+    Value in = split->getOperand(0);
+    Strided strided{in, 0, headLayout(in, 0)};
+    if (!aligned(in) || !stridesAligned(strided.layout) ||
+        writesBetween(position[split] + 1, position[readers.front()],
+                      rangeOf(in)))
+      continue;
+    z.readStrided[split->getResult(0)] = strided;
+    z.merged.insert(split);
+  }
+  // The bytes attention (or any op) reads for `operand` on the GPU.
+  auto readRange = [&](Value operand) {
+    Value v = z.readFrom(operand);
+    auto it = z.readStrided.find(root(v));
+    return rangeOf(it == z.readStrided.end() ? v : it->second.at);
+  };
+
   // An op writes results into its narrowings' buffers when those, which
   // the plan placed when the op's operands might be dead, overlap nothing
   // the op reads (a bypassed widening's buffer is never touched) or writes
@@ -130,7 +172,7 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     for (auto [i, pair] : llvm::enumerate(w.into)) {
       Range range = rangeOf(pair.second->getResult(0));
       for (Value operand : w.op->getOperands())
-        clear &= !overlap(range, rangeOf(z.readFrom(operand)));
+        clear &= !overlap(range, readRange(operand));
       for (Value result : w.op->getResults())
         if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
           clear &= !overlap(range, rangeOf(result));
@@ -145,6 +187,51 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
       z.narrowedInto[result] = narrowing;
       z.narrowings.insert(narrowing);
     }
+
+    // Attention reading bf16 writes further still: into its head merges'
+    // buffers, or their concat's, with [B, T, H, D] strides, when those
+    // (placed after the op's operands, which the plan keeps alive until
+    // then) overlap nothing it reads, nor each other, and are aligned.
+    if (w.merges.empty() || !z.typedIn.contains(w.op))
+      continue;
+    SmallVector<Strided> outs;
+    for (Operation *merge : w.merges) {
+      if (!w.concat) {
+        outs.push_back(
+            {merge->getResult(0), 0, headLayout(merge->getResult(0), 0)});
+        continue;
+      }
+      // Its place along the concat's last axis.
+      int64_t start = 0;
+      for (Value in : llvm::cast<ConcatOp>(w.concat).getInputs()) {
+        if (root(in).getDefiningOp() == merge)
+          break;
+        start += llvm::cast<RankedTensorType>(in.getType()).getShape().back();
+      }
+      Value whole = w.concat->getResult(0);
+      int64_t width =
+          llvm::cast<RankedTensorType>(whole.getType()).getShape().back();
+      outs.push_back({whole, start, headLayout(merge->getResult(0), width)});
+    }
+    bool fits = true;
+    for (auto [i, out] : llvm::enumerate(outs)) {
+      Range range = rangeOf(out.at);
+      fits &=
+          aligned(out.at) && out.offset % 8 == 0 && stridesAligned(out.layout);
+      for (Value operand : w.op->getOperands())
+        fits &= !overlap(range, readRange(operand));
+      if (!w.concat)
+        for (const Strided &other : ArrayRef(outs).drop_front(i + 1))
+          fits &= !overlap(range, rangeOf(other.at));
+    }
+    if (!fits)
+      continue;
+    for (auto [pair, merge, out] : llvm::zip(w.into, w.merges, outs)) {
+      z.writtenStrided[pair.first] = out;
+      z.merged.insert(merge);
+    }
+    if (w.concat)
+      z.merged.insert(w.concat);
   }
   return z;
 }

@@ -23,7 +23,12 @@
 // too, all its inputs or none (typedIn), all its results or none: Q, K, V
 // (and dO) where their widenings' bf16 sources lie, and O (or dQ, dK, dV)
 // as bf16 in the narrowings' buffers, for the head widths the typed kernels
-// take (typedAttentionWidth) and 16-byte aligned buffers.
+// take (typedAttentionWidth) and 16-byte aligned buffers. Its kernels take
+// strides as well, so two more kinds go: the head merge after a narrowed
+// result (a transpose of [B, H, T, D] to [B, T, H, D]), whose buffer the
+// kernel writes with [B, T, H, D] strides (and the concat of dQ, dK and dV
+// after their merges, whose buffer they go to directly), and the head split
+// before dO, whose input the kernel reads untransposed.
 //
 // The candidates come from dt/Transforms/ZeroCopyInfo.h, by the ops alone.
 // The memory plan placed buffers for the CPU's order of reads and writes, so
@@ -45,7 +50,19 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <array>
+
 namespace dt {
+
+/// Where bf16 attention reads an input or writes a result with strides: in
+/// the buffer of `at`, `offset` elements in, slice s (of batch b = s /
+/// heads, head h = s % heads) at b * batch + h * head, its rows `row` apart
+/// (`layout`: {heads, batch, head, row}, the kernels' dtk_attention_layout).
+struct Strided {
+  mlir::Value at;
+  int64_t offset = 0;
+  std::array<int64_t, 4> layout{};
+};
 
 struct ZeroCopies {
   /// Widening -> the 16-bit tensor it converts.
@@ -56,6 +73,14 @@ struct ZeroCopies {
   llvm::DenseSet<mlir::Operation *> narrowings;
   /// Attention ops that read every input as bf16 where it lies.
   llvm::DenseSet<mlir::Operation *> typedIn;
+  /// A head split's result (attention's dO, bf16) -> where attention reads
+  /// it untransposed instead.
+  llvm::DenseMap<mlir::Value, Strided> readStrided;
+  /// An attention result -> where attention writes it with strides instead
+  /// of its narrowing's buffer: its head merge's, or their concat's.
+  llvm::DenseMap<mlir::Value, Strided> writtenStrided;
+  /// The head splits, merges and concats that those leave out.
+  llvm::DenseSet<mlir::Operation *> merged;
 
   /// The narrowing `result`'s op writes it into, or null.
   mlir::Operation *narrowingOf(mlir::Value result) const {
@@ -64,7 +89,7 @@ struct ZeroCopies {
 
   /// Whether `op` launches nothing.
   bool skips(mlir::Operation *op) const {
-    return bypassed.count(op) || narrowings.contains(op);
+    return bypassed.count(op) || narrowings.contains(op) || merged.contains(op);
   }
   /// Where a product reads operand `v`: the tensor a bypassed widening
   /// converts, else `v` itself.

@@ -346,9 +346,11 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
 
   /// Lengthens `lastUse` by the reads a GPU plan's zero copies add: a
   /// candidate widening's 16-bit source is read by the widening's readers,
-  /// and an op that could write into the narrowings after it still reads
-  /// its operands (or, for a candidate widening, its source), and has
-  /// written its other results, when they are placed.
+  /// an op that could write into the narrowings after it (or the head
+  /// merges and concat after those) still reads its operands (or, for a
+  /// candidate widening, its source), and has written its other results,
+  /// when they are placed, and a head split's input is read by the
+  /// attention after it.
   template <typename Root>
   void extendForZeroCopies(func::FuncOp fn,
                            llvm::DenseMap<Operation *, unsigned> &position,
@@ -365,13 +367,35 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         widenings.insert(w);
         extend(w->getOperand(0), lastUse.lookup(root(w->getResult(0))));
       }
+    // A head split's input, read untransposed by the attention after it.
+    llvm::DenseSet<Operation *> splits(c.headReads.begin(), c.headReads.end());
+    for (Operation *split : c.headReads) {
+      SmallVector<Operation *> widened, readers;
+      readersOf(split->getResult(0), widened);
+      for (Operation *w : widened)
+        readersOf(w->getResult(0), readers);
+      unsigned until = 0;
+      for (Operation *reader : readers)
+        until = std::max(until, position[reader]);
+      extend(split->getOperand(0), until);
+    }
     for (const ZeroCopyCandidates::Writer &w : c.writers) {
+      // Until the last buffer it might write into is placed: a narrowing's,
+      // a head merge's or their concat's.
       unsigned until = 0;
       for (auto [result, narrowing] : w.into)
         until = std::max(until, position[narrowing]);
+      for (Operation *merge : w.merges)
+        until = std::max(until, position[merge]);
+      if (w.concat)
+        until = std::max(until, position[w.concat]);
       for (Value operand : w.op->getOperands()) {
         Operation *def = root(operand).getDefiningOp();
-        extend(widenings.contains(def) ? def->getOperand(0) : operand, until);
+        Value read = widenings.contains(def) ? def->getOperand(0) : operand;
+        extend(read, until);
+        if (Operation *split = root(read).getDefiningOp();
+            splits.contains(split))
+          extend(split->getOperand(0), until);
       }
       // And what it writes besides (a layer norm gradient's dw and db).
       for (Value result : w.op->getResults())

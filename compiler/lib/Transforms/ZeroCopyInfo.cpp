@@ -150,6 +150,49 @@ bool isWidening(Operation *op) {
          isSixteenBit(elementOf(op->getOperand(0)));
 }
 
+bool isHeadTranspose(Operation *op) {
+  auto t = llvm::dyn_cast_or_null<TransposeOp>(op);
+  return t && t.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3};
+}
+
+/// The one reader of `v` (through reshapes), or null.
+static Operation *onlyReader(Value v) {
+  SmallVector<Operation *> users;
+  readersOf(v, users);
+  return users.size() == 1 ? users.front() : nullptr;
+}
+
+/// For bf16 attention writer `w`: each narrowing's head merge, and the
+/// concat along the last dimension that reads all of them, if any.
+static void findMerges(ZeroCopyCandidates::Writer &w) {
+  if (!isAttention(w.op))
+    return;
+  SmallVector<Operation *> merges;
+  for (auto [result, narrowing] : w.into) {
+    Operation *merge = onlyReader(narrowing->getResult(0));
+    if (!isHeadTranspose(merge))
+      return;
+    merges.push_back(merge);
+  }
+  w.merges = merges;
+  // A concat of [B, T, H * D] views of the merges, along the last axis.
+  auto concat = llvm::dyn_cast_or_null<ConcatOp>(
+      onlyReader(merges.front()->getResult(0)));
+  if (!concat || concat.getInputs().size() != merges.size() ||
+      int64_t(concat.getAxis()) !=
+          llvm::cast<RankedTensorType>(concat.getResult().getType()).getRank() -
+              1)
+    return;
+  for (Value in : concat.getInputs()) {
+    Operation *merge = root(in).getDefiningOp();
+    auto shape = llvm::cast<RankedTensorType>(in.getType()).getShape();
+    if (!llvm::is_contained(merges, merge) || shape.size() != 3 ||
+        onlyReader(merge->getResult(0)) != concat)
+      return;
+  }
+  w.concat = concat;
+}
+
 bool readsSixteenBit(Operation *user, Value v) {
   // The operands the op's kernels read in any type.
   SmallVector<unsigned, 2> typed;
@@ -249,7 +292,8 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     auto [results, half] = narrowableResults(op, narrowed);
     if (results.empty())
       continue;
-    Writer writer{op, {}};
+    Writer writer;
+    writer.op = op;
     for (Value result : results) {
       SmallVector<Operation *> users;
       readersOf(result, users);
@@ -261,17 +305,47 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     }
     if (writer.into.size() != results.size())
       continue;
-    size_t end = position[op];
+    // Between the op and the last op it writes for, only reshapes and the
+    // chain itself: nothing else reads or writes while its results go
+    // straight to where the chain ends.
+    auto adjacent = [&](ArrayRef<Operation *> chain) {
+      size_t end = position[op];
+      for (Operation *link : chain)
+        end = std::max(end, position[link]);
+      for (size_t p = position[op] + 1; p < end; ++p)
+        if (!llvm::isa<ReshapeOp>(ops[p]) && !llvm::is_contained(chain, ops[p]))
+          return false;
+      return true;
+    };
+    SmallVector<Operation *> chain;
     for (auto [result, narrowing] : writer.into)
-      end = std::max(end, position[narrowing]);
-    bool adjacent = true;
-    for (size_t p = position[op] + 1; p < end; ++p)
-      adjacent &= llvm::isa<ReshapeOp>(ops[p]) ||
-                  llvm::any_of(writer.into, [&](auto &pair) {
-                    return pair.second == ops[p];
-                  });
-    if (adjacent)
-      c.writers.push_back(std::move(writer));
+      chain.push_back(narrowing);
+    if (!adjacent(chain))
+      continue;
+    findMerges(writer);
+    llvm::append_range(chain, writer.merges);
+    if (writer.concat)
+      chain.push_back(writer.concat);
+    if (!adjacent(chain)) {
+      writer.merges.clear();
+      writer.concat = nullptr;
+    }
+    c.writers.push_back(std::move(writer));
+  }
+
+  // Head splits that only one bf16 attention reads (through a widening it
+  // reads bf16): its dO, which it could read untransposed.
+  llvm::DenseSet<Operation *> forAttention(c.forAttention.begin(),
+                                           c.forAttention.end());
+  for (Operation &op : block) {
+    if (!isHeadTranspose(&op) || !elementOf(op.getResult(0)).isBF16())
+      continue;
+    Operation *widening = onlyReader(op.getResult(0));
+    if (!forAttention.contains(widening))
+      continue;
+    Operation *reader = onlyReader(widening->getResult(0));
+    if (reader && isAttention(reader))
+      c.headReads.push_back(&op);
   }
   return c;
 }

@@ -288,6 +288,29 @@ int dtk_cuda_attention_grad_bf16_typed(const void *q, const void *k,
                                        int out, float *scratch, int64_t slices,
                                        int64_t t, int64_t d, int32_t causal,
                                        dtk_stream stream);
+/* Where an attention operand's rows lie, in elements: slice s (batch
+ * b = s / heads, head h = s % heads) starts at b * batch + h * head, and its
+ * t rows lie `row` apart. {1, t * d, 0, d} is the [slices, t, d] layout of
+ * the entry points above; {H, t * H * d, d, H * d} is a [B, t, H, d]
+ * tensor's heads where they lie, before the transpose to [B, H, t, d] that
+ * attention's inputs take (and after the one its results take). */
+typedef struct dtk_attention_layout {
+  int64_t heads, batch, head, row;
+} dtk_attention_layout;
+/* The _typed entry points with each operand in its own layout: `layouts`
+ * has one per pointer, in their order (q, k, v, o; q, k, v, dout, dq, dk,
+ * dv). Returns 1, launching nothing, also when a layout's strides are not
+ * multiples of 8 elements (16-byte rows of bf16). */
+int dtk_cuda_attention_bf16_strided(const void *q, const void *k, const void *v,
+                                    void *o, int in, int out,
+                                    const dtk_attention_layout *layouts,
+                                    int64_t slices, int64_t t, int64_t d,
+                                    int32_t causal, dtk_stream stream);
+int dtk_cuda_attention_grad_bf16_strided(
+    const void *q, const void *k, const void *v, const void *dout, void *dq,
+    void *dk, void *dv, int in, int out, const dtk_attention_layout *layouts,
+    float *scratch, int64_t slices, int64_t t, int64_t d, int32_t causal,
+    dtk_stream stream);
 
 #ifdef __cplusplus
 }

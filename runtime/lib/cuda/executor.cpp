@@ -57,10 +57,18 @@ struct ConvProducts {
 Error typedAttentionRefused(const Thunk &t) {
   return Error(fmt::format(
       "the GPU plan's {} reads or writes bf16 with heads {} wide, or at "
-      "offsets not 16-byte aligned, which the bf16 attention kernels do not "
-      "take (heads of 32, 64 or 128); rebuild the program with this "
-      "runtime's dtc",
+      "offsets (or layouts' strides) not 16-byte aligned, which the bf16 "
+      "attention kernels do not take (heads of 32, 64 or 128); rebuild the "
+      "program with this runtime's dtc",
       kindName(t.kind), t.i[2]));
+}
+
+/// The plan's layouts of a strided attention, as its kernels take them.
+std::vector<dtk_attention_layout> layoutsOf(const Thunk &t) {
+  std::vector<dtk_attention_layout> layouts;
+  for (const std::array<int64_t, 4> &l : t.layouts)
+    layouts.push_back(dtk_attention_layout{l[0], l[1], l[2], l[3]});
+  return layouts;
 }
 
 } // namespace
@@ -599,6 +607,15 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
+    if (!t.layouts.empty()) {
+      std::vector<dtk_attention_layout> layouts = layoutsOf(t);
+      if (dtk_cuda_attention_bf16_strided(
+              arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
+              elementType(t.in), elementType(t.result), layouts.data(), i[0],
+              i[1], i[2], int32_t(i[3]), s) != 0)
+        return typedAttentionRefused(t);
+      return Status::ok();
+    }
     if (t.in != Operands::F32 || t.result != Operands::F32) {
       if (dtk_cuda_attention_bf16_typed(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
@@ -613,6 +630,16 @@ Status Executor::launch(const Thunk &t, char *arena) {
         f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
+    if (!t.layouts.empty()) {
+      std::vector<dtk_attention_layout> layouts = layoutsOf(t);
+      if (dtk_cuda_attention_grad_bf16_strided(
+              arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
+              arena + t.p[4], arena + t.p[5], arena + t.p[6], elementType(t.in),
+              elementType(t.result), layouts.data(), scratch, i[0], i[1], i[2],
+              int32_t(i[3]), s) != 0)
+        return typedAttentionRefused(t);
+      return Status::ok();
+    }
     if (t.in != Operands::F32 || t.result != Operands::F32) {
       if (dtk_cuda_attention_grad_bf16_typed(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],

@@ -309,6 +309,13 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
+      if (t.contains("layouts")) {
+        // Strided operands: the bf16 attention kernels' only.
+        thunk.layouts = t.value("layouts", decltype(thunk.layouts){});
+        if (!bf16Attention || thunk.in != Operands::BF16 ||
+            thunk.layouts.size() != info->pointers)
+          return planError("'" + op + "' has layouts it cannot take");
+      }
       describeLaunch(thunk, spans, op);
       if (info->kind >= Thunk::AllReduce)
         if (Status s = resolveCollective(thunk, t, mesh, rank, collectives,

@@ -967,6 +967,79 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
             1);
 }
 
+TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
+  REQUIRE_GPU();
+  // What a bf16 program's GPU plan relies on when it leaves out the head
+  // transposes around attention ("layouts"): dO read where the [B, T, H, D]
+  // gradient lies, O written into [B, T, H, D], and dQ, dK, dV written
+  // straight into their [B, T, 3 H D] concat give the contiguous kernels'
+  // bits, moved as the transposes and the concat would move them.
+  const int64_t b = 2, t = 200, h = 3, d = 64, c = h * d;
+  const int64_t slices = b * h;
+  size_t n = size_t(slices * t * d);
+  auto bits = [&](unsigned seed) {
+    return bf16Bits(roundedToBf16(randomVector(n, seed)));
+  };
+  std::vector<uint16_t> q = bits(61), k = bits(62), v = bits(63),
+                        dout = bits(64);
+  // [B, H, T, D] element (bi, hi, ti, di) in a [B, T, W] buffer whose
+  // head hi starts `at` + hi * D along the last axis.
+  auto merged = [&](const std::vector<uint16_t> &heads, int64_t width,
+                    int64_t at, std::vector<uint16_t> &into) {
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t ti = 0; ti < t; ++ti)
+          for (int64_t di = 0; di < d; ++di)
+            into[size_t((bi * t + ti) * width + at + hi * d + di)] =
+                heads[size_t(((bi * h + hi) * t + ti) * d + di)];
+  };
+  DeviceBuffer<uint16_t> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n),
+      gdk(n), gdv(n);
+  DeviceBuffer<float> scratch(size_t(2 * slices * t));
+  ASSERT_EQ(dtk_cuda_attention_bf16_typed(
+                gq.get(), gk.get(), gv.get(), go.get(), DTK_CUDA_BF16,
+                DTK_CUDA_BF16, slices, t, d, 1, nullptr),
+            0);
+  ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
+                gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
+                gdv.get(), DTK_CUDA_BF16, DTK_CUDA_BF16, scratch.get(), slices,
+                t, d, 1, nullptr),
+            0);
+  std::vector<uint16_t> wantO(n), wantGrads(size_t(b * t * 3 * c)),
+      doutMerged(n);
+  merged(go.read(), c, 0, wantO);
+  merged(gdq.read(), 3 * c, 0, wantGrads);
+  merged(gdk.read(), 3 * c, c, wantGrads);
+  merged(gdv.read(), 3 * c, 2 * c, wantGrads);
+  merged(dout, c, 0, doutMerged);
+
+  DeviceBuffer<uint16_t> hdout(doutMerged), ho(n), grads(wantGrads.size());
+  dtk_attention_layout heads{1, t * d, 0, d}, btc{h, t * c, d, c},
+      bt3c{h, t * 3 * c, d, 3 * c};
+  dtk_attention_layout forward[4] = {heads, heads, heads, btc};
+  ASSERT_EQ(dtk_cuda_attention_bf16_strided(
+                gq.get(), gk.get(), gv.get(), ho.get(), DTK_CUDA_BF16,
+                DTK_CUDA_BF16, forward, slices, t, d, 1, nullptr),
+            0);
+  dtk_attention_layout backward[7] = {heads, heads, heads, btc,
+                                      bt3c,  bt3c,  bt3c};
+  uint16_t *g = grads.get();
+  ASSERT_EQ(dtk_cuda_attention_grad_bf16_strided(
+                gq.get(), gk.get(), gv.get(), hdout.get(), g, g + c, g + 2 * c,
+                DTK_CUDA_BF16, DTK_CUDA_BF16, backward, scratch.get(), slices,
+                t, d, 1, nullptr),
+            0);
+  ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+  EXPECT_EQ(ho.read(), wantO);
+  EXPECT_EQ(grads.read(), wantGrads);
+  // Rows not 16-byte aligned: refused, nothing launched.
+  dtk_attention_layout odd[4] = {heads, heads, heads, {h, t * c, d, c + 4}};
+  EXPECT_EQ(dtk_cuda_attention_bf16_strided(
+                gq.get(), gk.get(), gv.get(), ho.get(), DTK_CUDA_BF16,
+                DTK_CUDA_BF16, odd, slices, t, d, 1, nullptr),
+            1);
+}
+
 TEST(CudaKernelTest, NormsReadAndWriteBf16AsTheirConversionsWould) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the widenings

@@ -91,8 +91,21 @@ struct ZeroCopyCandidates {
   struct Writer {
     mlir::Operation *op;
     llvm::SmallVector<std::pair<mlir::Value, mlir::Operation *>> into;
+    /// For bf16 attention, which writes with strides: per result (as
+    /// `into`), the head merge (isHeadTranspose) that alone reads its
+    /// narrowing, which the kernels could write into instead; empty unless
+    /// every result has one. And `concat`, when the merges' results are
+    /// all the inputs of one concat along the last dimension that alone
+    /// reads them (dQ, dK and dV back into one [B, T, 3C] gradient): the
+    /// kernels could write into that directly.
+    llvm::SmallVector<mlir::Operation *> merges;
+    mlir::Operation *concat = nullptr;
   };
   llvm::SmallVector<Writer> writers;
+  /// Head splits (isHeadTranspose) whose result only forAttention widenings
+  /// read, for one bf16 attention: it could read the split's input, a
+  /// [B, T, H, D] tensor, with strides (attention's dO).
+  llvm::SmallVector<mlir::Operation *> headReads;
 
   static ZeroCopyCandidates
   find(mlir::func::FuncOp fn,
@@ -109,6 +122,10 @@ void readersOf(mlir::Value v, llvm::SmallVectorImpl<mlir::Operation *> &users);
 
 /// Whether `op` is a dt.fused that only widens a 16-bit tensor to f32.
 bool isWidening(mlir::Operation *op);
+
+/// Whether `op` is a transpose [0, 2, 1, 3] of a rank-4 tensor: attention's
+/// head split ([B, T, H, D] to [B, H, T, D]) or merge (back).
+bool isHeadTranspose(mlir::Operation *op);
 
 } // namespace dt
 

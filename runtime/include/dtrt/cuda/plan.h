@@ -23,6 +23,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,6 +93,10 @@ struct Thunk {
   /// How a norm gradient's dy is stored: f32, or (the plan's
   /// "grad_in") 16-bit where its widening's source lies.
   Operands gradIn = Operands::F32;
+  /// A bf16 attention's operands' layouts (the plan's "layouts": heads,
+  /// batch, head and row strides, one per pointer: dtk_attention_layout),
+  /// or none: every operand [slices, t, d].
+  std::vector<std::array<int64_t, 4>> layouts;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;
