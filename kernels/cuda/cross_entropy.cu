@@ -81,7 +81,7 @@ __device__ float logSumExp(const In *row, int64_t n, float *shared) {
 }
 
 template <typename In>
-__global__ void rowLosses(const In *logits, const int32_t *labels,
+__global__ void rowLosses(const In *logits, int64_t ld, const int32_t *labels,
                           float *rowLoss, int64_t classes) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
@@ -92,7 +92,7 @@ __global__ void rowLosses(const In *logits, const int32_t *labels,
     return;
   }
   checkLabel(label, classes);
-  const In *row = logits + r * classes; // (classes)
+  const In *row = logits + r * ld; // (classes)
   float lse = logSumExp(row, classes, shared);
   if (threadIdx.x == 0)
     rowLoss[r] = lse - widen(row[label]);
@@ -100,20 +100,20 @@ __global__ void rowLosses(const In *logits, const int32_t *labels,
 
 // dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere.
 template <typename In, typename Out>
-__global__ void rowGrads(const In *logits, const int32_t *labels,
+__global__ void rowGrads(const In *logits, int64_t ld, const int32_t *labels,
                          const float *dloss, const float *count, Out *dlogits,
-                         int64_t classes) {
+                         int64_t ldOut, int64_t classes) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
-  Out *d = dlogits + r * classes; // (classes)
+  Out *d = dlogits + r * ldOut; // (classes)
   if (label < 0) {
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
       d[j] = narrow<Out>(0.0f);
     return;
   }
   checkLabel(label, classes);
-  const In *row = logits + r * classes;
+  const In *row = logits + r * ld;
   float scale = *count > 0 ? *dloss / *count : 0.0f;
   float lse = logSumExp(row, classes, shared);
   forRow(row, classes, [&](int64_t j, float x) {
@@ -121,42 +121,44 @@ __global__ void rowGrads(const In *logits, const int32_t *labels,
   });
 }
 
+/// The logits' rows lie `ld` elements apart (classes, or a pitch past it).
 template <typename In>
-void crossEntropy(const In *logits, const int32_t *labels, float *loss,
-                  float *scratch, int64_t rows, int64_t classes,
+void crossEntropy(const In *logits, int64_t ld, const int32_t *labels,
+                  float *loss, float *scratch, int64_t rows, int64_t classes,
                   dtk_stream stream) {
   if (rows > 0)
-    rowLosses<<<unsigned(rows), kThreads, 0, stream>>>(logits, labels, scratch,
-                                                       classes);
+    rowLosses<<<unsigned(rows), kThreads, 0, stream>>>(logits, ld, labels,
+                                                       scratch, classes);
   dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(scratch, labels, loss, rows,
                                                   /*mean=*/true);
 }
 
 template <typename In, typename Out>
-void crossEntropyGrad(const In *logits, const int32_t *labels,
-                      const float *dloss, Out *dlogits, float *scratch,
-                      int64_t rows, int64_t classes, dtk_stream stream) {
+void crossEntropyGrad(const In *logits, int64_t ld, const int32_t *labels,
+                      const float *dloss, Out *dlogits, int64_t ldOut,
+                      float *scratch, int64_t rows, int64_t classes,
+                      dtk_stream stream) {
   dtk::countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
   if (rows > 0)
     rowGrads<<<unsigned(rows), kThreads, 0, stream>>>(
-        logits, labels, dloss, scratch, dlogits, classes);
+        logits, ld, labels, dloss, scratch, dlogits, ldOut, classes);
 }
 
 template <typename In>
-void crossEntropyGradTo(const In *logits, const int32_t *labels,
+void crossEntropyGradTo(const In *logits, int64_t ld, const int32_t *labels,
                         const float *dloss, void *dlogits, int out,
-                        float *scratch, int64_t rows, int64_t classes,
-                        dtk_stream stream) {
+                        int64_t ldOut, float *scratch, int64_t rows,
+                        int64_t classes, dtk_stream stream) {
   if (out == DTK_CUDA_BF16)
-    crossEntropyGrad(logits, labels, dloss,
-                     static_cast<__nv_bfloat16 *>(dlogits), scratch, rows,
-                     classes, stream);
+    crossEntropyGrad(logits, ld, labels, dloss,
+                     static_cast<__nv_bfloat16 *>(dlogits), ldOut, scratch,
+                     rows, classes, stream);
   else if (out == DTK_CUDA_F16)
-    crossEntropyGrad(logits, labels, dloss, static_cast<__half *>(dlogits),
-                     scratch, rows, classes, stream);
+    crossEntropyGrad(logits, ld, labels, dloss, static_cast<__half *>(dlogits),
+                     ldOut, scratch, rows, classes, stream);
   else
-    crossEntropyGrad(logits, labels, dloss, static_cast<float *>(dlogits),
-                     scratch, rows, classes, stream);
+    crossEntropyGrad(logits, ld, labels, dloss, static_cast<float *>(dlogits),
+                     ldOut, scratch, rows, classes, stream);
 }
 
 // Whether each row's arg-max (its first maximum) is its label.
@@ -201,15 +203,29 @@ extern "C" void dtk_cuda_cross_entropy_f32(const float *logits,
                                            const int32_t *labels, float *loss,
                                            float *scratch, int64_t rows,
                                            int64_t classes, dtk_stream stream) {
-  crossEntropy(logits, labels, loss, scratch, rows, classes, stream);
+  crossEntropy(logits, classes, labels, loss, scratch, rows, classes, stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_grad_f32(
     const float *logits, const int32_t *labels, const float *dloss,
     float *dlogits, float *scratch, int64_t rows, int64_t classes,
     dtk_stream stream) {
-  crossEntropyGrad(logits, labels, dloss, dlogits, scratch, rows, classes,
-                   stream);
+  crossEntropyGrad(logits, classes, labels, dloss, dlogits, classes, scratch,
+                   rows, classes, stream);
+}
+
+extern "C" void dtk_cuda_cross_entropy_pitched(
+    const void *logits, int in, int64_t ld, const int32_t *labels, float *loss,
+    float *scratch, int64_t rows, int64_t classes, dtk_stream stream) {
+  if (in == DTK_CUDA_BF16)
+    crossEntropy(static_cast<const __nv_bfloat16 *>(logits), ld, labels, loss,
+                 scratch, rows, classes, stream);
+  else if (in == DTK_CUDA_F16)
+    crossEntropy(static_cast<const __half *>(logits), ld, labels, loss, scratch,
+                 rows, classes, stream);
+  else
+    crossEntropy(static_cast<const float *>(logits), ld, labels, loss, scratch,
+                 rows, classes, stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_typed(const void *logits, int in,
@@ -217,30 +233,33 @@ extern "C" void dtk_cuda_cross_entropy_typed(const void *logits, int in,
                                              float *scratch, int64_t rows,
                                              int64_t classes,
                                              dtk_stream stream) {
+  dtk_cuda_cross_entropy_pitched(logits, in, classes, labels, loss, scratch,
+                                 rows, classes, stream);
+}
+
+extern "C" void dtk_cuda_cross_entropy_grad_pitched(
+    const void *logits, int in, int64_t ld, const int32_t *labels,
+    const float *dloss, void *dlogits, int out, int64_t ldOut, float *scratch,
+    int64_t rows, int64_t classes, dtk_stream stream) {
   if (in == DTK_CUDA_BF16)
-    crossEntropy(static_cast<const __nv_bfloat16 *>(logits), labels, loss,
-                 scratch, rows, classes, stream);
+    crossEntropyGradTo(static_cast<const __nv_bfloat16 *>(logits), ld, labels,
+                       dloss, dlogits, out, ldOut, scratch, rows, classes,
+                       stream);
   else if (in == DTK_CUDA_F16)
-    crossEntropy(static_cast<const __half *>(logits), labels, loss, scratch,
-                 rows, classes, stream);
+    crossEntropyGradTo(static_cast<const __half *>(logits), ld, labels, dloss,
+                       dlogits, out, ldOut, scratch, rows, classes, stream);
   else
-    crossEntropy(static_cast<const float *>(logits), labels, loss, scratch,
-                 rows, classes, stream);
+    crossEntropyGradTo(static_cast<const float *>(logits), ld, labels, dloss,
+                       dlogits, out, ldOut, scratch, rows, classes, stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_grad_typed(
     const void *logits, int in, const int32_t *labels, const float *dloss,
     void *dlogits, int out, float *scratch, int64_t rows, int64_t classes,
     dtk_stream stream) {
-  if (in == DTK_CUDA_BF16)
-    crossEntropyGradTo(static_cast<const __nv_bfloat16 *>(logits), labels,
-                       dloss, dlogits, out, scratch, rows, classes, stream);
-  else if (in == DTK_CUDA_F16)
-    crossEntropyGradTo(static_cast<const __half *>(logits), labels, dloss,
-                       dlogits, out, scratch, rows, classes, stream);
-  else
-    crossEntropyGradTo(static_cast<const float *>(logits), labels, dloss,
-                       dlogits, out, scratch, rows, classes, stream);
+  dtk_cuda_cross_entropy_grad_pitched(logits, in, classes, labels, dloss,
+                                      dlogits, out, classes, scratch, rows,
+                                      classes, stream);
 }
 
 extern "C" void dtk_cuda_count_correct_f32(const float *logits,

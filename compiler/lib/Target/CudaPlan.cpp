@@ -287,6 +287,12 @@ private:
                                   int64_t(m.getTransposeRhs())});
           if (gpu != p)
             t["cpu_p"] = json::Array(p);
+          // Row pitches of operands and result laid out so (CudaZeroCopy.h).
+          int64_t lda = zero.pitchOf(zero.readFrom(m.getLhs())),
+                  ldb = zero.pitchOf(zero.readFrom(m.getRhs())),
+                  ldc = narrowing ? zero.pitchOf(narrowing->getResult(0)) : 0;
+          if (lda || ldb || ldc)
+            t["ld"] = json::Array{lda, ldb, ldc};
           if (Type half = narrowedOperands(m, narrowed)) {
             t["half"] = half.isBF16() ? "bf16" : "f16";
             if (narrowing)
@@ -736,9 +742,19 @@ private:
     p.push_back(offsetOf(result));
     scratch(name == "cross_entropy_grad" ? 4 : rows * 4);
     // 16-bit logits read where they lie, a 16-bit gradient written into its
-    // narrowing's buffer (CudaZeroCopy.h).
-    out.push_back(typed(thunk(name, p, {rows, shape.back()}),
-                        {{0, logits, "in"}}, {p.size() - 1, result}));
+    // narrowing's buffer (CudaZeroCopy.h), their rows a pitch apart where
+    // they are laid out so.
+    json::Object t = typed(thunk(name, p, {rows, shape.back()}),
+                           {{0, logits, "in"}}, {p.size() - 1, result});
+    int64_t in = zero.pitchOf(zero.readFrom(logits)), outPitch = 0;
+    if (Operation *narrowing = zero.narrowingOf(result))
+      outPitch = zero.pitchOf(narrowing->getResult(0));
+    if (name == "cross_entropy" && in)
+      t["ld"] = json::Array{in};
+    if (name == "cross_entropy_grad" && (in || outPitch))
+      t["ld"] = json::Array{in ? in : shape.back(),
+                            outPitch ? outPitch : shape.back()};
+    out.push_back(std::move(t));
     return std::nullopt;
   }
 

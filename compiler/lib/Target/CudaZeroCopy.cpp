@@ -30,15 +30,28 @@ int64_t bytesOf(Type type) {
                                   ((t.getElementTypeBitWidth() + 7) / 8));
 }
 
-Range rangeOf(Value v) {
-  int64_t at = plannedOffset(v);
-  return {at, at + bytesOf(v.getType())};
-}
-
 Value root(Value v) {
   while (auto reshape = v.getDefiningOp<ReshapeOp>())
     v = reshape.getInput();
   return v;
+}
+
+/// The row pitch the memory plan gave `v`'s buffer room for (through
+/// reshapes), or 0.
+int64_t pitchRoom(Value v) {
+  Operation *def = root(v).getDefiningOp();
+  auto pitch = def ? def->getAttrOfType<IntegerAttr>(kPitchAttr) : nullptr;
+  return pitch ? pitch.getInt() : 0;
+}
+
+Range rangeOf(Value v) {
+  int64_t at = plannedOffset(v), bytes = bytesOf(v.getType());
+  if (int64_t pitch = pitchRoom(v)) {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    bytes = t.getNumElements() / t.getShape().back() * pitch *
+            (t.getElementTypeBitWidth() / 8);
+  }
+  return {at, at + bytes};
 }
 
 /// The bytes `op` writes when its launch runs (a load or store that the
@@ -233,7 +246,54 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     if (w.concat)
       z.merged.insert(w.concat);
   }
+
+  // A narrowing's buffer with room for a row pitch is laid out so when its
+  // writer writes it (a product of one batch, the loss's gradient) and
+  // every reader reads it where it lies: products of one batch and the
+  // loss, through widenings left out. A generated kernel anywhere near it
+  // keeps the rows packed.
+  llvm::DenseMap<Operation *, Operation *> writerOf; // narrowing -> op
+  for (auto [result, narrowing] : z.narrowedInto)
+    writerOf[narrowing] = result.getDefiningOp();
+  auto takesPitch = [](Operation *op, Value v) {
+    if (auto m = llvm::dyn_cast<MatmulOp>(op))
+      return llvm::cast<RankedTensorType>(m.getResult().getType()).getRank() ==
+                 2 &&
+             (root(m.getLhs()) == v || root(m.getRhs()) == v);
+    if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+      return root(op->getOperand(0)) == v;
+    return false;
+  };
+  for (Operation *narrowing : z.narrowings) {
+    int64_t pitch = pitchRoom(narrowing->getResult(0));
+    Operation *writer = writerOf.lookup(narrowing);
+    bool writes =
+        writer && (llvm::isa<CrossEntropyGradOp>(writer) ||
+                   (llvm::isa<MatmulOp>(writer) &&
+                    llvm::cast<RankedTensorType>(writer->getResult(0).getType())
+                            .getRank() == 2));
+    if (!pitch || !writes)
+      continue;
+    SmallVector<Operation *> readers;
+    readersOf(narrowing->getResult(0), readers);
+    bool all = !readers.empty();
+    for (Operation *reader : readers) {
+      auto it = z.bypassed.find(reader);
+      if (it == z.bypassed.end()) {
+        all = false;
+        break;
+      }
+      SmallVector<Operation *> users;
+      readersOf(reader->getResult(0), users);
+      for (Operation *user : users)
+        all &= takesPitch(user, reader->getResult(0));
+    }
+    if (all)
+      z.pitched[narrowing->getResult(0)] = pitch;
+  }
   return z;
 }
+
+int64_t ZeroCopies::pitchOf(Value v) const { return pitched.lookup(root(v)); }
 
 } // namespace dt

@@ -81,6 +81,14 @@ struct ZeroCopies {
   llvm::DenseMap<mlir::Value, Strided> writtenStrided;
   /// The head splits, merges and concats that those leave out.
   llvm::DenseSet<mlir::Operation *> merged;
+  /// 16-bit tensors whose rows lie a pitch apart, in elements (the memory
+  /// plan's dt.pitch): narrowings that a product or the loss's gradient
+  /// writes into and that only products and the loss read (GPT-2's logits
+  /// and their gradient).
+  llvm::DenseMap<mlir::Value, int64_t> pitched;
+
+  /// The row pitch of `v`'s rows (through reshapes), or 0: packed.
+  int64_t pitchOf(mlir::Value v) const;
 
   /// The narrowing `result`'s op writes it into, or null.
   mlir::Operation *narrowingOf(mlir::Value result) const {

@@ -333,6 +333,13 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
           continue;
         }
         int64_t bytes = byteSize(r.getType());
+        // Room for rows a pitch apart, which a GPU plan may lay out.
+        if (int64_t pitch = rowPitch.lookup(&op)) {
+          auto type = llvm::cast<RankedTensorType>(r.getType());
+          bytes = type.getNumElements() / type.getShape().back() * pitch *
+                  (type.getElementTypeBitWidth() / 8);
+          op.setAttr(kPitchAttr, b.getI64IntegerAttr(pitch));
+        }
         int64_t offset = alloc.allocate(bytes);
         if (alloc.end() > kMaxArenaBytes)
           return tooLarge(&op, alloc.end());
@@ -357,6 +364,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
                            Root root,
                            llvm::DenseMap<Value, unsigned> &lastUse) {
     ZeroCopyCandidates c = ZeroCopyCandidates::find(fn, narrowed);
+    for (auto [narrowing, pitch] : c.pitches)
+      rowPitch[narrowing] = pitch;
     auto extend = [&](Value v, unsigned until) {
       unsigned &slot = lastUse[root(v)];
       slot = std::max(slot, until);
@@ -405,6 +414,9 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
   }
 
   llvm::DenseSet<Operation *> narrowed; // narrowedWidenings of the module
+  /// Narrowings whose buffers get room for a row pitch (gpu-zero-copies:
+  /// ZeroCopyCandidates::pitches).
+  llvm::DenseMap<Operation *, int64_t> rowPitch;
 
   /// Whether the old value read by `load` is dead once `producer` (whose result
   /// the store at `storeAt` writes) runs: every read of it happens before, or

@@ -333,6 +333,29 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     c.writers.push_back(std::move(writer));
   }
 
+  // Rows of a product's (or the loss gradient's) 16-bit result that a
+  // pitch would align: a product of one batch, which cuBLAS takes with any
+  // leading dimension.
+  for (const Writer &w : c.writers) {
+    bool pitchable =
+        llvm::isa<CrossEntropyGradOp>(w.op) ||
+        (llvm::isa<MatmulOp>(w.op) &&
+         llvm::cast<RankedTensorType>(w.op->getResult(0).getType()).getRank() ==
+             2);
+    if (!pitchable)
+      continue;
+    for (auto [result, narrowing] : w.into) {
+      auto type =
+          llvm::cast<RankedTensorType>(narrowing->getResult(0).getType());
+      int64_t bytes = type.getElementTypeBitWidth() / 8;
+      int64_t cols = type.getShape().back(), align = 16 / bytes;
+      // Rows of 64 or more: the padding stays under an eighth of a row.
+      if (type.getRank() >= 2 && isSixteenBit(type.getElementType()) &&
+          cols % align != 0 && cols >= 8 * align)
+        c.pitches.push_back({narrowing, (cols + align - 1) / align * align});
+    }
+  }
+
   // Head splits that only one bf16 attention reads (through a widening it
   // reads bf16): its dO, which it could read untransposed.
   llvm::DenseSet<Operation *> forAttention(c.forAttention.begin(),

@@ -194,6 +194,20 @@ void dtk_cuda_cross_entropy_grad_typed(const void *logits, int in,
                                        const float *dloss, void *dlogits,
                                        int out, float *scratch, int64_t rows,
                                        int64_t classes, dtk_stream stream);
+/* The same with rows `ld` elements apart in the logits (and `ldOut` in
+ * dlogits): a pitch past `classes` that keeps every row 16-byte aligned, so
+ * that the products beside the loss take their fast kernels (GPT-2's
+ * vocabulary of 50 257). */
+void dtk_cuda_cross_entropy_pitched(const void *logits, int in, int64_t ld,
+                                    const int32_t *labels, float *loss,
+                                    float *scratch, int64_t rows,
+                                    int64_t classes, dtk_stream stream);
+void dtk_cuda_cross_entropy_grad_pitched(const void *logits, int in, int64_t ld,
+                                         const int32_t *labels,
+                                         const float *dloss, void *dlogits,
+                                         int out, int64_t ldOut, float *scratch,
+                                         int64_t rows, int64_t classes,
+                                         dtk_stream stream);
 /* `scratch`: `rows` floats. */
 void dtk_cuda_count_correct_f32(const float *logits, const int32_t *labels,
                                 float *correct, float *scratch, int64_t rows,

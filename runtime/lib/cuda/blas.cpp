@@ -28,11 +28,19 @@ ColumnMajor columnMajor(const Product &p) {
   cm.k = p.k;
   // Our B, row-major K x N (N x K when transposed), is column-major N x K
   // (K x N) with the same leading dimension.
-  cm.first = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, p.transB ? p.k : p.n,
-              p.k * p.n, p.transB};
-  cm.second = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, p.transA ? p.m : p.k,
-               p.m * p.k, p.transA};
-  cm.result = {p.n, p.m, p.n, p.m * p.n, false};
+  // A row-major matrix's row pitch is its column-major leading dimension.
+  int64_t ldb = p.ldb      ? p.ldb
+                : p.transB ? p.k
+                           : p.n,
+          lda = p.lda      ? p.lda
+                : p.transA ? p.m
+                           : p.k,
+          ldc = p.ldc ? p.ldc : p.n;
+  cm.first = {p.transB ? p.k : p.n, p.transB ? p.n : p.k, ldb, p.k * p.n,
+              p.transB};
+  cm.second = {p.transA ? p.m : p.k, p.transA ? p.k : p.m, lda, p.m * p.k,
+               p.transA};
+  cm.result = {p.n, p.m, ldc, p.m * p.n, false};
   return cm;
 }
 
@@ -277,7 +285,10 @@ Blas::Key Blas::keyOf(const Product &p, const void *a, const void *b,
              alignment(a),
              alignment(b),
              alignment(c),
-             bias ? alignment(bias) : 0};
+             bias ? alignment(bias) : 0,
+             p.lda,
+             p.ldb,
+             p.ldc};
 }
 
 Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
@@ -473,6 +484,9 @@ Status check(const Product &p, const float *bias) {
     return Error("a product's 16-bit result must have its operands' type");
   if (bias && p.result != Operands::F32)
     return Error("a product with a bias must have an f32 result");
+  if ((p.lda || p.ldb || p.ldc) && (p.batch != 1 || bias))
+    return Error("a product with row pitches must be of one batch, without "
+                 "a bias");
   // The classic API's sizes are 32-bit; cuBLASLt takes the same products.
   if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.batch > INT_MAX)
     return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "

@@ -407,8 +407,14 @@ std::string Executor::describe(const Thunk &t) const {
 
 Product Executor::productOf(const Thunk &t) {
   const std::vector<int64_t> &i = t.i;
-  return Product{i[0],      i[1],  i[2],       i[3],    i[4] != 0,
-                 i[5] != 0, false, t.operands, t.result};
+  Product p{i[0],      i[1],  i[2],       i[3],    i[4] != 0,
+            i[5] != 0, false, t.operands, t.result};
+  if (!t.ld.empty()) {
+    p.lda = t.ld[0];
+    p.ldb = t.ld[1];
+    p.ldc = t.ld[2];
+  }
+  return p;
 }
 
 Status Executor::tuneProducts(char *deviceMemory) {
@@ -595,13 +601,16 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_embedding_grad_f32(i32(0), f32(1), f32(2), i[0], i[1], i[2], s);
     return Status::ok();
   case Thunk::CrossEntropy:
-    dtk_cuda_cross_entropy_typed(arena + t.p[0], elementType(t.operands),
-                                 i32(1), f32(2), scratch, i[0], i[1], s);
+    // Rows a pitch apart where the plan says ("ld"), else packed.
+    dtk_cuda_cross_entropy_pitched(arena + t.p[0], elementType(t.operands),
+                                   t.ld.empty() ? i[1] : t.ld[0], i32(1),
+                                   f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::CrossEntropyGrad:
-    dtk_cuda_cross_entropy_grad_typed(
-        arena + t.p[0], elementType(t.operands), i32(1), f32(2), arena + t.p[3],
-        elementType(t.result), scratch, i[0], i[1], s);
+    dtk_cuda_cross_entropy_grad_pitched(
+        arena + t.p[0], elementType(t.operands), t.ld.empty() ? i[1] : t.ld[0],
+        i32(1), f32(2), arena + t.p[3], elementType(t.result),
+        t.ld.empty() ? i[1] : t.ld[1], scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::CountCorrect:
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);

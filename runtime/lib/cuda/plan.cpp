@@ -309,6 +309,20 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
+      if (t.contains("ld")) {
+        // Row pitches: a product's three, the loss's one, its gradient's two.
+        thunk.ld = t.value("ld", std::vector<int64_t>{});
+        size_t want = info->kind == Thunk::Matmul             ? 3
+                      : info->kind == Thunk::CrossEntropy     ? 1
+                      : info->kind == Thunk::CrossEntropyGrad ? 2
+                                                              : 0;
+        if (!want || thunk.ld.size() != want ||
+            (info->kind == Thunk::Matmul && thunk.i[0] != 1))
+          return planError("'" + op + "' has row pitches it cannot take");
+        for (int64_t ld : thunk.ld)
+          if (ld < 0)
+            return planError("'" + op + "' has a negative row pitch");
+      }
       if (t.contains("layouts")) {
         // Strided operands: the bf16 attention kernels' only.
         thunk.layouts = t.value("layouts", decltype(thunk.layouts){});

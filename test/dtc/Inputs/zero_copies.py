@@ -6,8 +6,9 @@ launches that read 16-bit logits or write a 16-bit gradient, how many
 generated kernels still run over the logits, and how many attention, layer
 norm and RMS norm launches read and write 16-bit data where the conversions
 around them would have.
-Every rerouted launch keeps the CPU's pointers in cpu_p, of the same length as
-p."""
+Row pitches ("ld": a product's A, B and C, 0 for packed; the loss's logits and
+dlogits) follow a launch's types. Every rerouted launch keeps the CPU's pointers
+in cpu_p, of the same length as p."""
 import json
 import sys
 
@@ -18,13 +19,16 @@ for t in plan:
         assert len(t["cpu_p"]) == len(t["p"]) and t["cpu_p"] != t["p"], t
 print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} rerouted, "
       f"{sum(t.get('out') == 'bf16' for t in products)} writing bf16")
+def pitches(t):
+    return f", rows {t['ld']} apart" if "ld" in t else ""
 for t in plan:
     if t["op"] in ("cross_entropy", "cross_entropy_grad"):
-        print(f"{t['op']}: in {t.get('in', 'f32')}, out {t.get('out', 'f32')}")
+        print(f"{t['op']}: in {t.get('in', 'f32')}, out {t.get('out', 'f32')}"
+              f"{pitches(t)}")
 logits = [t for t in products if 50257 in t["i"][1:4]]
 for t in logits:
     print(f"logits product {t['i'][1]} x {t['i'][2]} x {t['i'][3]}: "
-          f"half {t.get('half')}, out {t.get('out', 'f32')}")
+          f"half {t.get('half')}, out {t.get('out', 'f32')}{pitches(t)}")
 if logits:
     size = logits[0]["i"][1] * logits[0]["i"][2]
     # A kernel's n counts its elements, or its vector groups of 2 to 8.

@@ -892,6 +892,117 @@ TEST(CudaKernelTest, ProductsThroughEachEngineEqualTheCpus) {
   }
 }
 
+TEST(CudaKernelTest, ProductsTakeRowPitches) {
+  REQUIRE_GPU();
+  // What a GPU plan's "ld" asks of a product (GPT-2's logits, 50 257 wide,
+  // in rows of 50 264): A, B and C with rows a pitch apart, every engine,
+  // each transpose, bf16 in and out; the padding past each row untouched.
+  using dtrt::cuda::Operands;
+  using dtrt::cuda::Product;
+  using dtrt::cuda::ProductEngine;
+  const uint16_t kCanary = 0x7fc1; // a bf16 NaN no product writes
+  for (ProductEngine engine :
+       {ProductEngine::Lt, ProductEngine::Tuned, ProductEngine::Classic}) {
+    auto blas = dtrt::cuda::Blas::open(nullptr, engine);
+    ASSERT_TRUE(bool(blas)) << blas.error().message();
+    for (int variant = 0; variant < 4; ++variant) {
+      const int64_t m = 37, n = 101, k = 53;
+      bool transA = variant & 1, transB = variant & 2;
+      Product p{
+          1, m, n, k, transA, transB, false, Operands::BF16, Operands::BF16};
+      // Stored rows and columns of each operand, and a pitch past them.
+      int64_t aRows = transA ? k : m, aCols = transA ? m : k;
+      int64_t bRows = transB ? n : k, bCols = transB ? k : n;
+      p.lda = (aCols + 7) / 8 * 8 + 8;
+      p.ldb = (bCols + 7) / 8 * 8;
+      p.ldc = (n + 7) / 8 * 8;
+      SCOPED_TRACE(testing::Message()
+                   << "engine " << int(engine) << ", variant " << variant);
+      std::vector<float> a = roundedToBf16(randomVector(size_t(aRows * aCols),
+                                                        161 + variant)),
+                         b = roundedToBf16(randomVector(size_t(bRows * bCols),
+                                                        171 + variant));
+      auto pitched = [&](const std::vector<float> &x, int64_t rows,
+                         int64_t cols, int64_t ld) {
+        std::vector<uint16_t> bits = bf16Bits(x),
+                              out(size_t(rows * ld), kCanary);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            out[size_t(r * ld + c)] = bits[size_t(r * cols + c)];
+        return out;
+      };
+      DeviceBuffer<uint16_t> ga(pitched(a, aRows, aCols, p.lda)),
+          gb(pitched(b, bRows, bCols, p.ldb)),
+          gc(std::vector<uint16_t>(size_t(m * p.ldc), kCanary));
+      if (engine == ProductEngine::Tuned)
+        ASSERT_TRUE(bool((*blas)->tune(p, ga.get(), gb.get(), gc.get())));
+      dtrt::Status s = (*blas)->matmul(p, ga.get(), gb.get(), gc.get());
+      ASSERT_TRUE(bool(s)) << s.error().message();
+      std::vector<uint16_t> got = gc.read();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < p.ldc; ++j) {
+          uint16_t h = got[size_t(i * p.ldc + j)];
+          if (j >= n) {
+            ASSERT_EQ(h, kCanary) << "padding of row " << i << " written";
+            continue;
+          }
+          double sum = 0;
+          for (int64_t l = 0; l < k; ++l)
+            sum += double(a[size_t(transA ? l * m + i : i * k + l)]) *
+                   b[size_t(transB ? j * k + l : l * n + j)];
+          uint32_t word = uint32_t(h) << 16;
+          float f;
+          std::memcpy(&f, &word, 4);
+          ASSERT_NEAR(f, sum, (std::abs(sum) + 1.0) / 128) << i << ", " << j;
+        }
+    }
+  }
+}
+
+TEST(CudaKernelTest, PitchedLogitsGiveThePackedBits) {
+  REQUIRE_GPU();
+  // The loss and its gradient over logits whose rows lie a pitch apart (the
+  // plan's "ld"), writing dlogits so: the packed kernels' bits, and the
+  // padding past each row left as it was.
+  const int64_t rows = 70, classes = 1001, ld = 1008;
+  const uint16_t kCanary = 0x7fc1;
+  std::vector<float> x =
+      roundedToBf16(randomVector(size_t(rows * classes), 181, 4.0f));
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    labels[size_t(r)] = r % 9 == 4 ? -1 : int32_t((r * 37) % classes);
+  std::vector<uint16_t> packed = bf16Bits(x), wide(size_t(rows * ld), kCanary);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < classes; ++c)
+      wide[size_t(r * ld + c)] = packed[size_t(r * classes + c)];
+  DeviceBuffer<uint16_t> gpacked(packed), gwide(wide), dpacked(packed.size()),
+      dwide(std::vector<uint16_t>(wide.size(), kCanary));
+  DeviceBuffer<int32_t> glabels(labels);
+  DeviceBuffer<float> loss(static_cast<size_t>(1)),
+      lossWide(static_cast<size_t>(1)), dloss(std::vector<float>{1.0f}),
+      scratch(static_cast<size_t>(rows));
+  dtk_cuda_cross_entropy_typed(gpacked.get(), DTK_CUDA_BF16, glabels.get(),
+                               loss.get(), scratch.get(), rows, classes,
+                               nullptr);
+  dtk_cuda_cross_entropy_pitched(gwide.get(), DTK_CUDA_BF16, ld, glabels.get(),
+                                 lossWide.get(), scratch.get(), rows, classes,
+                                 nullptr);
+  dtk_cuda_cross_entropy_grad_typed(gpacked.get(), DTK_CUDA_BF16, glabels.get(),
+                                    dloss.get(), dpacked.get(), DTK_CUDA_BF16,
+                                    scratch.get(), rows, classes, nullptr);
+  dtk_cuda_cross_entropy_grad_pitched(
+      gwide.get(), DTK_CUDA_BF16, ld, glabels.get(), dloss.get(), dwide.get(),
+      DTK_CUDA_BF16, ld, scratch.get(), rows, classes, nullptr);
+  ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+  EXPECT_EQ(lossWide.read(), loss.read());
+  std::vector<uint16_t> want = dpacked.read(), got = dwide.read();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ld; ++c)
+      ASSERT_EQ(got[size_t(r * ld + c)],
+                c < classes ? want[size_t(r * classes + c)] : kCanary)
+          << r << ", " << c;
+}
+
 TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the

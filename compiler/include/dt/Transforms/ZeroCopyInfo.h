@@ -106,6 +106,16 @@ struct ZeroCopyCandidates {
   /// read, for one bf16 attention: it could read the split's input, a
   /// [B, T, H, D] tensor, with strides (attention's dO).
   llvm::SmallVector<mlir::Operation *> headReads;
+  /// Narrowings that a product of one batch or the loss's gradient could
+  /// write into whose 16-bit rows, 64 elements or more, are not a multiple
+  /// of 16 bytes (GPT-2's logits and their gradient, 50 257 wide), with a
+  /// row pitch, in
+  /// elements, that makes them so: cuBLAS's fast kernels need aligned rows
+  /// (and so does the loss's kernel to read them fast). The memory plan
+  /// gives their buffers room for the pitch (`dt.pitch` on the narrowing);
+  /// a GPU plan lays the rows out so where every launch that touches them
+  /// can (CudaZeroCopy).
+  llvm::SmallVector<std::pair<mlir::Operation *, int64_t>> pitches;
 
   static ZeroCopyCandidates
   find(mlir::func::FuncOp fn,
@@ -126,6 +136,10 @@ bool isWidening(mlir::Operation *op);
 /// Whether `op` is a transpose [0, 2, 1, 3] of a rank-4 tensor: attention's
 /// head split ([B, T, H, D] to [B, H, T, D]) or merge (back).
 bool isHeadTranspose(mlir::Operation *op);
+
+/// The attribute of a narrowing whose buffer the memory plan gave room for
+/// rows `pitch` elements apart (ZeroCopyCandidates::pitches).
+inline constexpr llvm::StringLiteral kPitchAttr = "dt.pitch";
 
 } // namespace dt
 

@@ -46,6 +46,10 @@ struct Product {
   Operands operands = Operands::F32;
   /// F32, or the operands' 16-bit type: the f32 sums rounded to it.
   Operands result = Operands::F32;
+  /// The row pitches of A, B and C as stored (row-major), in elements; 0:
+  /// packed (their column counts). A pitch is the plan's "ld", for a
+  /// product of one batch whose rows a pitch keeps 16-byte aligned.
+  int64_t lda = 0, ldb = 0, ldc = 0;
 };
 
 /// A row-major product as cuBLAS's column-major one: C^T = op(B)^T op(A)^T,
@@ -112,7 +116,7 @@ private:
   /// A product's shape and its pointers' alignments: what an algorithm
   /// depends on.
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int,
-                         int, int, int, int>;
+                         int, int, int, int, int64_t, int64_t, int64_t>;
   Key keyOf(const Product &p, const void *a, const void *b, const void *c,
             const float *bias) const;
   Expected<Choice *> choose(const Product &p, const void *a, const void *b,

@@ -97,6 +97,10 @@ struct Thunk {
   /// batch, head and row strides, one per pointer: dtk_attention_layout),
   /// or none: every operand [slices, t, d].
   std::vector<std::array<int64_t, 4>> layouts;
+  /// Row pitches, in elements, where the plan gives them ("ld"): a
+  /// product's A, B and C (0: packed), or the loss's logits (and its
+  /// gradient's dlogits); empty: every row packed.
+  std::vector<int64_t> ld;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;
