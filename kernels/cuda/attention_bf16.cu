@@ -285,8 +285,10 @@ __global__ void __launch_bounds__(kThreads)
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *ks = qs + kRows * ld,
        *vs = ks + kRows * ld;
   Place p = placeOf<D>(t);
+  // Each operand's slice, found once (a division by the heads).
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
                              &lv = layouts.of[2];
+  const In *kSlice = k + p.at(lk), *vSlice = v + p.at(lv);
   const bf16 *qw = qs + 16 * p.warp * ld;
   loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
   float acc[D / 8][4] = {};
@@ -296,8 +298,8 @@ __global__ void __launch_bounds__(kThreads)
   int64_t end = causal ? min(t, p.first + kRows) : t;
   for (int64_t j0 = 0; j0 < end; j0 += kRows) {
     __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, k + p.at(lk), j0, t, lk.row);
-    loadTile<D>(vs, v + p.at(lv), j0, t, lv.row);
+    loadTile<D>(ks, kSlice, j0, t, lk.row);
+    loadTile<D>(vs, vSlice, j0, t, lv.row);
     __syncthreads();
     Scores s;
     scores<D>(s, qw, ks, p.lane);
@@ -354,6 +356,7 @@ __global__ void __launch_bounds__(kThreads)
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
                              &lv = layouts.of[2], &ldo = layouts.of[3];
+  const In *kSlice = k + p.at(lk), *vSlice = v + p.at(lv);
   const bf16 *qw = qs + 16 * p.warp * ld, *dow = dos + 16 * p.warp * ld;
   loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
   loadTile<D>(dos, dout + p.at(ldo), p.first, t, ldo.row);
@@ -363,8 +366,8 @@ __global__ void __launch_bounds__(kThreads)
   // tile j0: both passes' first step.
   auto both = [&](Scores &s, Scores &dp, int64_t j0) {
     __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, k + p.at(lk), j0, t, lk.row);
-    loadTile<D>(vs, v + p.at(lv), j0, t, lv.row);
+    loadTile<D>(ks, kSlice, j0, t, lk.row);
+    loadTile<D>(vs, vSlice, j0, t, lv.row);
     __syncthreads();
     scores<D>(s, qw, ks, p.lane);
     scores<D>(dp, dow, vs, p.lane);
@@ -459,14 +462,15 @@ __global__ void __launch_bounds__(kThreads)
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
                              &lv = layouts.of[2], &ldo = layouts.of[3];
+  const In *qSlice = q + p.at(lq), *doSlice = dout + p.at(ldo);
   const bf16 *kw = ks + 16 * p.warp * ld, *vw = vs + 16 * p.warp * ld;
   loadTile<D>(ks, k + p.at(lk), p.first, t, lk.row);
   loadTile<D>(vs, v + p.at(lv), p.first, t, lv.row);
   float accK[D / 8][4] = {}, accV[D / 8][4] = {};
   for (int64_t i0 = causal ? p.first : 0; i0 < t; i0 += kRows) {
     __syncthreads();
-    loadTile<D>(qs, q + p.at(lq), i0, t, lq.row);
-    loadTile<D>(dos, dout + p.at(ldo), i0, t, ldo.row);
+    loadTile<D>(qs, qSlice, i0, t, lq.row);
+    loadTile<D>(dos, doSlice, i0, t, ldo.row);
     for (int e = threadIdx.x; e < kRows; e += kThreads) {
       bool in = i0 + e < t;
       lse[e] = in ? stats[2 * (p.slice * t + i0 + e)] : 0.0f;
