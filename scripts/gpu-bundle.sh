@@ -250,14 +250,17 @@ cat > "$out/run-variants.sh" <<'RUN'
 # GPT-2 in variants, each measured beside the others: its products by each
 # engine (DTRT_CUDA_PRODUCTS: cuBLAS's classic API, cuBLASLt's heuristic,
 # cuBLASLt timed), and its generated kernels taking one element at a time
-# (dtc --gpu-unroll=1) against vector groups and four at a time. The same
-# losses within rounding, and the tokens/s of each.
+# (dtc --gpu-unroll=1) against vector groups and four at a time, and its
+# attention loading each tile once the last is done
+# (DTRT_CUDA_ATTENTION_PIPELINE=0). The same losses within rounding, and the
+# tokens/s of each.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
-variant() {  # NAME PROGRAM ENGINE
+variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE]
   rm -rf "ckpt/variant-$1"
-  DTRT_CUDA_PRODUCTS=$3 "./$2" --backend cuda --steps "${STEPS:-10}" \
+  DTRT_CUDA_PRODUCTS=$3 DTRT_CUDA_ATTENTION_PIPELINE=${4:-1} \
+    "./$2" --backend cuda --steps "${STEPS:-10}" \
     --log-every 5 --eval-every 0 --checkpoint-every 0 \
     --checkpoint-dir "ckpt/variant-$1" --log-dir "runs/variant-$1" \
     > "runs-variant-$1.txt" 2>&1 || status=1
@@ -267,6 +270,7 @@ variant cublas gpt2_124m_gpu cublas
 variant lt gpt2_124m_gpu lt
 variant tuned gpt2_124m_gpu tuned
 variant lt-unroll1 gpt2_124m_gpu_unroll1 lt
+variant lt-attention-unpipelined gpt2_124m_gpu lt 0
 exit $status
 RUN
 cat > "$out/run-all.sh" <<'RUN'

@@ -21,10 +21,12 @@
 // A block of four warps takes 64 rows (queries, or keys for the key side);
 // each warp owns 16, so a row's softmax lives in the four lanes of a quad
 // that hold it (mma's accumulator layout) and needs two shuffles. The other
-// side streams through shared memory 64 rows at a time. Row-major tiles
-// serve every product: X^T operands read rows directly, and the right-hand
-// operands of P V-like products load transposed with ldmatrix.trans. Heads
-// must be a multiple of 16 wide and at most 128; others, and operands not
+// side streams through shared memory 64 rows at a time, by cp.async into two
+// buffers, so the next tile's copies are in flight while the warps work on
+// this one (pipelined(); dtk_cuda_attention_pipeline(0) turns that off).
+// Row-major tiles serve every product: X^T operands read rows directly, and the
+// right-hand operands of P V-like products load transposed with ldmatrix.trans.
+// Heads must be a multiple of 16 wide and at most 128; others, and operands not
 // 16-byte aligned, take the TF32 kernels.
 //
 // The _typed entry points also take Q, K, V and dO stored as bf16 (a bf16
@@ -199,6 +201,70 @@ __device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t,
   }
 }
 
+/// loadTile, asynchronously where it can: bf16 rows go to shared memory by
+/// cp.async, 16 bytes a copy, without passing through registers (rows past
+/// t are zero-filled: a copy of no bytes), and land once the thread has
+/// waited for their group (pipelined() below); f32 rows convert on the way,
+/// so they take loadTile itself.
+template <int D, typename In>
+__device__ void loadTileAsync(bf16 *dst, const In *src, int64_t first,
+                              int64_t t, int64_t stride) {
+  if constexpr (std::is_same_v<In, bf16>) {
+    constexpr int ld = kStride<D>, octets = D / 8;
+    // Not unrolled: the copies' addresses, hoisted out of the kernels' loops,
+    // would hold registers the products need.
+#pragma unroll 1
+    for (int e = threadIdx.x; e < kRows * octets; e += kThreads) {
+      int r = e / octets, c = (e % octets) * 8;
+      bool in = first + r < t;
+      const bf16 *from = in ? src + (first + r) * stride + c : src;
+      auto to =
+          static_cast<uint32_t>(__cvta_generic_to_shared(dst + r * ld + c));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                   :
+                   : "r"(to), "l"(from), "r"(in ? 16 : 0)
+                   : "memory");
+    }
+  } else {
+    loadTile<D>(dst, src, first, t, stride);
+  }
+}
+
+/// Runs body(b, x0) for the tiles x0 = from, from + kRows, ... below `end`,
+/// whose operands load(b, x0) loads into buffer b (0 or 1; loadTileAsync,
+/// or plain stores to shared memory). With `prefetch`, tile x0 + kRows's
+/// copies are in flight while body works on tile x0, in the other buffer;
+/// without, each tile loads into buffer 0 once the last is done (the
+/// kernels before the pipeline, kept to compare: dtk_cuda_attention_pipeline).
+template <typename Load, typename Body>
+__device__ void pipelined(int64_t from, int64_t end, bool prefetch, Load &&load,
+                          Body &&body) {
+  auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
+  if (prefetch && from < end) {
+    __syncthreads(); // a pass before this one may still read buffer 0
+    load(0, from);
+    commit();
+  }
+  int b = 0;
+  for (int64_t x0 = from; x0 < end; x0 += kRows) {
+    __syncthreads(); // every warp is done with the previous tile's buffer
+    if (!prefetch) {
+      load(0, x0);
+      commit();
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    } else if (x0 + kRows < end) {
+      load(b ^ 1, x0 + kRows);
+      commit();
+      asm volatile("cp.async.wait_group 1;" ::: "memory"); // tile x0's
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads(); // tile x0 is in its buffer for every thread
+    body(prefetch ? b : 0, x0);
+    b ^= 1;
+  }
+}
+
 /// Adds `x` over the quad of lanes that hold one accumulator row.
 __device__ float quadSum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -279,11 +345,14 @@ __device__ void storeRows(Out *out, const dtk_attention_layout &layout,
 template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const In *q, const In *k, const In *v, Out *o,
-                  Layouts layouts, int64_t t, int32_t causal, float scale2) {
+                  Layouts layouts, int64_t t, int32_t causal, float scale2,
+                  bool prefetch) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16 *qs = reinterpret_cast<bf16 *>(smem), *ks = qs + kRows * ld,
-       *vs = ks + kRows * ld;
+  // Q, then K and V twice over (pipelined()'s two buffers).
+  bf16 *qs = reinterpret_cast<bf16 *>(smem), *kv = qs + kRows * ld;
+  auto ks = [&](int b) { return kv + 2 * b * kRows * ld; };
+  auto vs = [&](int b) { return kv + (2 * b + 1) * kRows * ld; };
   Place p = placeOf<D>(t);
   // Each operand's slice, found once (a division by the heads).
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
@@ -296,13 +365,13 @@ __global__ void __launch_bounds__(kThreads)
   // quad's lanes see the same maxima, so their partial sums add up).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   int64_t end = causal ? min(t, p.first + kRows) : t;
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
-    __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, kSlice, j0, t, lk.row);
-    loadTile<D>(vs, vSlice, j0, t, lv.row);
-    __syncthreads();
+  auto load = [&](int b, int64_t j0) {
+    loadTileAsync<D>(ks(b), kSlice, j0, t, lk.row);
+    loadTileAsync<D>(vs(b), vSlice, j0, t, lv.row);
+  };
+  pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
     Scores s;
-    scores<D>(s, qw, ks, p.lane);
+    scores<D>(s, qw, ks(b), p.lane);
     float mNew[2] = {m[0], m[1]};
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
@@ -335,8 +404,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     Operand pa;
     asOperand(pa, s);
-    accumulate<D>(acc, pa, vs, p.lane);
-  }
+    accumulate<D>(acc, pa, vs(b), p.lane);
+  });
   float sum[2] = {quadSum(l[0]), quadSum(l[1])};
   storeRows<D>(o, layouts.of[3], acc, p, t, 1.0f, sum);
 }
@@ -348,11 +417,14 @@ template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const In *q, const In *k, const In *v, const In *dout,
                     Out *dq, float *stats, Layouts layouts, int64_t t,
-                    int32_t causal, float scale, float scale2) {
+                    int32_t causal, float scale, float scale2, bool prefetch) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
+  // Q and dO, then K and V twice over (pipelined()'s two buffers).
   bf16 *qs = reinterpret_cast<bf16 *>(smem), *dos = qs + kRows * ld,
-       *ks = dos + kRows * ld, *vs = ks + kRows * ld;
+       *kv = dos + kRows * ld;
+  auto ks = [&](int b) { return kv + 2 * b * kRows * ld; };
+  auto vs = [&](int b) { return kv + (2 * b + 1) * kRows * ld; };
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
                              &lv = layouts.of[2], &ldo = layouts.of[3];
@@ -363,14 +435,14 @@ __global__ void __launch_bounds__(kThreads)
   int64_t end = causal ? min(t, p.first + kRows) : t;
 
   // The scores S (scaled, base 2, -inf where masked) and dP = dO V^T of key
-  // tile j0: both passes' first step.
-  auto both = [&](Scores &s, Scores &dp, int64_t j0) {
-    __syncthreads(); // every warp is done with the previous tile
-    loadTile<D>(ks, kSlice, j0, t, lk.row);
-    loadTile<D>(vs, vSlice, j0, t, lv.row);
-    __syncthreads();
-    scores<D>(s, qw, ks, p.lane);
-    scores<D>(dp, dow, vs, p.lane);
+  // tile j0, in buffer b: both passes' first step.
+  auto load = [&](int b, int64_t j0) {
+    loadTileAsync<D>(ks(b), kSlice, j0, t, lk.row);
+    loadTileAsync<D>(vs(b), vSlice, j0, t, lv.row);
+  };
+  auto both = [&](Scores &s, Scores &dp, int b, int64_t j0) {
+    scores<D>(s, qw, ks(b), p.lane);
+    scores<D>(dp, dow, vs(b), p.lane);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
@@ -383,9 +455,9 @@ __global__ void __launch_bounds__(kThreads)
   // 1. The statistics, online over the key tiles.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
         dsum[2] = {0.0f, 0.0f};
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+  pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
     Scores s, dp;
-    both(s, dp, j0);
+    both(s, dp, b, j0);
     float mNew[2] = {m[0], m[1]};
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
@@ -407,7 +479,7 @@ __global__ void __launch_bounds__(kThreads)
         l[e / 2] += x;
         dsum[e / 2] += x * dp[n][e];
       }
-  }
+  });
   float lse[2], dot[2];
   for (int h = 0; h < 2; ++h) {
     // Every lane shuffles (some quads' rows may lie past t, and a shuffle
@@ -420,9 +492,9 @@ __global__ void __launch_bounds__(kThreads)
 
   // 2. dQ: dS = P (dP - D) a tile at a time, times the keys.
   float acc[D / 8][4] = {};
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
+  pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
     Scores s, dp;
-    both(s, dp, j0);
+    both(s, dp, b, j0);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
@@ -434,8 +506,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     Operand ds;
     asOperand(ds, dp);
-    accumulate<D>(acc, ds, ks, p.lane);
-  }
+    accumulate<D>(acc, ds, ks(b), p.lane);
+  });
   float one[2] = {1.0f, 1.0f};
   storeRows<D>(dq, layouts.of[4], acc, p, t, scale, one);
   if (p.lane % 4 == 0)
@@ -448,16 +520,26 @@ __global__ void __launch_bounds__(kThreads)
 
 /// For 64 keys: dV_j = sum_i p_ij dO_i and dK_j = scale sum_i ds_ij q_i over
 /// the query tiles that see them, reading each query row's statistics.
+// Three blocks a multiprocessor for heads up to 64 wide, as before the
+// pipeline (whose copies' addresses cost registers).
 template <int D, typename In, typename Out>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1)
     keyGradKernel(const In *q, const In *k, const In *v, const In *dout,
                   const float *stats, Out *dk, Out *dv, Layouts layouts,
-                  int64_t t, int32_t causal, float scale, float scale2) {
+                  int64_t t, int32_t causal, float scale, float scale2,
+                  bool prefetch) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
+  // K and V, then Q and dO twice over (pipelined()'s two buffers), then the
+  // query rows' statistics twice over.
   bf16 *ks = reinterpret_cast<bf16 *>(smem), *vs = ks + kRows * ld,
-       *qs = vs + kRows * ld, *dos = qs + kRows * ld;
-  float *lse = reinterpret_cast<float *>(dos + kRows * ld), *dot = lse + kRows;
+       *qdo = vs + kRows * ld;
+  auto qs = [&](int b) { return qdo + 2 * b * kRows * ld; };
+  auto dos = [&](int b) { return qdo + (2 * b + 1) * kRows * ld; };
+  // Each query row's (log-sum-exp, D) as the query side left them, by
+  // cp.async too (8 bytes a row; rows past t zero-filled).
+  float *statsTile = reinterpret_cast<float *>(qdo + 4 * kRows * ld);
+  auto rowStats = [&](int b) { return statsTile + 2 * b * kRows; };
   // The lane's rows are keys here, its columns queries.
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
@@ -467,38 +549,45 @@ __global__ void __launch_bounds__(kThreads)
   loadTile<D>(ks, k + p.at(lk), p.first, t, lk.row);
   loadTile<D>(vs, v + p.at(lv), p.first, t, lv.row);
   float accK[D / 8][4] = {}, accV[D / 8][4] = {};
-  for (int64_t i0 = causal ? p.first : 0; i0 < t; i0 += kRows) {
-    __syncthreads();
-    loadTile<D>(qs, qSlice, i0, t, lq.row);
-    loadTile<D>(dos, doSlice, i0, t, ldo.row);
+  const float *sliceStats = stats + 2 * p.slice * t;
+  auto load = [&](int b, int64_t i0) {
+    loadTileAsync<D>(qs(b), qSlice, i0, t, lq.row);
+    loadTileAsync<D>(dos(b), doSlice, i0, t, ldo.row);
     for (int e = threadIdx.x; e < kRows; e += kThreads) {
       bool in = i0 + e < t;
-      lse[e] = in ? stats[2 * (p.slice * t + i0 + e)] : 0.0f;
-      dot[e] = in ? stats[2 * (p.slice * t + i0 + e) + 1] : 0.0f;
+      const float *from = in ? sliceStats + 2 * (i0 + e) : sliceStats;
+      auto to =
+          static_cast<uint32_t>(__cvta_generic_to_shared(rowStats(b) + 2 * e));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+                   :
+                   : "r"(to), "l"(from), "r"(in ? 8 : 0)
+                   : "memory");
     }
-    __syncthreads();
+  };
+  pipelined(causal ? p.first : 0, t, prefetch, load, [&](int b, int64_t i0) {
     // Transposed: the warp's 16 keys against 64 queries. S^T becomes P^T
     // in place, then dP^T becomes dS^T.
+    const float *st = rowStats(b); // (lse, D) of each of the 64 queries
     Scores pt, dst;
-    scores<D>(pt, kw, qs, p.lane);
-    scores<D>(dst, vw, dos, p.lane);
+    scores<D>(pt, kw, qs(b), p.lane);
+    scores<D>(dst, vw, dos(b), p.lane);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int c = columnOf(p, n, e);
         float x = sees(i0 + c, p.row[e / 2], t, causal)
-                      ? exp2f(pt[n][e] * scale2 - lse[c])
+                      ? exp2f(pt[n][e] * scale2 - st[2 * c])
                       : 0.0f;
         pt[n][e] = x;
-        dst[n][e] = x * (dst[n][e] - dot[c]);
+        dst[n][e] = x * (dst[n][e] - st[2 * c + 1]);
       }
     Operand a;
     asOperand(a, pt);
-    accumulate<D>(accV, a, dos, p.lane);
+    accumulate<D>(accV, a, dos(b), p.lane);
     asOperand(a, dst);
-    accumulate<D>(accK, a, qs, p.lane);
-  }
+    accumulate<D>(accK, a, qs(b), p.lane);
+  });
   float one[2] = {1.0f, 1.0f};
   storeRows<D>(dk, layouts.of[5], accK, p, t, scale, one);
   storeRows<D>(dv, layouts.of[6], accV, p, t, 1.0f, one);
@@ -569,6 +658,10 @@ template <int D> constexpr size_t tileBytes() {
   return sizeof(bf16) * kRows * kStride<D>;
 }
 
+/// Whether the kernels load the next tile while they work on this one
+/// (dtk_cuda_attention_pipeline).
+bool prefetchTiles = true;
+
 /// Calls f with the widths the typed kernels take, as withWidth does: the
 /// heads models use (each width and type pairing is three more kernels).
 template <typename F> bool withTypedWidth(int64_t d, F &&f) {
@@ -635,12 +728,13 @@ template <int D, typename In, typename Out>
 void forward(const void *q, const void *k, const void *v, void *o,
              const Layouts &layouts, unsigned blocks, int64_t t, int32_t causal,
              float scale2, dtk_stream stream) {
-  constexpr size_t bytes = 3 * tileBytes<D>();
+  // Q, and K and V in two buffers each.
+  constexpr size_t bytes = 5 * tileBytes<D>();
   allowShared(forwardKernel<D, In, Out>, bytes);
   forwardKernel<D, In, Out><<<blocks, kThreads, bytes, stream>>>(
       static_cast<const In *>(q), static_cast<const In *>(k),
       static_cast<const In *>(v), static_cast<Out *>(o), layouts, t, causal,
-      scale2);
+      scale2, prefetchTiles);
 }
 
 template <int D, typename In, typename Out>
@@ -650,16 +744,18 @@ void backward(const void *q, const void *k, const void *v, const void *dout,
               int32_t causal, float scale, float scale2, dtk_stream stream) {
   auto in = [](const void *x) { return static_cast<const In *>(x); };
   auto out = [](void *x) { return static_cast<Out *>(x); };
-  constexpr size_t queryBytes = 4 * tileBytes<D>();
+  // Q and dO (K and V), then K and V (Q and dO) in two buffers each, and
+  // for the key side the query rows' statistics twice.
+  constexpr size_t queryBytes = 6 * tileBytes<D>();
   allowShared(queryGradKernel<D, In, Out>, queryBytes);
   queryGradKernel<D, In, Out><<<blocks, kThreads, queryBytes, stream>>>(
       in(q), in(k), in(v), in(dout), out(dq), scratch, layouts, t, causal,
-      scale, scale2);
-  constexpr size_t keyBytes = queryBytes + 2 * kRows * sizeof(float);
+      scale, scale2, prefetchTiles);
+  constexpr size_t keyBytes = queryBytes + 4 * kRows * sizeof(float);
   allowShared(keyGradKernel<D, In, Out>, keyBytes);
   keyGradKernel<D, In, Out><<<blocks, kThreads, keyBytes, stream>>>(
       in(q), in(k), in(v), in(dout), scratch, out(dk), out(dv), layouts, t,
-      causal, scale, scale2);
+      causal, scale, scale2, prefetchTiles);
 }
 
 } // namespace
@@ -702,6 +798,8 @@ int launchBackward(const void *q, const void *k, const void *v,
 }
 
 } // namespace
+
+extern "C" void dtk_cuda_attention_pipeline(int on) { prefetchTiles = on != 0; }
 
 extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
                                              const void *v, void *o, int in,

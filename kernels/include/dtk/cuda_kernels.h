@@ -302,6 +302,11 @@ int dtk_cuda_attention_grad_bf16_typed(const void *q, const void *k,
                                        int out, float *scratch, int64_t slices,
                                        int64_t t, int64_t d, int32_t causal,
                                        dtk_stream stream);
+/* Whether the bf16 attention kernels load the next tile of keys (or
+ * queries) by cp.async while they work on this one (1, the default), or
+ * load each tile once the last is done (0: the kernels before the pipeline,
+ * to compare; DTRT_CUDA_ATTENTION_PIPELINE=0). The same bits either way. */
+void dtk_cuda_attention_pipeline(int on);
 /* Where an attention operand's rows lie, in elements: slice s (batch
  * b = s / heads, head h = s % heads) starts at b * batch + h * head, and its
  * t rows lie `row` apart. {1, t * d, 0, d} is the [slices, t, d] layout of

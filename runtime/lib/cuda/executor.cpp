@@ -94,6 +94,15 @@ Executor::create(const std::string &image, const std::string &planText,
   Expected<ProductEngine> engine = productEngineFromEnvironment();
   if (!engine)
     return engine.error();
+  // DTRT_CUDA_ATTENTION_PIPELINE=0: attention loads each tile once the last
+  // is done, as before its tiles were prefetched (to compare; same bits).
+  if (const char *pipeline = std::getenv("DTRT_CUDA_ATTENTION_PIPELINE")) {
+    std::string v = pipeline;
+    if (v != "0" && v != "1")
+      return Error(
+          fmt::format("DTRT_CUDA_ATTENTION_PIPELINE={} is not 0 or 1", v));
+    dtk_cuda_attention_pipeline(v == "1");
+  }
   Expected<std::unique_ptr<Blas>> blas = Blas::open(e->stream_, *engine);
   if (!blas)
     return blas.error();

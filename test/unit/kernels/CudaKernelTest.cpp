@@ -1078,6 +1078,59 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
             1);
 }
 
+TEST(CudaKernelTest, AttentionPipelineGivesTheSameBits) {
+  REQUIRE_GPU();
+  // The bf16 attention kernels load the next tile by cp.async while they
+  // work on this one; without (dtk_cuda_attention_pipeline(0)) they load
+  // each tile once the last is done. The arithmetic is the same, so are the
+  // bits: forward and gradient, bf16 and f32 storage, ragged lengths.
+  for (auto [slices, t, d, causal] :
+       {std::tuple<int64_t, int64_t, int64_t, int32_t>{2, 1024, 64, 1},
+        {3, 200, 128, 0},
+        {2, 77, 32, 1},
+        {1, 64, 64, 0},
+        {2, 130, 64, 0}}) {
+    SCOPED_TRACE(testing::Message() << "slices=" << slices << " t=" << t
+                                    << " d=" << d << " causal=" << causal);
+    size_t n = size_t(slices * t * d);
+    std::vector<float> q = roundedToBf16(randomVector(n, 41)),
+                       k = roundedToBf16(randomVector(n, 42)),
+                       v = roundedToBf16(randomVector(n, 43)),
+                       dout = roundedToBf16(randomVector(n, 44));
+    for (int in : {DTK_CUDA_F32, DTK_CUDA_BF16}) {
+      bool half = in == DTK_CUDA_BF16;
+      DeviceBuffer<float> fq(q), fk(k), fv(v), fdout(dout),
+          scratch(size_t(2 * slices * t));
+      DeviceBuffer<uint16_t> hq(bf16Bits(q)), hk(bf16Bits(k)), hv(bf16Bits(v)),
+          hdout(bf16Bits(dout));
+      const void *aq = half ? (void *)hq.get() : (void *)fq.get(),
+                 *ak = half ? (void *)hk.get() : (void *)fk.get(),
+                 *av = half ? (void *)hv.get() : (void *)fv.get(),
+                 *adout = half ? (void *)hdout.get() : (void *)fdout.get();
+      std::vector<std::vector<uint16_t>> results[2];
+      for (int pipeline : {0, 1}) {
+        dtk_cuda_attention_pipeline(pipeline);
+        DeviceBuffer<uint16_t> o(n), dq(n), dk(n), dv(n);
+        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, o.get(), in,
+                                                DTK_CUDA_BF16, slices, t, d,
+                                                causal, nullptr),
+                  0);
+        ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
+                      aq, ak, av, adout, dq.get(), dk.get(), dv.get(), in,
+                      DTK_CUDA_BF16, scratch.get(), slices, t, d, causal,
+                      nullptr),
+                  0);
+        ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+        results[pipeline] = {o.read(), dq.read(), dk.read(), dv.read()};
+      }
+      dtk_cuda_attention_pipeline(1);
+      for (int r = 0; r < 4; ++r)
+        EXPECT_EQ(results[1][size_t(r)], results[0][size_t(r)])
+            << "in " << in << ", result " << r;
+    }
+  }
+}
+
 TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the head
