@@ -14,7 +14,10 @@
 // values they widen to, and the gradient may write 16-bit values rounded to
 // nearest: what a mixed-precision program's widening and narrowing around
 // them compute, without their passes over the logits (the GPU plan's "in"
-// and "out").
+// and "out"), in rows a pitch apart where the plan says ("ld"). A thread
+// takes a row's elements eight at a time, with 16-byte loads (and, for the
+// gradient, stores) where the row is 16-byte aligned, in an order that
+// neither the type nor the alignment changes: the same bits either way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,25 +39,66 @@ __device__ void checkLabel(int32_t label, int64_t classes) {
 using dtk::narrow;
 using dtk::widen;
 
-/// f(j, row[j] as f32) for this thread's elements of a row, j = thread,
-/// thread + blockDim, ... in that order, with four elements' loads issued
-/// before the first of them is used. One load in flight per thread left a
-/// block per row far below the device's bandwidth (the loop waits for each
-/// load before it issues the next); the order of f's calls, and so the
-/// bits of any sum they make, is the one-at-a-time loop's.
+/// Elements a thread takes at a time: 16 bytes of bf16 or f16, 32 of f32.
+constexpr int kSlot = 8;
+
+template <typename T> __device__ bool aligned16(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/// Slot g's kSlot elements of `row`, as stored: with 16-byte loads where
+/// the row is 16-byte aligned, else one at a time. The same values either
+/// way.
+template <typename In>
+__device__ void loadSlot(In (&v)[kSlot], const In *row, int64_t g,
+                         bool aligned) {
+  const In *at = row + g * kSlot;
+  if (aligned) {
+    constexpr int words = int(kSlot * sizeof(In) / 16);
+#pragma unroll
+    for (int w = 0; w < words; ++w) {
+      uint4 word = reinterpret_cast<const uint4 *>(at)[w];
+      memcpy(v + w * (kSlot / words), &word, sizeof word);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kSlot; ++i)
+      v[i] = at[i];
+  }
+}
+
+/// f(j, row[j] as f32) for this thread's elements of a row: slots of kSlot
+/// consecutive elements, g = thread, thread + blockDim, ..., each in order,
+/// two slots' loads issued before the first is used (one load in flight a
+/// thread left a block per row far below the device's bandwidth); then the
+/// elements past the last whole slot, one a thread. The order of f's calls,
+/// and so the bits of any sum they make, depends on neither the element
+/// type nor the row's alignment: a bf16 row gives the bits of its f32
+/// widening, a pitched row those of a packed one.
 template <typename In, typename F>
 __device__ void forRow(const In *row, int64_t n, F &&f) {
-  const int64_t step = blockDim.x;
-  int64_t j = threadIdx.x;
-  for (; j + 3 * step < n; j += 4 * step) {
-    float a = widen(row[j]), b = widen(row[j + step]),
-          c = widen(row[j + 2 * step]), d = widen(row[j + 3 * step]);
-    f(j, a);
-    f(j + step, b);
-    f(j + 2 * step, c);
-    f(j + 3 * step, d);
+  const int64_t step = blockDim.x, slots = n / kSlot;
+  bool aligned = aligned16(row);
+  int64_t g = threadIdx.x;
+  for (; g + step < slots; g += 2 * step) {
+    In a[kSlot], b[kSlot];
+    loadSlot(a, row, g, aligned);
+    loadSlot(b, row, g + step, aligned);
+#pragma unroll
+    for (int i = 0; i < kSlot; ++i)
+      f(g * kSlot + i, widen(a[i]));
+#pragma unroll
+    for (int i = 0; i < kSlot; ++i)
+      f((g + step) * kSlot + i, widen(b[i]));
   }
-  for (; j < n; j += step)
+  for (; g < slots; g += step) {
+    In a[kSlot];
+    loadSlot(a, row, g, aligned);
+#pragma unroll
+    for (int i = 0; i < kSlot; ++i)
+      f(g * kSlot + i, widen(a[i]));
+  }
+  for (int64_t j = slots * kSlot + threadIdx.x; j < n; j += step)
     f(j, widen(row[j]));
 }
 
@@ -116,9 +160,37 @@ __global__ void rowGrads(const In *logits, int64_t ld, const int32_t *labels,
   const In *row = logits + r * ld;
   float scale = *count > 0 ? *dloss / *count : 0.0f;
   float lse = logSumExp(row, classes, shared);
-  forRow(row, classes, [&](int64_t j, float x) {
-    d[j] = narrow<Out>(expf(x - lse) * scale - (j == label ? scale : 0.0f));
-  });
+  auto grad = [&](int64_t j, float x) {
+    return narrow<Out>(expf(x - lse) * scale - (j == label ? scale : 0.0f));
+  };
+  if constexpr (sizeof(In) == sizeof(Out)) {
+    if (aligned16(row) && aligned16(d)) {
+      // Slots of 16-bit (f32) values in, the same out: each slot stored
+      // with one (two) 16-byte stores, where 2-byte stores would leave each
+      // warp's store spread over 512 bytes.
+      constexpr int words = int(kSlot * sizeof(Out) / 16);
+      int64_t slots = classes / kSlot;
+      for (int64_t g = threadIdx.x; g < slots; g += blockDim.x) {
+        In x[kSlot];
+        loadSlot(x, row, g, true);
+        Out y[kSlot];
+#pragma unroll
+        for (int i = 0; i < kSlot; ++i)
+          y[i] = grad(g * kSlot + i, widen(x[i]));
+#pragma unroll
+        for (int w = 0; w < words; ++w) {
+          uint4 word;
+          memcpy(&word, y + w * (kSlot / words), sizeof word);
+          reinterpret_cast<uint4 *>(d + g * kSlot)[w] = word;
+        }
+      }
+      for (int64_t j = slots * kSlot + threadIdx.x; j < classes;
+           j += blockDim.x)
+        d[j] = grad(j, widen(row[j]));
+      return;
+    }
+  }
+  forRow(row, classes, [&](int64_t j, float x) { d[j] = grad(j, x); });
 }
 
 /// The logits' rows lie `ld` elements apart (classes, or a pitch past it).

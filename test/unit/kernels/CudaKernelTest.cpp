@@ -962,8 +962,9 @@ TEST(CudaKernelTest, ProductsTakeRowPitches) {
 TEST(CudaKernelTest, PitchedLogitsGiveThePackedBits) {
   REQUIRE_GPU();
   // The loss and its gradient over logits whose rows lie a pitch apart (the
-  // plan's "ld"), writing dlogits so: the packed kernels' bits, and the
-  // padding past each row left as it was.
+  // plan's "ld"), writing dlogits so: the packed kernels' bits (aligned rows
+  // load and store 16 bytes at a time, unaligned ones an element at a time,
+  // in the same order), and the padding past each row left as it was.
   const int64_t rows = 70, classes = 1001, ld = 1008;
   const uint16_t kCanary = 0x7fc1;
   std::vector<float> x =
