@@ -239,26 +239,26 @@ __device__ void loadTileAsync(bf16 *dst, const In *src, int64_t first,
 template <typename Load, typename Body>
 __device__ void pipelined(int64_t from, int64_t end, bool prefetch, Load &&load,
                           Body &&body) {
-  auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
-  if (prefetch && from < end) {
-    __syncthreads(); // a pass before this one may still read buffer 0
-    load(0, from);
-    commit();
-  }
+  // With prefetch, tile `from` is loaded ahead: each step then loads the
+  // next tile into the other buffer; without, each step loads its own tile.
+  // One place issues every load (each is a copy of the loops' code).
+  int64_t ahead = prefetch ? kRows : 0;
   int b = 0;
-  for (int64_t x0 = from; x0 < end; x0 += kRows) {
-    __syncthreads(); // every warp is done with the previous tile's buffer
-    if (!prefetch) {
-      load(0, x0);
-      commit();
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-    } else if (x0 + kRows < end) {
-      load(b ^ 1, x0 + kRows);
-      commit();
-      asm volatile("cp.async.wait_group 1;" ::: "memory"); // tile x0's
-    } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
+  for (int64_t x0 = from - ahead; x0 < end; x0 += kRows) {
+    __syncthreads(); // every warp is done with the buffer loaded next
+    int64_t next = x0 + ahead;
+    if (next < end) {
+      load(prefetch ? b ^ 1 : 0, next);
+      asm volatile("cp.async.commit_group;" ::: "memory");
     }
+    if (x0 < from) { // the first tile, ahead of the pipeline
+      b ^= 1;
+      continue;
+    }
+    if (next < end && prefetch)
+      asm volatile("cp.async.wait_group 1;" ::: "memory"); // tile x0's
+    else
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads(); // tile x0 is in its buffer for every thread
     body(prefetch ? b : 0, x0);
     b ^= 1;

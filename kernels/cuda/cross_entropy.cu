@@ -69,9 +69,9 @@ __device__ void loadSlot(In (&v)[kSlot], const In *row, int64_t g,
 
 /// f(j, row[j] as f32) for this thread's elements of a row: slots of kSlot
 /// consecutive elements, g = thread, thread + blockDim, ..., each in order,
-/// two slots' loads issued before the first is used (one load in flight a
-/// thread left a block per row far below the device's bandwidth); then the
-/// elements past the last whole slot, one a thread. The order of f's calls,
+/// a slot's loads issued before the first is used (one 2-byte load in flight
+/// a thread left a block per row far below the device's bandwidth); then
+/// the elements past the last whole slot, one a thread. The order of f's calls,
 /// and so the bits of any sum they make, depends on neither the element
 /// type nor the row's alignment: a bf16 row gives the bits of its f32
 /// widening, a pitched row those of a packed one.
@@ -79,19 +79,7 @@ template <typename In, typename F>
 __device__ void forRow(const In *row, int64_t n, F &&f) {
   const int64_t step = blockDim.x, slots = n / kSlot;
   bool aligned = aligned16(row);
-  int64_t g = threadIdx.x;
-  for (; g + step < slots; g += 2 * step) {
-    In a[kSlot], b[kSlot];
-    loadSlot(a, row, g, aligned);
-    loadSlot(b, row, g + step, aligned);
-#pragma unroll
-    for (int i = 0; i < kSlot; ++i)
-      f(g * kSlot + i, widen(a[i]));
-#pragma unroll
-    for (int i = 0; i < kSlot; ++i)
-      f((g + step) * kSlot + i, widen(b[i]));
-  }
-  for (; g < slots; g += step) {
+  for (int64_t g = threadIdx.x; g < slots; g += step) {
     In a[kSlot];
     loadSlot(a, row, g, aligned);
 #pragma unroll
