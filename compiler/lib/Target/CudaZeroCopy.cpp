@@ -45,13 +45,11 @@ int64_t pitchRoom(Value v) {
 }
 
 Range rangeOf(Value v) {
-  int64_t at = plannedOffset(v), bytes = bytesOf(v.getType());
-  if (int64_t pitch = pitchRoom(v)) {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    bytes = t.getNumElements() / t.getShape().back() * pitch *
-            (t.getElementTypeBitWidth() / 8);
-  }
-  return {at, at + bytes};
+  int64_t at = plannedOffset(v), pitch = pitchRoom(v);
+  return {at,
+          at + (pitch ? pitchedBytes(llvm::cast<RankedTensorType>(v.getType()),
+                                     pitch)
+                      : bytesOf(v.getType()))};
 }
 
 /// The bytes `op` writes when its launch runs (a load or store that the
@@ -255,38 +253,29 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
   llvm::DenseMap<Operation *, Operation *> writerOf; // narrowing -> op
   for (auto [result, narrowing] : z.narrowedInto)
     writerOf[narrowing] = result.getDefiningOp();
-  auto takesPitch = [](Operation *op, Value v) {
-    if (auto m = llvm::dyn_cast<MatmulOp>(op))
-      return llvm::cast<RankedTensorType>(m.getResult().getType()).getRank() ==
-                 2 &&
-             (root(m.getLhs()) == v || root(m.getRhs()) == v);
-    if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op))
-      return root(op->getOperand(0)) == v;
-    return false;
+  // The value's readers' kernels take its rows a pitch apart: a product
+  // reads either operand so, the loss its logits (operand 0).
+  auto readsPitched = [](Operation *op, Value v) {
+    return takesRowPitch(op) &&
+           (llvm::isa<MatmulOp>(op) || root(op->getOperand(0)) == v);
   };
   for (Operation *narrowing : z.narrowings) {
     int64_t pitch = pitchRoom(narrowing->getResult(0));
     Operation *writer = writerOf.lookup(narrowing);
-    bool writes =
-        writer && (llvm::isa<CrossEntropyGradOp>(writer) ||
-                   (llvm::isa<MatmulOp>(writer) &&
-                    llvm::cast<RankedTensorType>(writer->getResult(0).getType())
-                            .getRank() == 2));
-    if (!pitch || !writes)
+    if (!pitch || !writer || !takesRowPitch(writer))
       continue;
     SmallVector<Operation *> readers;
     readersOf(narrowing->getResult(0), readers);
     bool all = !readers.empty();
     for (Operation *reader : readers) {
-      auto it = z.bypassed.find(reader);
-      if (it == z.bypassed.end()) {
+      if (!z.bypassed.count(reader)) {
         all = false;
         break;
       }
       SmallVector<Operation *> users;
       readersOf(reader->getResult(0), users);
       for (Operation *user : users)
-        all &= takesPitch(user, reader->getResult(0));
+        all &= readsPitched(user, reader->getResult(0));
     }
     if (all)
       z.pitched[narrowing->getResult(0)] = pitch;

@@ -335,9 +335,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         int64_t bytes = byteSize(r.getType());
         // Room for rows a pitch apart, which a GPU plan may lay out.
         if (int64_t pitch = rowPitch.lookup(&op)) {
-          auto type = llvm::cast<RankedTensorType>(r.getType());
-          bytes = type.getNumElements() / type.getShape().back() * pitch *
-                  (type.getElementTypeBitWidth() / 8);
+          bytes =
+              pitchedBytes(llvm::cast<RankedTensorType>(r.getType()), pitch);
           op.setAttr(kPitchAttr, b.getI64IntegerAttr(pitch));
         }
         int64_t offset = alloc.allocate(bytes);

@@ -193,6 +193,19 @@ static void findMerges(ZeroCopyCandidates::Writer &w) {
   w.concat = concat;
 }
 
+bool takesRowPitch(Operation *op) {
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+    return true;
+  return llvm::isa<MatmulOp>(op) &&
+         llvm::cast<RankedTensorType>(op->getResult(0).getType()).getRank() ==
+             2;
+}
+
+int64_t pitchedBytes(RankedTensorType type, int64_t pitch) {
+  return type.getNumElements() / type.getShape().back() * pitch *
+         (type.getElementTypeBitWidth() / 8);
+}
+
 bool readsSixteenBit(Operation *user, Value v) {
   // The operands the op's kernels read in any type.
   SmallVector<unsigned, 2> typed;
@@ -337,12 +350,7 @@ ZeroCopyCandidates::find(func::FuncOp fn,
   // pitch would align: a product of one batch, which cuBLAS takes with any
   // leading dimension.
   for (const Writer &w : c.writers) {
-    bool pitchable =
-        llvm::isa<CrossEntropyGradOp>(w.op) ||
-        (llvm::isa<MatmulOp>(w.op) &&
-         llvm::cast<RankedTensorType>(w.op->getResult(0).getType()).getRank() ==
-             2);
-    if (!pitchable)
+    if (!takesRowPitch(w.op))
       continue;
     for (auto [result, narrowing] : w.into) {
       auto type =

@@ -959,6 +959,84 @@ TEST(CudaKernelTest, ProductsTakeRowPitches) {
   }
 }
 
+TEST(CudaKernelTest, ProductsTakeRowPitchesAtGpt2sVocabulary) {
+  REQUIRE_GPU();
+  // The three products beside GPT-2's loss as its GPU plan gives them
+  // (16 x 1024 tokens, 768 wide, 50 257 classes in rows of 50 264): the
+  // logits, their input gradient and the table's gradient, bf16 through the
+  // default engine, at their own size (1.6 GB of logits). Sampled elements
+  // against a host sum; a read of the padding (NaN) or a write to it shows.
+  using dtrt::cuda::Operands;
+  using dtrt::cuda::Product;
+  const int64_t tokens = 16384, width = 768, vocab = 50257, ld = 50264;
+  const uint16_t kNaN = 0x7fc1;
+  auto blas = dtrt::cuda::Blas::open(nullptr, dtrt::cuda::ProductEngine::Lt);
+  ASSERT_TRUE(bool(blas)) << blas.error().message();
+  // Small integers over 8: exact in bf16, and their products' sums in f32.
+  auto value = [](int64_t i, int64_t j, int64_t salt) {
+    return float((i * 7 + j * 13 + salt) % 17 - 8) / 8.0f;
+  };
+  auto bits = [](float f) {
+    uint32_t w;
+    std::memcpy(&w, &f, 4);
+    return uint16_t(w >> 16);
+  };
+  auto fill = [&](int64_t rows, int64_t cols, int64_t pitch, int64_t salt) {
+    std::vector<uint16_t> x(size_t(rows * pitch), kNaN);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        x[size_t(i * pitch + j)] = bits(value(i, j, salt));
+    return x;
+  };
+  auto asFloat = [](uint16_t h) {
+    uint32_t w = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  };
+  std::mt19937 rng(5);
+  // C = A op(B) for `p`, A and B filled by value() (salts 1 and 2) with
+  // rows `lda` and `ldb` apart, C's rows `ldc` apart: 2048 sampled elements
+  // and every row's padding.
+  auto check = [&](Product p, int64_t aRows, int64_t aCols, int64_t bRows,
+                   int64_t bCols) {
+    int64_t lda = p.lda ? p.lda : aCols, ldb = p.ldb ? p.ldb : bCols,
+            ldc = p.ldc ? p.ldc : p.n;
+    DeviceBuffer<uint16_t> a(fill(aRows, aCols, lda, 1)),
+        b(fill(bRows, bCols, ldb, 2)),
+        c(std::vector<uint16_t>(size_t(p.m * ldc), kNaN));
+    dtrt::Status s = (*blas)->matmul(p, a.get(), b.get(), c.get());
+    ASSERT_TRUE(bool(s)) << s.error().message();
+    std::vector<uint16_t> got = c.read();
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = p.n; j < ldc; ++j)
+        ASSERT_EQ(got[size_t(i * ldc + j)], kNaN) << "padding of row " << i;
+    for (int sample = 0; sample < 2048; ++sample) {
+      int64_t i = int64_t(rng() % uint64_t(p.m)),
+              j = int64_t(rng() % uint64_t(p.n));
+      double sum = 0;
+      for (int64_t l = 0; l < p.k; ++l)
+        sum += double(p.transA ? value(l, i, 1) : value(i, l, 1)) *
+               (p.transB ? value(j, l, 2) : value(l, j, 2));
+      ASSERT_NEAR(asFloat(got[size_t(i * ldc + j)]), sum,
+                  (std::abs(sum) + 1.0) / 128)
+          << i << ", " << j;
+    }
+  };
+  Product logits{1, tokens, vocab, width, false, true, false, Operands::BF16,
+                 Operands::BF16};
+  logits.ldc = ld;
+  check(logits, tokens, width, vocab, width);
+  Product inputGrad{1,     tokens, width, vocab,         false,
+                    false, false,  Operands::BF16, Operands::BF16};
+  inputGrad.lda = ld;
+  check(inputGrad, tokens, vocab, vocab, width);
+  Product tableGrad{1,    vocab, width, tokens,         true,
+                    false, false, Operands::BF16, Operands::BF16};
+  tableGrad.lda = ld;
+  check(tableGrad, tokens, vocab, tokens, width);
+}
+
 TEST(CudaKernelTest, PitchedLogitsGiveThePackedBits) {
   REQUIRE_GPU();
   // The loss and its gradient over logits whose rows lie a pitch apart (the

@@ -141,6 +141,14 @@ bool isHeadTranspose(mlir::Operation *op);
 /// rows `pitch` elements apart (ZeroCopyCandidates::pitches).
 inline constexpr llvm::StringLiteral kPitchAttr = "dt.pitch";
 
+/// Whether the GPU kernel of `op` takes its 16-bit rows a pitch apart: a
+/// product of one batch (cuBLAS's leading dimensions), the loss and its
+/// gradient (the logits' and dlogits' rows).
+bool takesRowPitch(mlir::Operation *op);
+
+/// The bytes of `type`'s rows laid `pitch` elements apart.
+int64_t pitchedBytes(mlir::RankedTensorType type, int64_t pitch);
+
 } // namespace dt
 
 #endif // DT_TRANSFORMS_ZEROCOPYINFO_H

@@ -163,30 +163,26 @@ int64_t vectorWidth(Operation *op, int64_t unroll) {
   } else {
     return 1;
   }
+  // Each vector's arena offset and element bytes; an unplanned or
+  // byte-less one (i1) takes no groups.
+  SmallVector<std::pair<int64_t, int64_t>> placed;
   int64_t widest = 0, narrowest = kGpuVectorBytes;
   for (Value v : vectors) {
-    if (dimsOf(v).empty())
-      return 1;
+    auto result = llvm::dyn_cast<OpResult>(v);
     int64_t bytes = vectorElementBytes(
         llvm::cast<RankedTensorType>(v.getType()).getElementType());
-    if (!bytes)
+    if (dimsOf(v).empty() || !bytes || !result ||
+        !result.getOwner()->hasAttr("dt.offsets"))
       return 1;
+    placed.push_back({plannedOffset(v), bytes});
     widest = std::max(widest, bytes);
     narrowest = std::min(narrowest, bytes);
   }
   auto fits = [&](int64_t width) {
-    for (int64_t e : extents)
-      if (e % width)
-        return false;
-    for (Value v : vectors) {
-      int64_t bytes = vectorElementBytes(
-          llvm::cast<RankedTensorType>(v.getType()).getElementType());
-      auto result = llvm::dyn_cast<OpResult>(v);
-      if (!result || !result.getOwner()->hasAttr("dt.offsets") ||
-          plannedOffset(v) % (width * bytes))
-        return false;
-    }
-    return true;
+    return llvm::all_of(extents, [&](int64_t e) { return e % width == 0; }) &&
+           llvm::all_of(placed, [&](auto &p) {
+             return p.first % (width * p.second) == 0;
+           });
   };
   for (int64_t width =
            std::min(kGpuVectorBytes / narrowest, 2 * kGpuVectorBytes / widest);
