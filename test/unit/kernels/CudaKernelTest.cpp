@@ -397,6 +397,43 @@ TEST(CudaKernelTest, EmbeddingLookupsAndDeterministicGradients) {
   EXPECT_EQ(gdtable.read(), dtable); // the same additions in the same order
 }
 
+TEST(CudaKernelTest, EmbeddingGradientsAtGpt2sSizeAndWiderRows) {
+  REQUIRE_GPU();
+  // GPT-2's table, more ids than one staging of 8192 holds, and a frequent
+  // token (a third of the ids, some in runs) whose sums stay in registers;
+  // then rows wider than a lane's four columns a pass (five passes), and
+  // positions (every row hit, the hits moving row at every id).
+  struct Case {
+    int64_t n, count, width;
+    bool positions; // else a frequent token among random ones
+  };
+  for (Case c : {Case{20000, 50257, 768, false}, Case{9000, 300, 4100, false},
+                 Case{16384, 1024, 768, true}}) {
+    SCOPED_TRACE(testing::Message()
+                 << c.n << " ids, " << c.count << " x " << c.width);
+    std::mt19937 rng(61);
+    std::vector<int32_t> ids(size_t(c.n));
+    for (int64_t i = 0; i < c.n; ++i)
+      if (c.positions)
+        ids[size_t(i)] = int32_t(i % c.count);
+      else
+        ids[size_t(i)] = rng() % 3 == 0 || (i / 40) % 7 == 0
+                             ? 13
+                             : int32_t(rng() % uint64_t(c.count));
+    std::vector<float> dout = randomVector(size_t(c.n * c.width), 62);
+    std::vector<float> dtable(size_t(c.count * c.width));
+    dtk_embedding_grad_f32(ids.data(), dout.data(), dtable.data(), c.n, c.count,
+                           c.width);
+    DeviceBuffer<float> gdout(dout),
+        gdtable(std::vector<float>(dtable.size(), -7.0f));
+    DeviceBuffer<int32_t> gids(ids);
+    dtk_cuda_embedding_grad_f32(gids.get(), gdout.get(), gdtable.get(), c.n,
+                                c.count, c.width, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    EXPECT_EQ(gdtable.read(), dtable); // every row written, in the CPU's order
+  }
+}
+
 TEST(CudaKernelTest, CrossEntropyItsGradientAndAccuracy) {
   REQUIRE_GPU();
   for (auto [rows, classes] :
