@@ -252,14 +252,16 @@ cat > "$out/run-variants.sh" <<'RUN'
 # cuBLASLt timed), and its generated kernels taking one element at a time
 # (dtc --gpu-unroll=1) against vector groups and four at a time, and its
 # attention loading each tile once the last is done
-# (DTRT_CUDA_ATTENTION_PIPELINE=0). The same losses within rounding, and the
+# (DTRT_CUDA_ATTENTION_PIPELINE=0) or with warps of 16 query rows
+# (DTRT_CUDA_ATTENTION_WARP_ROWS=16). The same losses within rounding, and the
 # tokens/s of each.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
-variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE]
+variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE [WARP_ROWS]]
   rm -rf "ckpt/variant-$1"
   DTRT_CUDA_PRODUCTS=$3 DTRT_CUDA_ATTENTION_PIPELINE=${4:-1} \
+    DTRT_CUDA_ATTENTION_WARP_ROWS=${5:-32} \
     "./$2" --backend cuda --steps "${STEPS:-10}" \
     --log-every 5 --eval-every 0 --checkpoint-every 0 \
     --checkpoint-dir "ckpt/variant-$1" --log-dir "runs/variant-$1" \
@@ -271,6 +273,7 @@ variant lt gpt2_124m_gpu lt
 variant tuned gpt2_124m_gpu tuned
 variant lt-unroll1 gpt2_124m_gpu_unroll1 lt
 variant lt-attention-unpipelined gpt2_124m_gpu lt 0
+variant lt-attention-16-rows gpt2_124m_gpu lt 1 16
 exit $status
 RUN
 cat > "$out/run-all.sh" <<'RUN'
@@ -313,5 +316,9 @@ echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
   "$out/run-variants.sh" "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
-tar cJf "$build/gpu.tar.xz" -C "$build" gpu
+# One dictionary over the whole folder (256 MiB, xz's default is 8): the programs
+# share most of their bytes (the runtime and the kernels), and a window that
+# holds them all stores them about once (37 MB instead of 67).
+tar cf "$build/gpu.tar" -C "$build" gpu
+xz -f --lzma2=preset=6,dict=256MiB "$build/gpu.tar"
 du -sh "$out" "$build/gpu.tar.xz"

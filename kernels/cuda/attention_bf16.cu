@@ -20,7 +20,12 @@
 //
 // A block of four warps takes 64 rows (queries, or keys for the key side);
 // each warp owns 16, so a row's softmax lives in the four lanes of a quad
-// that hold it (mma's accumulator layout) and needs two shuffles. The other
+// that hold it (mma's accumulator layout) and needs two shuffles. The
+// forward kernel's warps own two such groups for heads of 32 and 64 (128
+// rows a block). Counting bytes and products, shared memory's bandwidth, not
+// the tensor cores, bounds a warp of one group; a second group halves the
+// bytes per product (dtk_cuda_attention_warp_rows(16) keeps one, to compare). The gradient's kernels hold
+// twice the scores and could not keep a second group in registers. The other
 // side streams through shared memory 64 rows at a time, by cp.async into two
 // buffers, so the next tile's copies are in flight while the warps work on
 // this one (pipelined(); dtk_cuda_attention_pipeline(0) turns that off).
@@ -122,30 +127,47 @@ __device__ void loadRightPair(uint32_t (&b)[4], const bf16 *x, int ld,
                : "memory");
 }
 
-/// s = a x^T: the 16 rows of `a` against the 64 rows of `x`, both d deep.
-template <int D>
-__device__ void scores(Scores &s, const bf16 *a, const bf16 *x, int lane) {
+/// s[r] = a_r x^T for R groups of 16 rows of `a` (a_r starting 16 r rows
+/// in) against the 64 rows of `x`, all d deep. Each fragment of x loads once
+/// for the R groups: shared memory's bandwidth, not the tensor cores, bounds
+/// a warp of one group.
+template <int D, int R>
+__device__ void scoresOf(Scores (&s)[R], const bf16 *a, const bf16 *x,
+                         int lane) {
   constexpr int ld = kStride<D>;
 #pragma unroll
-  for (int n = 0; n < kColumnTiles; ++n)
-    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+      s[r][n][0] = s[r][n][1] = s[r][n][2] = s[r][n][3] = 0.0f;
 #pragma unroll
   for (int k0 = 0; k0 < D; k0 += 16) {
-    uint32_t fa[4];
-    loadLeft(fa, a + k0, ld, lane);
+    uint32_t fa[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      loadLeft(fa[r], a + 16 * r * ld + k0, ld, lane);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n) {
       uint32_t fb[2];
       loadRightTransposed(fb, x + n * 8 * ld + k0, ld, lane);
-      mma(s[n], fa, fb[0], fb[1]);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        mma(s[r][n], fa[r], fb[0], fb[1]);
     }
   }
 }
 
-/// acc += p x: a warp's 16 x 64 operand times the 64 x D tile at `x`.
+/// s = a x^T: the 16 rows of `a` against the 64 rows of `x`, both d deep.
 template <int D>
-__device__ void accumulate(float (&acc)[D / 8][4], const Operand &p,
-                           const bf16 *x, int lane) {
+__device__ void scores(Scores &s, const bf16 *a, const bf16 *x, int lane) {
+  scoresOf<D, 1>(*reinterpret_cast<Scores(*)[1]>(&s), a, x, lane);
+}
+
+/// acc[r] += p[r] x for R of a warp's 16 x 64 operands and the 64 x D tile
+/// at `x`, each fragment of x loaded once for the R.
+template <int D, int R>
+__device__ void accumulateOf(float (&acc)[R][D / 8][4], const Operand (&p)[R],
+                             const bf16 *x, int lane) {
   constexpr int ld = kStride<D>;
 #pragma unroll
   for (int kc = 0; kc < kDepthTiles; ++kc)
@@ -153,9 +175,21 @@ __device__ void accumulate(float (&acc)[D / 8][4], const Operand &p,
     for (int n = 0; n < D / 8; n += 2) {
       uint32_t fb[4];
       loadRightPair(fb, x + kc * 16 * ld + n * 8, ld, lane);
-      mma(acc[n], p[kc], fb[0], fb[1]);
-      mma(acc[n + 1], p[kc], fb[2], fb[3]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        mma(acc[r][n], p[r][kc], fb[0], fb[1]);
+        mma(acc[r][n + 1], p[r][kc], fb[2], fb[3]);
+      }
     }
+}
+
+/// acc += p x: a warp's 16 x 64 operand times the 64 x D tile at `x`.
+template <int D>
+__device__ void accumulate(float (&acc)[D / 8][4], const Operand &p,
+                           const bf16 *x, int lane) {
+  using Acc = float[1][D / 8][4];
+  accumulateOf<D, 1>(*reinterpret_cast<Acc *>(&acc),
+                     *reinterpret_cast<const Operand(*)[1]>(&p), x, lane);
 }
 
 /// Scores (C layout) as left operands (A layout), rounded to bf16: columns
@@ -170,10 +204,10 @@ __device__ void asOperand(Operand &a, const Scores &s) {
   }
 }
 
-/// Rows [first, first + kRows) of a t x D f32 (or bf16) matrix whose rows
+/// Rows [first, first + Rows) of a t x D f32 (or bf16) matrix whose rows
 /// lie `stride` elements apart into a bf16 tile; rows past t are zeros. f32
 /// values are bf16 already: exact.
-template <int D, typename In>
+template <int D, typename In, int Rows = kRows>
 __device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t,
                          int64_t stride) {
   constexpr int ld = kStride<D>;
@@ -181,7 +215,7 @@ __device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t,
     // Eight elements, 16 bytes, at a time: rows of D (a multiple of 8)
     // bf16 from a 16-byte aligned base, into tile rows of 16-byte strides.
     constexpr int octets = D / 8;
-    for (int e = threadIdx.x; e < kRows * octets; e += kThreads) {
+    for (int e = threadIdx.x; e < Rows * octets; e += kThreads) {
       int r = e / octets, c = (e % octets) * 8;
       *reinterpret_cast<uint4 *>(dst + r * ld + c) =
           first + r < t
@@ -190,7 +224,7 @@ __device__ void loadTile(bf16 *dst, const In *src, int64_t first, int64_t t,
     }
   } else {
     constexpr int quads = D / 4;
-    for (int e = threadIdx.x; e < kRows * quads; e += kThreads) {
+    for (int e = threadIdx.x; e < Rows * quads; e += kThreads) {
       int r = e / quads, c = (e % quads) * 4;
       float4 x = first + r < t ? *reinterpret_cast<const float4 *>(
                                      src + (first + r) * stride + c)
@@ -297,17 +331,23 @@ struct Place {
   }
 };
 
-template <int D> __device__ Place placeOf(int64_t t) {
-  int64_t tiles = (t + kRows - 1) / kRows;
+/// Where a thread stands in a block of R kRows rows, each warp owning R
+/// groups of 16: the lane's rows in group r.
+template <int R> __device__ Place placeOfGroup(int64_t t, int r) {
+  int64_t tiles = (t + R * kRows - 1) / (R * kRows);
   Place p;
   p.slice = blockIdx.x / tiles;
-  p.first = int64_t(blockIdx.x % tiles) * kRows;
+  p.first = int64_t(blockIdx.x % tiles) * R * kRows;
   p.lane = int(threadIdx.x % 32);
   p.warp = int(threadIdx.x / 32);
   p.column = (p.lane % 4) * 2;
-  p.row[0] = p.first + 16 * p.warp + p.lane / 4;
+  p.row[0] = p.first + 16 * (R * p.warp + r) + p.lane / 4;
   p.row[1] = p.row[0] + 8;
   return p;
+}
+
+template <int D> __device__ Place placeOf(int64_t t) {
+  return placeOfGroup<1>(t, 0);
 }
 
 /// Element e of column tile n of an accumulator: its column within the
@@ -340,9 +380,12 @@ __device__ void storeRows(Out *out, const dtk_attention_layout &layout,
   }
 }
 
-/// O for 64 query rows. `scale2` is the softmax scale times log2(e): the
-/// kernels work in base 2.
-template <int D, typename In, typename Out>
+/// O for R x 64 query rows, each warp owning R groups of 16 (two for narrow
+/// heads: each fragment of K and V then serves two groups' products). A row
+/// visits the same key tiles, in the same order, whatever R is, so the bits
+/// are the same. `scale2` is the softmax scale times log2(e): the kernels
+/// work in base 2.
+template <int D, int R, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const In *q, const In *k, const In *v, Out *o,
                   Layouts layouts, int64_t t, int32_t causal, float scale2,
@@ -350,64 +393,83 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
   // Q, then K and V twice over (pipelined()'s two buffers).
-  bf16 *qs = reinterpret_cast<bf16 *>(smem), *kv = qs + kRows * ld;
+  bf16 *qs = reinterpret_cast<bf16 *>(smem), *kv = qs + R * kRows * ld;
   auto ks = [&](int b) { return kv + 2 * b * kRows * ld; };
   auto vs = [&](int b) { return kv + (2 * b + 1) * kRows * ld; };
-  Place p = placeOf<D>(t);
+  Place g[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    g[r] = placeOfGroup<R>(t, r);
+  const Place &p = g[0];
   // Each operand's slice, found once (a division by the heads).
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
                              &lv = layouts.of[2];
   const In *kSlice = k + p.at(lk), *vSlice = v + p.at(lv);
-  const bf16 *qw = qs + 16 * p.warp * ld;
-  loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
-  float acc[D / 8][4] = {};
+  const bf16 *qw = qs + 16 * R * p.warp * ld;
+  loadTile<D, In, R * kRows>(qs, q + p.at(lq), p.first, t, lq.row);
+  float acc[R][D / 8][4] = {};
   // The lane's rows' running maxima and its share of their sums (the
   // quad's lanes see the same maxima, so their partial sums add up).
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  int64_t end = causal ? min(t, p.first + kRows) : t;
+  float m[R][2], l[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    m[r][0] = m[r][1] = -INFINITY, l[r][0] = l[r][1] = 0.0f;
+  int64_t end = causal ? min(t, p.first + R * kRows) : t;
+  // Under the causal mask, key tiles past the warp's last row are all
+  // masked for it: it skips them (with R = 1 no block loads such a tile).
+  int64_t last = p.first + 16 * R * (p.warp + 1) - 1;
   auto load = [&](int b, int64_t j0) {
     loadTileAsync<D>(ks(b), kSlice, j0, t, lk.row);
     loadTileAsync<D>(vs(b), vSlice, j0, t, lv.row);
   };
   pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
-    Scores s;
-    scores<D>(s, qw, ks(b), p.lane);
-    float mNew[2] = {m[0], m[1]};
+    if (causal && j0 > last)
+      return;
+    Scores s[R];
+    scoresOf<D, R>(s, qw, ks(b), p.lane);
+    Operand pa[R];
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n)
+    for (int r = 0; r < R; ++r) {
+      float mNew[2] = {m[r][0], m[r][1]};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = sees(p.row[e / 2], j0 + columnOf(p, n, e), t, causal)
-                      ? s[n][e] * scale2
-                      : -INFINITY;
-        s[n][e] = x;
-        mNew[e / 2] = fmaxf(mNew[e / 2], x);
+      for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = sees(g[r].row[e / 2], j0 + columnOf(p, n, e), t, causal)
+                        ? s[r][n][e] * scale2
+                        : -INFINITY;
+          s[r][n][e] = x;
+          mNew[e / 2] = fmaxf(mNew[e / 2], x);
+        }
+      for (int h = 0; h < 2; ++h) {
+        mNew[h] = quadMax(mNew[h]);
+        float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[r][h] - mNew[h]);
+        m[r][h] = mNew[h];
+        l[r][h] *= shrink;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          acc[r][n][2 * h] *= shrink;
+          acc[r][n][2 * h + 1] *= shrink;
+        }
       }
-    for (int h = 0; h < 2; ++h) {
-      mNew[h] = quadMax(mNew[h]);
-      float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[h] - mNew[h]);
-      m[h] = mNew[h];
-      l[h] *= shrink;
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        acc[n][2 * h] *= shrink;
-        acc[n][2 * h + 1] *= shrink;
-      }
+      for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x =
+              s[r][n][e] == -INFINITY ? 0.0f : exp2f(s[r][n][e] - m[r][e / 2]);
+          s[r][n][e] = x;
+          l[r][e / 2] += x;
+        }
+      asOperand(pa[r], s[r]);
     }
-#pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m[e / 2]);
-        s[n][e] = x;
-        l[e / 2] += x;
-      }
-    Operand pa;
-    asOperand(pa, s);
-    accumulate<D>(acc, pa, vs(b), p.lane);
+    accumulateOf<D, R>(acc, pa, vs(b), p.lane);
   });
-  float sum[2] = {quadSum(l[0]), quadSum(l[1])};
-  storeRows<D>(o, layouts.of[3], acc, p, t, 1.0f, sum);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float sum[2] = {quadSum(l[r][0]), quadSum(l[r][1])};
+    storeRows<D>(o, layouts.of[3], acc[r], g[r], t, 1.0f, sum);
+  }
 }
 
 /// For 64 query rows: each row's base-2 log-sum-exp and
@@ -662,6 +724,10 @@ template <int D> constexpr size_t tileBytes() {
 /// (dtk_cuda_attention_pipeline).
 bool prefetchTiles = true;
 
+/// The groups of 16 query rows a forward warp owns where its heads allow two
+/// (dtk_cuda_attention_warp_rows).
+int warpGroups = 2;
+
 /// Calls f with the widths the typed kernels take, as withWidth does: the
 /// heads models use (each width and type pairing is three more kernels).
 template <typename F> bool withTypedWidth(int64_t d, F &&f) {
@@ -724,17 +790,33 @@ template <typename F> int dispatch(int in, int out, int64_t d, F &&launch) {
   return width && launched ? 0 : 1;
 }
 
-template <int D, typename In, typename Out>
-void forward(const void *q, const void *k, const void *v, void *o,
-             const Layouts &layouts, unsigned blocks, int64_t t, int32_t causal,
-             float scale2, dtk_stream stream) {
-  // Q, and K and V in two buffers each.
-  constexpr size_t bytes = 5 * tileBytes<D>();
-  allowShared(forwardKernel<D, In, Out>, bytes);
-  forwardKernel<D, In, Out><<<blocks, kThreads, bytes, stream>>>(
+template <int D, int R, typename In, typename Out>
+void forwardRows(const void *q, const void *k, const void *v, void *o,
+                 const Layouts &layouts, int64_t slices, int64_t t,
+                 int32_t causal, float scale2, dtk_stream stream) {
+  // Q's R tiles, and K and V in two buffers each.
+  constexpr size_t bytes = (R + 4) * tileBytes<D>();
+  auto kernel = forwardKernel<D, R, In, Out>;
+  allowShared(kernel, bytes);
+  auto blocks = unsigned(slices * ((t + R * kRows - 1) / (R * kRows)));
+  kernel<<<blocks, kThreads, bytes, stream>>>(
       static_cast<const In *>(q), static_cast<const In *>(k),
       static_cast<const In *>(v), static_cast<Out *>(o), layouts, t, causal,
       scale2, prefetchTiles);
+}
+
+template <int D, typename In, typename Out>
+void forward(const void *q, const void *k, const void *v, void *o,
+             const Layouts &layouts, int64_t slices, int64_t t, int32_t causal,
+             float scale2, dtk_stream stream) {
+  // Two groups of 16 rows a warp where the accumulators leave the registers
+  // for them (heads of 32 and 64, GPT-2's); 128-wide heads would spill.
+  if constexpr (D == 32 || D == 64)
+    if (warpGroups == 2)
+      return forwardRows<D, 2, In, Out>(q, k, v, o, layouts, slices, t, causal,
+                                        scale2, stream);
+  forwardRows<D, 1, In, Out>(q, k, v, o, layouts, slices, t, causal, scale2,
+                             stream);
 }
 
 template <int D, typename In, typename Out>
@@ -769,11 +851,10 @@ int launchForward(const void *q, const void *k, const void *v, void *o, int in,
     return 0;
   if (!aligned({q, k, v, o}))
     return 1;
-  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
   float scale2 = kLog2e / sqrtf(float(d));
   return dispatch(in, out, d, [&](auto width, auto input, auto output) {
     forward<decltype(width)::value, Element<decltype(input)>,
-            Element<decltype(output)>>(q, k, v, o, layouts, blocks, t, causal,
+            Element<decltype(output)>>(q, k, v, o, layouts, slices, t, causal,
                                        scale2, stream);
   });
 }
@@ -800,6 +881,10 @@ int launchBackward(const void *q, const void *k, const void *v,
 } // namespace
 
 extern "C" void dtk_cuda_attention_pipeline(int on) { prefetchTiles = on != 0; }
+
+extern "C" void dtk_cuda_attention_warp_rows(int rows) {
+  warpGroups = rows == 16 ? 1 : 2;
+}
 
 extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
                                              const void *v, void *o, int in,

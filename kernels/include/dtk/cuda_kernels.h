@@ -307,6 +307,11 @@ int dtk_cuda_attention_grad_bf16_typed(const void *q, const void *k,
  * load each tile once the last is done (0: the kernels before the pipeline,
  * to compare; DTRT_CUDA_ATTENTION_PIPELINE=0). The same bits either way. */
 void dtk_cuda_attention_pipeline(int on);
+/* The query rows a warp of the bf16 attention's forward kernel owns, for
+ * heads of 32 and 64: 32 (the default: each fragment of K and V loaded from
+ * shared memory serves two groups of 16 rows) or 16 (one group, to compare;
+ * DTRT_CUDA_ATTENTION_WARP_ROWS=16). The same bits either way. */
+void dtk_cuda_attention_warp_rows(int rows);
 /* Where an attention operand's rows lie, in elements: slice s (batch
  * b = s / heads, head h = s % heads) starts at b * batch + h * head, and its
  * t rows lie `row` apart. {1, t * d, 0, d} is the [slices, t, d] layout of

@@ -103,6 +103,15 @@ Executor::create(const std::string &image, const std::string &planText,
           fmt::format("DTRT_CUDA_ATTENTION_PIPELINE={} is not 0 or 1", v));
     dtk_cuda_attention_pipeline(v == "1");
   }
+  // DTRT_CUDA_ATTENTION_WARP_ROWS=16: the forward's warps own 16 query rows
+  // each, as before they owned 32 (to compare; same bits).
+  if (const char *rows = std::getenv("DTRT_CUDA_ATTENTION_WARP_ROWS")) {
+    std::string v = rows;
+    if (v != "16" && v != "32")
+      return Error(
+          fmt::format("DTRT_CUDA_ATTENTION_WARP_ROWS={} is not 16 or 32", v));
+    dtk_cuda_attention_warp_rows(std::stoi(v));
+  }
   Expected<std::unique_ptr<Blas>> blas = Blas::open(e->stream_, *engine);
   if (!blas)
     return blas.error();

@@ -1194,18 +1194,21 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
             1);
 }
 
-TEST(CudaKernelTest, AttentionPipelineGivesTheSameBits) {
+TEST(CudaKernelTest, AttentionPipelineAndWarpRowsGiveTheSameBits) {
   REQUIRE_GPU();
   // The bf16 attention kernels load the next tile by cp.async while they
   // work on this one; without (dtk_cuda_attention_pipeline(0)) they load
-  // each tile once the last is done. The arithmetic is the same, so are the
-  // bits: forward and gradient, bf16 and f32 storage, ragged lengths.
+  // each tile once the last is done. The forward's warps own 32 query rows
+  // for heads of 32 and 64, or 16 (dtk_cuda_attention_warp_rows(16)). The
+  // arithmetic is the same, so are the bits: forward and gradient, bf16 and
+  // f32 storage, ragged lengths (130: a block of 128 rows and one of 2).
   for (auto [slices, t, d, causal] :
        {std::tuple<int64_t, int64_t, int64_t, int32_t>{2, 1024, 64, 1},
         {3, 200, 128, 0},
         {2, 77, 32, 1},
         {1, 64, 64, 0},
-        {2, 130, 64, 0}}) {
+        {2, 130, 64, 0},
+        {3, 200, 64, 1}}) {
     SCOPED_TRACE(testing::Message() << "slices=" << slices << " t=" << t
                                     << " d=" << d << " causal=" << causal);
     size_t n = size_t(slices * t * d);
@@ -1223,9 +1226,14 @@ TEST(CudaKernelTest, AttentionPipelineGivesTheSameBits) {
                  *ak = half ? (void *)hk.get() : (void *)fk.get(),
                  *av = half ? (void *)hv.get() : (void *)fv.get(),
                  *adout = half ? (void *)hdout.get() : (void *)fdout.get();
-      std::vector<std::vector<uint16_t>> results[2];
-      for (int pipeline : {0, 1}) {
+      // {pipeline, warp rows}: the defaults first, then each other setting.
+      const std::pair<int, int> settings[] = {
+          {1, 32}, {0, 32}, {1, 16}, {0, 16}};
+      std::vector<std::vector<uint16_t>> results[4];
+      for (int i = 0; i < 4; ++i) {
+        auto [pipeline, rows] = settings[i];
         dtk_cuda_attention_pipeline(pipeline);
+        dtk_cuda_attention_warp_rows(rows);
         DeviceBuffer<uint16_t> o(n), dq(n), dk(n), dv(n);
         ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, o.get(), in,
                                                 DTK_CUDA_BF16, slices, t, d,
@@ -1237,12 +1245,15 @@ TEST(CudaKernelTest, AttentionPipelineGivesTheSameBits) {
                       nullptr),
                   0);
         ASSERT_EQ(dtk_cuda_last_error(), nullptr);
-        results[pipeline] = {o.read(), dq.read(), dk.read(), dv.read()};
+        results[i] = {o.read(), dq.read(), dk.read(), dv.read()};
       }
       dtk_cuda_attention_pipeline(1);
-      for (int r = 0; r < 4; ++r)
-        EXPECT_EQ(results[1][size_t(r)], results[0][size_t(r)])
-            << "in " << in << ", result " << r;
+      dtk_cuda_attention_warp_rows(32);
+      for (int i = 1; i < 4; ++i)
+        for (int r = 0; r < 4; ++r)
+          EXPECT_EQ(results[i][size_t(r)], results[0][size_t(r)])
+              << "in " << in << ", pipeline " << settings[i].first
+              << ", warp rows " << settings[i].second << ", result " << r;
     }
   }
 }
