@@ -125,14 +125,19 @@ __global__ void __launch_bounds__(kGradThreads)
   }
 }
 
-/// The device's multiprocessors (the current device's; one GPU per rank).
+/// The current device's multiprocessors (one GPU per rank), asked once per
+/// device: a launch may come while the step's graph is being captured.
 inline int multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) !=
-          cudaSuccess ||
-      count <= 0)
+  static int counts[64] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
     return 132; // an H100's; only the grid's size depends on it
+  int &count = counts[device % 64];
+  if (count <= 0 &&
+      (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) !=
+           cudaSuccess ||
+       count <= 0))
+    count = 132;
   return count;
 }
 
