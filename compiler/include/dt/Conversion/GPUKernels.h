@@ -67,6 +67,24 @@ struct ReductionSplit {
 };
 ReductionSplit splitReduction(int64_t outputs, int64_t perOutput);
 
+/// The outputs of a column sum that one block takes side by side: a warp's
+/// lanes, so that each load of a warp reads one row's consecutive elements.
+inline constexpr int64_t kGpuColumnTile = 32;
+
+/// Whether `op`, a reduction by blocks, sums columns: its reduced axes are
+/// its leading ones and it keeps at least kGpuColumnTile outputs (a bias's
+/// gradient, the sum of a [rows, width] matrix's rows). A block per output
+/// would have each warp read 32 rows' one element each (a 32-byte sector for
+/// 2 or 4 useful bytes); a column sum's block takes kGpuColumnTile outputs
+/// instead, its warps taking every eighth row of a chunk.
+bool sumsColumns(mlir::Operation *op);
+
+/// How the kernel of `op`, a reduction by blocks, cuts each output's terms:
+/// splitReduction's way, or for a column sum, into as many chunks of rows
+/// as make about eight blocks a multiprocessor, all the GPU holds at once
+/// (each block summing at least 256 rows of its tile).
+ReductionSplit reductionSplit(mlir::Operation *op);
+
 /// The outputs and terms per output of a generated reduction kernel's op (a
 /// dt.fused with reduce_axes, a dt.reduce_sum), or nothing for other ops.
 std::optional<std::pair<int64_t, int64_t>> reductionShape(mlir::Operation *op);

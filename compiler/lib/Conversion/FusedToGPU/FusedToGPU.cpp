@@ -17,9 +17,12 @@
 //
 // With `reduce_axes` (and for dt.reduce_sum) the loop runs over the output
 // elements and each thread sums its reduced axes in order, so the result does
-// not depend on the launch. Transposes, splits, concats, slices and pads are
-// the same loop over one side's elements with the other side's index mapped;
-// the schedule is that loop over one element.
+// not depend on the launch; outputs of 32 terms or more get a block each
+// (blockSums), and sums over leading axes a block per 32 neighbouring
+// outputs, a lane each (columnSums), so that a warp reads a row's
+// consecutive elements rather than one element of 32 rows. Transposes, splits,
+// concats, slices and pads are the same loop over one side's elements with the
+// other side's index mapped; the schedule is that loop over one element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -697,13 +700,58 @@ struct ConvertFusedToGPUPass
                  ArrayRef<Type> accs,
                  function_ref<SmallVector<Value>(Value, Value)> terms,
                  function_ref<void(Value, ArrayRef<Value>)> store) {
+    if (sumsColumns(op))
+      return columnSums(b, k, fn, op, outputs, perOutput, accs, terms, store);
     Location loc = op->getLoc();
-    MLIRContext *ctx = b.getContext();
-    ReductionSplit split = splitReduction(outputs, perOutput);
-    int64_t chunks = split.chunks, chunk = split.split() ? split.chunk
-                                                          : perOutput;
-    auto workgroup =
-        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+    ReductionSplit split = reductionSplit(op);
+    int64_t chunk = split.split() ? split.chunk : perOutput;
+    reductionBlocks(
+        b, k, fn, loc, accs, outputs, perOutput, split,
+        [&](ArrayRef<Value> shared, Value tid, Value o, Value c, Value first,
+            Value end) {
+          blockTree(
+              b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid), end,
+              [&](Value r) { return terms(o, r); },
+              chunk >= kGpuUnrollFrom ? k.unroll : 1);
+          Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                                  tid, k.index(0));
+          auto totals = [&] {
+            SmallVector<Value> sums;
+            for (Value buffer : shared)
+              sums.push_back(b.create<memref::LoadOp>(loc, buffer,
+                                                      ValueRange{k.index(0)}));
+            return sums;
+          };
+          if (!split.split()) {
+            auto branch =
+                b.create<scf::IfOp>(loc, isFirst, /*withElseRegion=*/false);
+            OpBuilder::InsertionGuard ifGuard(b);
+            b.setInsertionPointToStart(&branch.getThenRegion().front());
+            store(o, totals());
+          } else {
+            lastChunk(b, k, fn, op, outputs, o, c, split.chunks, shared, accs,
+                      isFirst, totals, store);
+          }
+        });
+  }
+
+  /// The loop of a reduction by blocks over `items` (outputs, or a column
+  /// sum's tiles), each cut into `split`'s chunks of terms: block b takes
+  /// items (or (item, chunk) pairs) b, b + grid, ... and `body(shared, tid,
+  /// item, chunk, first, end)` sums terms [first, end) of the item into the
+  /// workgroup buffers `shared` (one per type of `accs`). Every thread runs
+  /// every iteration, and waits at its end, since the next one reuses the
+  /// buffers.
+  void reductionBlocks(
+      OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn, Location loc,
+      ArrayRef<Type> accs, int64_t items, int64_t perOutput,
+      ReductionSplit split,
+      function_ref<void(ArrayRef<Value>, Value, Value, Value, Value, Value)>
+          body) {
+    int64_t chunks = split.chunks,
+            chunk = split.split() ? split.chunk : perOutput;
+    auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(),
+                                                gpu::AddressSpace::Workgroup);
     SmallVector<Value> shared;
     for (Type t : accs)
       shared.push_back(fn.addWorkgroupAttribution(
@@ -714,54 +762,35 @@ struct ConvertFusedToGPUPass
     Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
     Value grid = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
     auto outer =
-        b.create<scf::ForOp>(loc, block, k.index(outputs * chunks), grid);
+        b.create<scf::ForOp>(loc, block, k.index(items * chunks), grid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(outer.getBody());
-    Value o = outer.getInductionVar(), c = k.index(0);
+    Value item = outer.getInductionVar(), c = k.index(0);
     if (split.split()) {
-      c = b.create<arith::RemUIOp>(loc, o, k.index(chunks));
-      o = b.create<arith::DivUIOp>(loc, o, k.index(chunks));
+      c = b.create<arith::RemUIOp>(loc, item, k.index(chunks));
+      item = b.create<arith::DivUIOp>(loc, item, k.index(chunks));
     }
     Value first = b.create<arith::MulIOp>(loc, c, k.index(chunk));
     Value end = b.create<arith::MinUIOp>(
         loc, b.create<arith::AddIOp>(loc, first, k.index(chunk)),
         k.index(perOutput));
-    blockTree(
-        b, k, shared, accs, b.create<arith::AddIOp>(loc, first, tid), end,
-        [&](Value r) { return terms(o, r); },
-        chunk >= kGpuUnrollFrom ? k.unroll : 1);
-    Value isFirst =
-        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tid, k.index(0));
-    auto totals = [&] {
-      SmallVector<Value> sums;
-      for (Value buffer : shared)
-        sums.push_back(
-            b.create<memref::LoadOp>(loc, buffer, ValueRange{k.index(0)}));
-      return sums;
-    };
-    if (!split.split()) {
-      auto branch = b.create<scf::IfOp>(loc, isFirst, /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard ifGuard(b);
-      b.setInsertionPointToStart(&branch.getThenRegion().front());
-      store(o, totals());
-    } else {
-      lastChunk(b, k, fn, op, outputs, o, c, chunks, shared, accs, isFirst,
-                totals, store);
-    }
-    // The next output's partial sums reuse the buffers.
+    body(shared, tid, item, c, first, end);
     b.create<gpu::BarrierOp>(loc);
   }
 
-  /// The threads' sums of `term(r)` for r = from, from + blockDim, ... below
-  /// `end`, added by a tree in `shared` (the total in element 0; every
-  /// thread waits for it). With `unroll` above 1 (a reduction of many
-  /// terms), a thread computes that many terms, loads first, before it adds
-  /// them in the same order as one at a time: the same bits, with `unroll`
-  /// loads in flight instead of one (see gridLoopUnrolled).
+  /// The threads' sums of `term(r)` for r = from, from + step, ... below
+  /// `end` (step: blockDim), added by a tree in `shared` (the total in
+  /// element 0; every thread waits for it). With `unroll` above 1 (a
+  /// reduction of many terms), a thread computes that many terms, loads
+  /// first, before it adds them in the same order as one at a time: the same
+  /// bits, with `unroll` loads in flight instead of one (see
+  /// gridLoopUnrolled). With `keep` above 1 the tree stops at `keep` totals,
+  /// element i adding the threads i, i + keep, ... (a column sum's lanes).
   static void blockTree(OpBuilder &b, KernelBuilder &k, ArrayRef<Value> shared,
                         ArrayRef<Type> accs, Value from, Value end,
                         function_ref<SmallVector<Value>(Value)> term,
-                        int64_t unroll = 1) {
+                        int64_t unroll = 1, int64_t step = kGpuThreadsPerBlock,
+                        int64_t keep = 1) {
     Location loc = from.getLoc();
     auto add = [&](Value x, Value y) -> Value {
       return llvm::isa<FloatType>(x.getType())
@@ -789,30 +818,29 @@ struct ConvertFusedToGPUPass
     Value rest = from;
     if (unroll > 1) {
       // While the last of an iteration's terms is below `end`.
-      Value bound = b.create<arith::SubIOp>(
-          loc, end, k.index(kGpuThreadsPerBlock * (unroll - 1)));
+      Value bound =
+          b.create<arith::SubIOp>(loc, end, k.index(step * (unroll - 1)));
       SmallVector<Value> inits = start;
       inits.push_back(from);
-      auto unrolled = b.create<scf::ForOp>(
-          loc, from, bound, k.index(kGpuThreadsPerBlock * unroll), inits);
+      auto unrolled =
+          b.create<scf::ForOp>(loc, from, bound, k.index(step * unroll), inits);
       OpBuilder::InsertionGuard unrolledGuard(b);
       b.setInsertionPointToStart(unrolled.getBody());
       Value r = unrolled.getInductionVar();
       SmallVector<SmallVector<Value>> values;
       for (int64_t u = 0; u < unroll; ++u)
-        values.push_back(term(k.add(r, u * kGpuThreadsPerBlock)));
+        values.push_back(term(k.add(r, u * step)));
       SmallVector<Value> sums(
           unrolled.getRegionIterArgs().take_front(accs.size()));
       for (const SmallVector<Value> &v : values)
         sums = addTerms(sums, v);
-      sums.push_back(k.add(r, kGpuThreadsPerBlock * unroll));
+      sums.push_back(k.add(r, step * unroll));
       b.create<scf::YieldOp>(loc, sums);
       ValueRange results = unrolled.getResults();
       start.assign(results.begin(), results.begin() + accs.size());
       rest = unrolled.getResults().back();
     }
-    auto inner = b.create<scf::ForOp>(loc, rest, end,
-                                      k.index(kGpuThreadsPerBlock), start);
+    auto inner = b.create<scf::ForOp>(loc, rest, end, k.index(step), start);
     {
       OpBuilder::InsertionGuard innerGuard(b);
       b.setInsertionPointToStart(inner.getBody());
@@ -822,7 +850,7 @@ struct ConvertFusedToGPUPass
     for (auto [partial, buffer] : llvm::zip(inner.getResults(), shared))
       b.create<memref::StoreOp>(loc, partial, buffer, ValueRange{tid});
     b.create<gpu::BarrierOp>(loc);
-    for (int64_t half = kGpuThreadsPerBlock / 2; half >= 1; half /= 2) {
+    for (int64_t half = kGpuThreadsPerBlock / 2; half >= keep; half /= 2) {
       Value lower = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, tid,
                                             k.index(half));
       auto branch = b.create<scf::IfOp>(loc, lower, /*withElseRegion=*/false);
@@ -840,6 +868,145 @@ struct ConvertFusedToGPUPass
       }
       b.create<gpu::BarrierOp>(loc);
     }
+  }
+
+  /// Counts one more chunk of output `o` of a split reduction whose scratch
+  /// is `span`, once this thread's partials are out; true if it was the
+  /// output's last. The partials are out before the count, and the last
+  /// chunk's thread reads them after it: __threadfence() on both sides (NVPTX
+  /// in LLVM 19 selects no `fence`, so the intrinsic).
+  static Value countChunk(OpBuilder &b, KernelBuilder &k,
+                          const ReductionScratch &span, Value o,
+                          int64_t chunks) {
+    Location loc = o.getLoc();
+    Type i32 = b.getI32Type();
+    auto threadFence = [&] {
+      b.create<LLVM::CallIntrinsicOp>(loc, TypeRange{},
+                                      b.getStringAttr("llvm.nvvm.membar.gl"),
+                                      ValueRange{});
+    };
+    threadFence();
+    Value before = b.create<LLVM::AtomicRMWOp>(
+        loc, LLVM::AtomicBinOp::add, k.pointer(i32, span.offset, o),
+        b.create<arith::ConstantIntOp>(loc, 1, i32),
+        LLVM::AtomicOrdering::monotonic);
+    threadFence();
+    return b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq, before,
+        b.create<arith::ConstantIntOp>(loc, chunks - 1, i32));
+  }
+
+  /// Column sums (sumsColumns): block b takes tiles of kGpuColumnTile
+  /// outputs b, b + grid, ... (or (tile, chunk) pairs, reductionSplit). Lane
+  /// l of warp w sums output 32 tile + l over rows first + w, first + w + 8,
+  /// ..., so each load of a warp reads consecutive elements of one row, and
+  /// a tree over the warps leaves output l's sums in workgroup element l
+  /// (the same order on every launch). Lanes past the last output sum its
+  /// terms again and store nothing. A split sum's chunks meet as blockSums'
+  /// do, but lane by lane: the lane that counts an output's last chunk adds
+  /// its partials in chunk order, stores them and resets the counter.
+  void columnSums(OpBuilder &b, KernelBuilder &k, gpu::GPUFuncOp fn,
+                  Operation *op, int64_t outputs, int64_t perOutput,
+                  ArrayRef<Type> accs,
+                  function_ref<SmallVector<Value>(Value, Value)> terms,
+                  function_ref<void(Value, ArrayRef<Value>)> store) {
+    Location loc = op->getLoc();
+    ReductionSplit split = reductionSplit(op);
+    int64_t chunk = split.split() ? split.chunk : perOutput;
+    int64_t tiles = (outputs + kGpuColumnTile - 1) / kGpuColumnTile;
+    constexpr int64_t warps = kGpuThreadsPerBlock / kGpuColumnTile;
+    reductionBlocks(
+        b, k, fn, loc, accs, tiles, perOutput, split,
+        [&](ArrayRef<Value> shared, Value tid, Value tile, Value c, Value first,
+            Value end) {
+          Value lane =
+              b.create<arith::RemUIOp>(loc, tid, k.index(kGpuColumnTile));
+          Value warp =
+              b.create<arith::DivUIOp>(loc, tid, k.index(kGpuColumnTile));
+          Value o = b.create<arith::AddIOp>(
+              loc, b.create<arith::MulIOp>(loc, tile, k.index(kGpuColumnTile)),
+              lane);
+          Value valid = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                                o, k.index(outputs));
+          Value inside = b.create<arith::MinUIOp>(loc, o, k.index(outputs - 1));
+          blockTree(
+              b, k, shared, accs, b.create<arith::AddIOp>(loc, first, warp),
+              end, [&](Value r) { return terms(inside, r); },
+              chunk >= warps * 4 * k.unroll ? k.unroll : 1, warps,
+              kGpuColumnTile);
+          Value mine = b.create<arith::AndIOp>(
+              loc, valid,
+              b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, tid,
+                                      k.index(kGpuColumnTile)));
+          auto branch =
+              b.create<scf::IfOp>(loc, mine, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard ifGuard(b);
+          b.setInsertionPointToStart(&branch.getThenRegion().front());
+          SmallVector<Value> sums;
+          for (Value buffer : shared)
+            sums.push_back(
+                b.create<memref::LoadOp>(loc, buffer, ValueRange{tid}));
+          if (split.split())
+            columnLastChunk(b, k, op, outputs, o, c, split.chunks, accs, sums,
+                            store);
+          else
+            store(o, sums);
+        });
+  }
+
+  /// A column sum's lane with the sums of chunk `c` of output `o`: leaves
+  /// them in the scratch and counts them; if they were the output's last
+  /// chunk to finish, adds the output's partials in chunk order, stores the
+  /// totals and resets the counter.
+  void columnLastChunk(OpBuilder &b, KernelBuilder &k, Operation *op,
+                       int64_t outputs, Value o, Value c, int64_t chunks,
+                       ArrayRef<Type> accs, ArrayRef<Value> sums,
+                       function_ref<void(Value, ArrayRef<Value>)> store) {
+    Location loc = op->getLoc();
+    ReductionScratch span = scratch.lookup(op);
+    int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
+    int64_t results = int64_t(accs.size());
+    Type i64 = b.getI64Type();
+    // Partial (output, chunk, result) as an index of 8-byte slots.
+    auto slot = [&](Value at, int64_t result) -> Value {
+      Value linear = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, o, k.index(chunks)), at);
+      return b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, linear, k.index(results)),
+          k.index(result));
+    };
+    for (auto [r, sum] : llvm::enumerate(sums))
+      b.create<LLVM::StoreOp>(loc, sum, k.pointer(i64, partials, slot(c, r)));
+    Value last = countChunk(b, k, span, o, chunks);
+    auto branch = b.create<scf::IfOp>(loc, last, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard ifGuard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    SmallVector<Value> zeros;
+    for (Type t : accs)
+      zeros.push_back(b.create<arith::ConstantOp>(loc, b.getZeroAttr(t)));
+    auto loop = b.create<scf::ForOp>(loc, k.index(0), k.index(chunks),
+                                     k.index(1), zeros);
+    {
+      OpBuilder::InsertionGuard loopGuard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> next;
+      for (auto [r, t] : llvm::enumerate(accs)) {
+        // Volatile: other blocks wrote these; no cached copy may answer.
+        Value partial = b.create<LLVM::LoadOp>(
+            loc, t, k.pointer(i64, partials, slot(loop.getInductionVar(), r)),
+            /*alignment=*/8, /*isVolatile=*/true);
+        Value acc = loop.getRegionIterArgs()[r];
+        next.push_back(
+            llvm::isa<FloatType>(t)
+                ? b.create<arith::AddFOp>(loc, acc, partial).getResult()
+                : b.create<arith::AddIOp>(loc, acc, partial).getResult());
+      }
+      b.create<scf::YieldOp>(loc, next);
+    }
+    store(o, SmallVector<Value>(loop.getResults()));
+    b.create<LLVM::StoreOp>(
+        loc, b.create<arith::ConstantIntOp>(loc, 0, b.getI32Type()),
+        k.pointer(b.getI32Type(), span.offset, o));
   }
 
   /// A split reduction's chunk `c` of output `o` is summed in `shared`:
@@ -877,24 +1044,7 @@ struct ConvertFusedToGPUPass
       for (auto [r, sum] : llvm::enumerate(totals()))
         b.create<LLVM::StoreOp>(
             loc, sum, k.pointer(b.getI64Type(), partials, slot(o, c, r)));
-      // The partials are out before the count, and the last block reads
-      // them after it: __threadfence() on both sides (NVPTX in LLVM 19
-      // selects no `fence`, so the intrinsic).
-      auto threadFence = [&] {
-        b.create<LLVM::CallIntrinsicOp>(loc, TypeRange{},
-                                        b.getStringAttr("llvm.nvvm.membar.gl"),
-                                        ValueRange{});
-      };
-      threadFence();
-      Value counter = k.pointer(i32, span.offset, o);
-      Value before = b.create<LLVM::AtomicRMWOp>(
-          loc, LLVM::AtomicBinOp::add, counter,
-          b.create<arith::ConstantIntOp>(loc, 1, i32),
-          LLVM::AtomicOrdering::monotonic);
-      threadFence();
-      Value last = b.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::eq, before,
-          b.create<arith::ConstantIntOp>(loc, chunks - 1, i32));
+      Value last = countChunk(b, k, span, o, chunks);
       b.create<memref::StoreOp>(loc,
                                 b.create<arith::ExtUIOp>(loc, i32, last),
                                 flag, ValueRange{k.index(0)});

@@ -71,6 +71,61 @@ std::optional<std::pair<int64_t, int64_t>> reductionShape(Operation *op) {
   return std::nullopt;
 }
 
+/// The reduced axes of a reduction kernel's op and its iteration's rank.
+static std::optional<std::pair<ArrayRef<int64_t>, int64_t>>
+reducedAxes(Operation *op) {
+  if (auto f = llvm::dyn_cast<FusedOp>(op)) {
+    std::optional<ArrayRef<int64_t>> axes = f.getReduceAxes();
+    if (!axes)
+      return std::nullopt;
+    return std::pair{*axes, int64_t(f.getIterationShape().size())};
+  }
+  if (auto r = llvm::dyn_cast<ReduceSumOp>(op))
+    return std::pair{
+        r.getAxes(),
+        int64_t(
+            llvm::cast<RankedTensorType>(r.getInput().getType()).getRank())};
+  return std::nullopt;
+}
+
+bool sumsColumns(Operation *op) {
+  auto shape = reductionShape(op);
+  auto axes = reducedAxes(op);
+  if (!shape || !axes)
+    return false;
+  auto [outputs, perOutput] = *shape;
+  auto [reduced, rank] = *axes;
+  if (!reducesByBlock(outputs, perOutput) || outputs < kGpuColumnTile ||
+      reduced.empty() || int64_t(reduced.size()) >= rank)
+    return false;
+  for (auto [i, d] : llvm::enumerate(reduced))
+    if (d != int64_t(i))
+      return false;
+  return true;
+}
+
+ReductionSplit reductionSplit(Operation *op) {
+  auto shape = reductionShape(op);
+  if (!shape)
+    return {};
+  auto [outputs, perOutput] = *shape;
+  if (!sumsColumns(op))
+    return splitReduction(outputs, perOutput);
+  // As many blocks as an H100 or H200 holds at once (8 of 256 threads on
+  // each of 132 multiprocessors): a lane loads 2 or 4 bytes at a time, so it
+  // takes every thread to keep enough loads in flight. Each block sums 256
+  // rows of its tile at least (32 a warp).
+  constexpr int64_t kBlocks = 8 * 132, kLeastRows = 256;
+  int64_t tiles = (outputs + kGpuColumnTile - 1) / kGpuColumnTile;
+  int64_t chunks =
+      std::min((kBlocks + tiles - 1) / tiles, perOutput / kLeastRows);
+  if (chunks < 2)
+    return {};
+  // Whole rows for each of the eight warps.
+  int64_t chunk = ((perOutput + chunks - 1) / chunks + 7) / 8 * 8;
+  return {(perOutput + chunk - 1) / chunk, chunk};
+}
+
 static int64_t alignTo8(int64_t bytes) { return (bytes + 7) / 8 * 8; }
 
 llvm::DenseMap<Operation *, ReductionScratch>
@@ -83,7 +138,7 @@ reductionScratch(ModuleOp module) {
     if (!shape)
       return;
     auto [outputs, perOutput] = *shape;
-    ReductionSplit split = splitReduction(outputs, perOutput);
+    ReductionSplit split = reductionSplit(op);
     if (!split.split())
       return;
     int64_t bytes = alignTo8(outputs * 4) +
@@ -194,13 +249,16 @@ int64_t vectorWidth(Operation *op, int64_t unroll) {
 
 int64_t launchElements(Operation *op, int64_t unroll) {
   int64_t width = vectorWidth(op, unroll);
-  // A reduction by blocks walks its outputs (or their chunks) a block each.
+  // A reduction by blocks walks its outputs (or their chunks) a block each;
+  // a column sum, its tiles of kGpuColumnTile outputs (or their chunks).
   if (auto shape = reductionShape(op)) {
     auto [outputs, perOutput] = *shape;
     if (!reducesByBlock(outputs, perOutput))
       return outputs;
-    return outputs * splitReduction(outputs, perOutput).chunks *
-           kGpuThreadsPerBlock;
+    int64_t blocks = sumsColumns(op)
+                         ? (outputs + kGpuColumnTile - 1) / kGpuColumnTile
+                         : outputs;
+    return blocks * reductionSplit(op).chunks * kGpuThreadsPerBlock;
   }
   if (auto s = llvm::dyn_cast<SplitOp>(op)) {
     int64_t n = 1;
