@@ -39,8 +39,8 @@ module attributes {dt.arena_bytes = 2000000 : i64} {
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[O]], %c64
 // CHECK: arith.minui %[[O]], %c63
 // CHECK: %[[FROM:.*]] = arith.addi %[[FIRST]], %[[WARP]]
-// Four rows a thread at a time (32 apart: 8 warps x 4), then every eighth row.
-// CHECK: scf.for %{{.*}} = %[[FROM]] to %{{.*}} step %c32
+// Eight rows a thread at a time (64 apart: 8 warps x 8), then every eighth row.
+// CHECK: scf.for %{{.*}} = %[[FROM]] to %{{.*}} step %c64
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c8
 // The tree over the warps stops at 32 totals: 128, 64, 32.
 // CHECK: arith.cmpi ult, %thread_id_x{{[_0-9]*}}, %c128

@@ -915,6 +915,12 @@ struct ConvertFusedToGPUPass
     int64_t chunk = split.split() ? split.chunk : perOutput;
     int64_t tiles = (outputs + kGpuColumnTile - 1) / kGpuColumnTile;
     constexpr int64_t warps = kGpuThreadsPerBlock / kGpuColumnTile;
+    // A lane loads 2 or 4 bytes a term, so it keeps twice the usual number
+    // of loads in flight (where unrolling is on, and each thread has four
+    // rounds of them at least).
+    int64_t unroll = k.unroll > 1 ? 2 * k.unroll : 1;
+    if (chunk < warps * 4 * unroll)
+      unroll = 1;
     reductionBlocks(
         b, k, fn, loc, accs, tiles, perOutput, split,
         [&](ArrayRef<Value> shared, Value tid, Value tile, Value c, Value first,
@@ -931,8 +937,7 @@ struct ConvertFusedToGPUPass
           Value inside = b.create<arith::MinUIOp>(loc, o, k.index(outputs - 1));
           blockTree(
               b, k, shared, accs, b.create<arith::AddIOp>(loc, first, warp),
-              end, [&](Value r) { return terms(inside, r); },
-              chunk >= warps * 4 * k.unroll ? k.unroll : 1, warps,
+              end, [&](Value r) { return terms(inside, r); }, unroll, warps,
               kGpuColumnTile);
           Value mine = b.create<arith::AndIOp>(
               loc, valid,
