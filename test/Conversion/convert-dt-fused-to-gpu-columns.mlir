@@ -22,6 +22,11 @@ module attributes {dt.arena_bytes = 2000000 : i64} {
     %h = dt.load @h {dt.offsets = [1048576]} : tensor<64x40xf32>
     %s = dt.reduce_sum %h [0] {dt.offsets = [1100512]} : tensor<64x40xf32> -> tensor<40xf32>
     %rows = dt.reduce_sum %h [1] {dt.offsets = [1100768]} : tensor<64x40xf32> -> tensor<64xf32>
+    %two:2 = dt.fused(%g) {dt.offsets = [1101024, 1101536], reduce_axes = array<i64: 0>} : (tensor<4096x64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+    ^bb0(%a: tensor<4096x64xf32>):
+      %sq = dt.mul %a, %a : tensor<4096x64xf32>
+      dt.yield %a, %sq : tensor<4096x64xf32>, tensor<4096x64xf32>
+    }
     return
   }
 }
@@ -80,3 +85,20 @@ module attributes {dt.arena_bytes = 2000000 : i64} {
 // CHECK-LABEL: gpu.func @grad_step_k2
 // CHECK: scf.for %{{.*}} = %block_id_x to %c64 step %grid_dim_x
 // CHECK: scf.for %{{.*}} step %c256
+
+// Two sums of one region: partial (output, chunk, result) in 8-byte slot
+// (32 tile + lane) * 16 + chunk, times 2, plus the result, past the first
+// sum's span (64 counters, then 64 x 16 partials: 2000000 + 8448), after
+// this one's 64 counters.
+// CHECK-LABEL: gpu.func @grad_step_k3
+// CHECK-SAME: workgroup(%{{.*}} : memref<256xf64, {{.*}}>, %{{.*}} : memref<256xf64, {{.*}}>)
+// CHECK: scf.if
+// CHECK: %[[AT:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: %[[SLOT:.*]] = arith.addi %[[AT]], %{{.*}}
+// CHECK: arith.muli %[[SLOT]], %c2
+// CHECK: arith.constant 2008704 : index
+// CHECK: llvm.store %{{.*}} : f64, !llvm.ptr
+// CHECK: arith.constant 2008704 : index
+// CHECK: llvm.store %{{.*}} : f64, !llvm.ptr
+// CHECK: arith.constant 2008448 : index
+// CHECK: llvm.atomicrmw add
