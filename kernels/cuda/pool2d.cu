@@ -114,9 +114,11 @@ __global__ void avgPoolGrad(const float *dy, float *dx, Pool p) {
   windowsHolding(at % p.w, p.kw, p.sw, p.pw, p.ow, &j0, &j1);
   const float *g = dy + q * p.oh * p.ow;
   float scale = 1.0f / float(p.kh * p.kw), sum = 0.0f;
+  // Each share rounded before it is added, as the CPU kernel (ISO C, no
+  // contraction) does: a fused multiply-add would change the last bit.
   for (int64_t i = i0; i < i1; ++i)
     for (int64_t j = j0; j < j1; ++j)
-      sum += g[i * p.ow + j] * scale;
+      sum = __fadd_rn(sum, __fmul_rn(g[i * p.ow + j], scale));
   dx[k] = sum;
 }
 

@@ -32,10 +32,11 @@ typedef struct CUstream_st *dtk_stream;
 /* The error of the last launch, as cudaGetErrorString gives it, or null. */
 const char *dtk_cuda_last_error(void);
 
-/* c[r, :] = bias for every row r of a [rows, n] matrix (a product with a
- * bias starts from it). */
+/* c[r, :] = bias (with `add`, c[r, :] += bias) for every row r of a
+ * [rows, n] matrix (a product with a bias starts from it; one that
+ * accumulates starts from C plus it). */
 void dtk_cuda_fill_rows_f32(const float *bias, float *c, int64_t rows,
-                            int64_t n, dtk_stream stream);
+                            int64_t n, int add, dtk_stream stream);
 void dtk_cuda_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, dtk_stream stream);
 

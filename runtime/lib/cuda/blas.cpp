@@ -440,8 +440,10 @@ Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
                         const float *bias) {
   bool accumulate = p.accumulate;
   if (bias) {
-    // The bias broadcast into C, then C += the product.
+    // The bias broadcast into C (added to it when the product accumulates),
+    // then C += the product.
     dtk_cuda_fill_rows_f32(bias, static_cast<float *>(c), p.batch * p.m, p.n,
+                           int(p.accumulate),
                            reinterpret_cast<dtk_stream>(stream_));
     accumulate = true;
   }

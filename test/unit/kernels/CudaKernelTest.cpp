@@ -108,7 +108,7 @@ TEST(CudaKernelTest, BiasRowsBeforeAProduct) {
        {std::pair<int64_t, int64_t>{37, 1000}, {1, 1}, {300, 77}}) {
     std::vector<float> bias = randomVector(size_t(n), 21);
     DeviceBuffer<float> gbias(bias), c(size_t(rows * n));
-    dtk_cuda_fill_rows_f32(gbias.get(), c.get(), rows, n, nullptr);
+    dtk_cuda_fill_rows_f32(gbias.get(), c.get(), rows, n, 0, nullptr);
     ASSERT_EQ(dtk_cuda_last_error(), nullptr);
     std::vector<float> got = c.read();
     for (int64_t r = 0; r < rows; ++r)
