@@ -870,6 +870,23 @@ struct ConvertFusedToGPUPass
     }
   }
 
+  /// Where a split reduction whose scratch is `span` keeps the partial sum
+  /// of output `out`, chunk `at`, result `result` of `results`: an 8-byte
+  /// slot, by output, chunk and result, past the outputs' counters.
+  static Value partialAt(OpBuilder &b, KernelBuilder &k,
+                         const ReductionScratch &span, int64_t outputs,
+                         int64_t chunks, int64_t results, Value out, Value at,
+                         int64_t result) {
+    Location loc = out.getLoc();
+    int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
+    Value linear = b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, out, k.index(chunks)), at);
+    Value slot = b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, linear, k.index(results)),
+        k.index(result));
+    return k.pointer(b.getI64Type(), partials, slot);
+  }
+
   /// Counts one more chunk of output `o` of a split reduction whose scratch
   /// is `span`, once this thread's partials are out; true if it was the
   /// output's last. The partials are out before the count, and the last
@@ -969,19 +986,12 @@ struct ConvertFusedToGPUPass
                        function_ref<void(Value, ArrayRef<Value>)> store) {
     Location loc = op->getLoc();
     ReductionScratch span = scratch.lookup(op);
-    int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
     int64_t results = int64_t(accs.size());
-    Type i64 = b.getI64Type();
-    // Partial (output, chunk, result) as an index of 8-byte slots.
-    auto slot = [&](Value at, int64_t result) -> Value {
-      Value linear = b.create<arith::AddIOp>(
-          loc, b.create<arith::MulIOp>(loc, o, k.index(chunks)), at);
-      return b.create<arith::AddIOp>(
-          loc, b.create<arith::MulIOp>(loc, linear, k.index(results)),
-          k.index(result));
+    auto slot = [&](Value at, int64_t result) {
+      return partialAt(b, k, span, outputs, chunks, results, o, at, result);
     };
     for (auto [r, sum] : llvm::enumerate(sums))
-      b.create<LLVM::StoreOp>(loc, sum, k.pointer(i64, partials, slot(c, r)));
+      b.create<LLVM::StoreOp>(loc, sum, slot(c, r));
     Value last = countChunk(b, k, span, o, chunks);
     auto branch = b.create<scf::IfOp>(loc, last, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard ifGuard(b);
@@ -997,9 +1007,9 @@ struct ConvertFusedToGPUPass
       SmallVector<Value> next;
       for (auto [r, t] : llvm::enumerate(accs)) {
         // Volatile: other blocks wrote these; no cached copy may answer.
-        Value partial = b.create<LLVM::LoadOp>(
-            loc, t, k.pointer(i64, partials, slot(loop.getInductionVar(), r)),
-            /*alignment=*/8, /*isVolatile=*/true);
+        Value partial =
+            b.create<LLVM::LoadOp>(loc, t, slot(loop.getInductionVar(), r),
+                                   /*alignment=*/8, /*isVolatile=*/true);
         Value acc = loop.getRegionIterArgs()[r];
         next.push_back(
             llvm::isa<FloatType>(t)
@@ -1026,16 +1036,11 @@ struct ConvertFusedToGPUPass
                  function_ref<void(Value, ArrayRef<Value>)> store) {
     Location loc = op->getLoc();
     ReductionScratch span = scratch.lookup(op);
-    int64_t partials = span.offset + (outputs * 4 + 7) / 8 * 8;
     int64_t results = int64_t(accs.size());
     Type i32 = b.getI32Type();
-    // Partial (output, chunk, result) as an index of 8-byte slots.
-    auto slot = [&](Value out, Value at, int64_t result) -> Value {
-      Value linear = b.create<arith::AddIOp>(
-          loc, b.create<arith::MulIOp>(loc, out, k.index(chunks)), at);
-      return b.create<arith::AddIOp>(
-          loc, b.create<arith::MulIOp>(loc, linear, k.index(results)),
-          k.index(result));
+    // Each read and write at its 8-byte slot, whatever the sum's type.
+    auto slot = [&](Value at, int64_t result) {
+      return partialAt(b, k, span, outputs, chunks, results, o, at, result);
     };
     auto flag = fn.addWorkgroupAttribution(
         MemRefType::get({1}, i32, MemRefLayoutAttrInterface(),
@@ -1047,8 +1052,7 @@ struct ConvertFusedToGPUPass
       OpBuilder::InsertionGuard ifGuard(b);
       b.setInsertionPointToStart(&branch.getThenRegion().front());
       for (auto [r, sum] : llvm::enumerate(totals()))
-        b.create<LLVM::StoreOp>(
-            loc, sum, k.pointer(b.getI64Type(), partials, slot(o, c, r)));
+        b.create<LLVM::StoreOp>(loc, sum, slot(c, r));
       Value last = countChunk(b, k, span, o, chunks);
       b.create<memref::StoreOp>(loc,
                                 b.create<arith::ExtUIOp>(loc, i32, last),
@@ -1068,8 +1072,7 @@ struct ConvertFusedToGPUPass
       SmallVector<Value> values;
       for (auto [r, t] : llvm::enumerate(accs))
         values.push_back(b.create<LLVM::LoadOp>(
-            loc, t, k.pointer(t, partials, slot(o, at, r)), /*alignment=*/8,
-            /*isVolatile=*/true));
+            loc, t, slot(at, r), /*alignment=*/8, /*isVolatile=*/true));
       return values;
     });
     auto firstBranch =
