@@ -64,6 +64,8 @@ cp -r "$root/data/text" "$out/data/"
 # host engine: NCCL refuses ranks that share a GPU): data parallel with ZeRO-1 and
 # ZeRO-3, and data x tensor parallel with vocabulary-parallel embeddings.
 DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/mlp_fashion_dp.dt" -o "$out/mlp_fashion_dp"
+# The contract's MLP on one GPU: run-gpt-tiny.sh checks its MFU against a hand count.
+DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/mlp_fashion.dt" -o "$out/mlp_fashion"
 DT_GPU=on "$build/bin/dtc" "$root/../shared/spec/programs/zero3_synthetic.dt" -o "$out/zero3_synthetic"
 DT_GPU=on "$build/bin/dtc" "$root/examples/gpt_tp.dt" -o "$out/gpt_tp"
 # The same ZeRO-3 step with its collectives beside the compute (a stream of their own).
@@ -94,7 +96,8 @@ done | sort -u | while read -r lib; do
 done
 cp "$root/scripts/compare-losses.py" "$root/bench/run_gpt2_gpu.py" \
    "$root/bench/gpt2_torch_gpu.py" "$out/"
-for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests gpt_tiny gpt_tiny_bf16 \
+for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests dt-cuda-executor-tests \
+    mlp_fashion gpt_tiny gpt_tiny_bf16 \
     gpt_tiny_offload gpt2_124m_gpu llama_tiny gpt_tiny_dropout cnn_fashion mlp_fashion_dp \
     zero3_synthetic zero3_overlap zero3_offload gpt_tp; do
   [ -f "$out/$binary" ] || cp "$build/bin/$binary" "$out/"
@@ -115,6 +118,7 @@ limit=${TEST_TIMEOUT:-300}
 status=0
 timeout "$limit" ./dt-cuda-kernel-tests "$@" || status=1
 timeout "$limit" ./dt-cuda-fused-tests || status=1
+timeout "$limit" ./dt-cuda-executor-tests || status=1
 # NCCL over one rank, and the host engine: the machine's NCCL is a Python wheel's
 # (nvidia-nccl-cu13) unless the toolkit has one.
 if [ -z "${DT_NCCL_LIBRARY:-}" ]; then
@@ -155,6 +159,28 @@ timeout 120 ./gpt_tiny --backend cuda --steps 3 --eval-every 0 --checkpoint-ever
   --checkpoint-dir ckpt/trace --log-dir runs/trace --trace runs/trace-gpu \
   --trace-steps 2:3 > runs/trace.txt || status=1
 grep "peak:" runs/trace.txt || { echo "no peak line"; status=1; }
+# MFU on the GPU: each record's mfu times the datasheet peak it divides by (the
+# start-up line's) times the step's time gives back the model's FLOPs a step,
+# counted by hand within 2 %: gpt_tiny's 6N + 6LCT a token (llm.c's count) and the
+# MLP's products forward and backward plus AdamW's update (test/e2e/trace/mfu.test).
+timeout 60 ./mlp_fashion --backend cuda --steps 40 --log-every 20 --eval-every 0 \
+  --checkpoint-every 0 --checkpoint-dir ckpt/mlp --log-dir runs/mlp > runs/mlp.txt || status=1
+python3 - runs/trace.txt runs/gpt_tiny-cuda/metrics.jsonl runs/mlp.txt runs/mlp/metrics.jsonl <<'PY' || status=1
+import json, re, sys
+n = 842496
+b = 128
+mm = 2 * b * (784 * 256 + 256 * 10)
+hands = [(6 * n + 6 * 4 * 128 * 128) * 32 * 128,
+         3 * mm - 2 * b * 784 * 256 + 15 * (784 * 256 + 256 + 256 * 10 + 10)]
+ok = True
+for (out, metrics), hand in zip([sys.argv[1:3], sys.argv[3:5]], hands):
+    peak = float(re.search(r"datasheet ([0-9.]+), MFU's denominator", open(out).read()).group(1)) * 1e12
+    records = [json.loads(l) for l in open(metrics) if '"mfu"' in l]
+    worst = max(abs(r["mfu"] * peak * r["step_time_s"] / hand - 1) for r in records)
+    print(f"MFU by hand, {metrics}: {len(records)} records, worst {100 * worst:.2f} % off {hand:.4g} FLOPs a step")
+    ok &= bool(records) and worst < 0.02
+sys.exit(0 if ok else 1)
+PY
 python3 - runs/trace-gpu/rank_0.pt.trace.json <<'PY' || status=1
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
@@ -304,7 +330,7 @@ for part in $parts; do
   case $part in
     tests) run tests 120 ./run-tests.sh ;;
     layers) run layers 150 ./run-layers.sh ;;
-    gpt-tiny) run gpt-tiny 90 ./run-gpt-tiny.sh ;;
+    gpt-tiny) run gpt-tiny 150 ./run-gpt-tiny.sh ;;
     sharded) run sharded 150 ./run-sharded.sh ;;
     gpt2) run gpt2 200 ./run-gpt2.sh ;;
     variants) run variants 280 ./run-variants.sh ;;

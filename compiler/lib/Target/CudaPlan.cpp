@@ -34,6 +34,7 @@
 
 #include "dt/Target/CudaPlan.h"
 
+#include "CudaPadding.h"
 #include "CudaZeroCopy.h"
 
 #include "dt/Conversion/GPUKernels.h"
@@ -293,6 +294,19 @@ private:
                   ldc = narrowing ? zero.pitchOf(narrowing->getResult(0)) : 0;
           if (lda || ldb || ldc)
             t["ld"] = json::Array{lda, ldb, ldc};
+          // Extents rounded up to 16 bytes where the buffers allow
+          // (CudaPadding.h): cuBLAS's fast kernels need them.
+          if constexpr (std::is_same_v<decltype(m), MatmulOp>)
+            if (auto pad = padProduct(m, zero, narrowed)) {
+              t["pad"] = json::Array{pad->n, pad->k};
+              t["ld"] = json::Array(pad->ld);
+              if (!pad->zeros.empty()) {
+                json::Array zeros;
+                for (const auto &z : pad->zeros)
+                  zeros.push_back(json::Array(z));
+                t["zero"] = std::move(zeros);
+              }
+            }
           if (Type half = narrowedOperands(m, narrowed)) {
             t["half"] = half.isBF16() ? "bf16" : "f16";
             if (narrowing)

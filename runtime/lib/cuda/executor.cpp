@@ -403,7 +403,7 @@ std::string Executor::describe(const Thunk &t) const {
   // Products by shape, operands and library: where cuBLAS's time goes.
   if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
     static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
-    return fmt::format("{} {}{}x{}x{}{}{} {}{} ({})",
+    return fmt::format("{} {}{}x{}x{}{}{} {}{}{} ({})",
                        t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
                        t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],
                        t.i[2], t.i[3], t.i[4] ? " A^T" : "",
@@ -411,6 +411,9 @@ std::string Executor::describe(const Thunk &t) const {
                        t.result == Operands::F32
                            ? ""
                            : fmt::format(" -> {}", operands[int(t.result)]),
+                       t.pad.empty() ? ""
+                                     : fmt::format(", padded to n {} k {}",
+                                                   t.pad[0], t.pad[1]),
                        blas_->lastEngine());
   }
   // Attention reading or writing bf16 where the conversions around it
@@ -431,6 +434,10 @@ Product Executor::productOf(const Thunk &t) {
     p.lda = t.ld[0];
     p.ldb = t.ld[1];
     p.ldc = t.ld[2];
+  }
+  if (!t.pad.empty()) {
+    p.n = t.pad[0];
+    p.k = t.pad[1];
   }
   return p;
 }
@@ -533,6 +540,13 @@ Status Executor::launch(const Thunk &t, char *arena) {
     return Status::ok();
   }
   case Thunk::Matmul:
+    // A padded product's extra terms are zeros (CudaPadding.h).
+    for (const auto &z : t.zeros) {
+      cudaError_t e = cudaMemset2DAsync(arena + z[0], size_t(z[3]), 0,
+                                        size_t(z[1]), size_t(z[2]), stream_);
+      if (e != cudaSuccess)
+        return cudaFailure("zeroing a padded product's extra terms failed", e);
+    }
     return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1],
                          arena + t.p[2]);
   case Thunk::MatmulBias:

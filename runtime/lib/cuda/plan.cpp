@@ -323,6 +323,27 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
           if (ld < 0)
             return planError("'" + op + "' has a negative row pitch");
       }
+      if (t.contains("pad") || t.contains("zero")) {
+        // A padded product: its extents rounded up, each operand's pitch
+        // given and wide enough for them.
+        thunk.pad = t.value("pad", std::vector<int64_t>{});
+        thunk.zeros = t.value("zero", decltype(thunk.zeros){});
+        const std::vector<int64_t> &i = thunk.i, &ld = thunk.ld;
+        bool fits = info->kind == Thunk::Matmul && thunk.pad.size() == 2 &&
+                    ld.size() == 3 && i[0] == 1 &&
+                    (thunk.operands == Operands::BF16 ||
+                     thunk.operands == Operands::F16);
+        if (fits) {
+          int64_t n = thunk.pad[0], k = thunk.pad[1];
+          fits = n >= i[2] && k >= i[3] && ld[0] >= (i[4] ? i[1] : k) &&
+                 ld[1] >= (i[5] ? k : n) && ld[2] >= n;
+        }
+        for (const auto &z : thunk.zeros)
+          fits &= z[0] >= 0 && z[1] > 0 && z[2] > 0 && z[3] >= z[1] &&
+                  z[0] + z[3] * (z[2] - 1) + z[1] <= out.arenaBytes;
+        if (!fits)
+          return planError("'" + op + "' has a padding it cannot take");
+      }
       if (t.contains("layouts")) {
         // Strided operands: the bf16 attention kernels' only.
         thunk.layouts = t.value("layouts", decltype(thunk.layouts){});

@@ -7,7 +7,7 @@ generated kernels still run over the logits, and how many attention, layer
 norm and RMS norm launches read and write 16-bit data where the conversions
 around them would have.
 Row pitches ("ld": a product's A, B and C, 0 for packed; the loss's logits and
-dlogits) follow a launch's types. Every rerouted launch keeps the CPU's pointers
+dlogits) and a padded product's extents follow a launch's types. Every rerouted launch keeps the CPU's pointers
 in cpu_p, of the same length as p."""
 import json
 import sys
@@ -26,9 +26,19 @@ for t in plan:
         print(f"{t['op']}: in {t.get('in', 'f32')}, out {t.get('out', 'f32')}"
               f"{pitches(t)}")
 logits = [t for t in products if 50257 in t["i"][1:4]]
+def padding(t):
+    # A padded product (compiler/lib/Target/CudaPadding.h): the n and k it
+    # runs with, and the bytes it zeroes first (rows x width).
+    if "pad" not in t:
+        return ""
+    zeros = " + ".join(f"{z[2]} x {z[1]}" for z in t.get("zero", []))
+    return f", padded to n {t['pad'][0]} k {t['pad'][1]}" + (
+        f", zeroing {zeros} bytes" if zeros else "")
 for t in logits:
     print(f"logits product {t['i'][1]} x {t['i'][2]} x {t['i'][3]}: "
-          f"half {t.get('half')}, out {t.get('out', 'f32')}{pitches(t)}")
+          f"half {t.get('half')}, out {t.get('out', 'f32')}{pitches(t)}"
+          f"{padding(t)}")
+print(f"padded products: {sum('pad' in t for t in products)}")
 if logits:
     size = logits[0]["i"][1] * logits[0]["i"][2]
     # A kernel's n counts its elements, or its vector groups of 2 to 8.

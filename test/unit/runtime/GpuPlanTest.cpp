@@ -215,6 +215,40 @@ TEST(GpuPlanTest, SixteenBitReadsAndWritesAreCheckedWhenRead) {
   }
 }
 
+TEST(GpuPlanTest, APaddedProductsPitchesHoldItsRoundedExtents) {
+  // GPT-2's gradient of the logits' input, at 4 x 12 x 6: k = 6 runs as 8,
+  // A's columns 6 and 7 and B's rows 6 and 7 zeroed first (CudaPadding.h).
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+                 "half": "bf16", "out": "bf16", "ld": [8, 12, 12],
+                 "pad": [12, 8], "zero": [[12, 4, 4, 16], [656, 48, 1, 48]]})"),
+      kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const Thunk &t = only(*p);
+  EXPECT_EQ(t.pad, (std::vector<int64_t>{12, 8}));
+  ASSERT_EQ(t.zeros.size(), 2u);
+  EXPECT_EQ(t.zeros[0], (std::array<int64_t, 4>{12, 4, 4, 16}));
+  // A pitch narrower than the padded extent, a padding below the product's
+  // own extent, a padded f32 product, zeros past the arena or wider than
+  // their pitch: each one an error, not a launch that reads past a row.
+  for (const char *bad :
+       {R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+            "half": "bf16", "ld": [6, 12, 12], "pad": [12, 8]})",
+        R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+            "half": "bf16", "ld": [8, 12, 12], "pad": [12, 4]})",
+        R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+            "ld": [8, 12, 12], "pad": [12, 8]})",
+        R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+            "half": "bf16", "ld": [8, 12, 12], "pad": [12, 8],
+            "zero": [[4090, 8, 1, 8]]})",
+        R"({"op": "matmul", "p": [0, 512, 1024], "i": [1, 4, 12, 6, 0, 0],
+            "half": "bf16", "ld": [8, 12, 12], "pad": [12, 8],
+            "zero": [[12, 4, 4, 2]]})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}
+
 TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
   // Attention on bf16 tensor cores reading Q, K, V where their bf16
   // sources lie and writing O into its narrowing's buffer.

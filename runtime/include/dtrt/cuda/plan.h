@@ -101,6 +101,13 @@ struct Thunk {
   /// product's A, B and C (0: packed), or the loss's logits (and its
   /// gradient's dlogits); empty: every row packed.
   std::vector<int64_t> ld;
+  /// A 16-bit product's n and k rounded up where the plan says ("pad"),
+  /// computed with extra rows or columns of its operands (given pitches:
+  /// dt/Target's CudaPadding.h); empty: its own.
+  std::vector<int64_t> pad;
+  /// Bytes the launch zeroes first ("zero": {offset, width, rows, pitch},
+  /// rows of `width` bytes `pitch` apart): a padded product's extra terms.
+  std::vector<std::array<int64_t, 4>> zeros;
   /// Its NVTX range's name: the trace's for the op's span ("matmul fc",
   /// "fused(mul,add) bn"), else the launch's kind.
   std::string range;
