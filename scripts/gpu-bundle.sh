@@ -275,7 +275,7 @@ cat > "$out/run-variants.sh" <<'RUN'
 #!/bin/sh
 # GPT-2 in variants, each measured beside the others: its products by each
 # engine (DTRT_CUDA_PRODUCTS: cuBLAS's classic API, cuBLASLt's heuristic,
-# cuBLASLt timed), and its generated kernels taking one element at a time
+# cuBLASLt timed: the default), and its generated kernels taking one element at a time
 # (dtc --gpu-unroll=1) against vector groups and four at a time, and its
 # attention loading each tile once the last is done
 # (DTRT_CUDA_ATTENTION_PIPELINE=0) or with warps of 16 query rows
@@ -297,9 +297,9 @@ variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE [WARP_ROWS]]
 variant cublas gpt2_124m_gpu cublas
 variant lt gpt2_124m_gpu lt
 variant tuned gpt2_124m_gpu tuned
-variant lt-unroll1 gpt2_124m_gpu_unroll1 lt
-variant lt-attention-unpipelined gpt2_124m_gpu lt 0
-variant lt-attention-16-rows gpt2_124m_gpu lt 1 16
+variant tuned-unroll1 gpt2_124m_gpu_unroll1 tuned
+variant tuned-attention-unpipelined gpt2_124m_gpu tuned 0
+variant tuned-attention-16-rows gpt2_124m_gpu tuned 1 16
 exit $status
 RUN
 cat > "$out/run-all.sh" <<'RUN'

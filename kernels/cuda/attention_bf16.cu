@@ -314,6 +314,25 @@ __device__ bool sees(int64_t i, int64_t j, int64_t t, int32_t causal) {
   return i < t && j < t && (!causal || j <= i);
 }
 
+/// Whether queries [i0, i0 + rows) all see keys [j0, j0 + cols): a tile off
+/// the causal diagonal and inside t, where no score needs its mask. The
+/// test is one per warp and tile; only the diagonal's and the edge's tiles
+/// then pay for a position check per score (on an H200 the checks were
+/// most of the forward's instructions).
+__device__ bool allSee(int64_t i0, int rows, int64_t j0, int cols, int64_t t,
+                       int32_t causal) {
+  return i0 + rows <= t && j0 + cols <= t && (!causal || j0 + cols - 1 <= i0);
+}
+
+/// 2^x in one MUFU.EX2, flushing results below 2^-126 to 0 (a probability
+/// that small rounds to 0 in bf16 anyway): exp2f's handling of subnormal
+/// results costs more instructions than the rest of a score's softmax.
+__device__ float fastExp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// The operands' layouts, in the order of the entry point's pointers.
 struct Layouts {
   dtk_attention_layout of[7];
@@ -431,20 +450,27 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float mNew[2] = {m[r][0], m[r][1]};
+      bool all =
+          allSee(p.first + 16 * (R * p.warp + r), 16, j0, kRows, t, causal);
 #pragma unroll
       for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float x = sees(g[r].row[e / 2], j0 + columnOf(p, n, e), t, causal)
-                        ? s[r][n][e] * scale2
-                        : -INFINITY;
+          float x = s[r][n][e] * scale2;
+          if (!all && !sees(g[r].row[e / 2], j0 + columnOf(p, n, e), t, causal))
+            x = -INFINITY;
           s[r][n][e] = x;
           mNew[e / 2] = fmaxf(mNew[e / 2], x);
         }
+      // A row that has seen nothing yet subtracts 0: its -inf scores give
+      // 2^-inf = 0, as they must, rather than NaN.
+      float base[2];
+#pragma unroll
       for (int h = 0; h < 2; ++h) {
         mNew[h] = quadMax(mNew[h]);
         float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[r][h] - mNew[h]);
         m[r][h] = mNew[h];
+        base[h] = mNew[h] == -INFINITY ? 0.0f : mNew[h];
         l[r][h] *= shrink;
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
@@ -456,8 +482,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float x =
-              s[r][n][e] == -INFINITY ? 0.0f : exp2f(s[r][n][e] - m[r][e / 2]);
+          float x = fastExp2(s[r][n][e] - base[e / 2]);
           s[r][n][e] = x;
           l[r][e / 2] += x;
         }
@@ -502,16 +527,19 @@ __global__ void __launch_bounds__(kThreads)
     loadTileAsync<D>(ks(b), kSlice, j0, t, lk.row);
     loadTileAsync<D>(vs(b), vSlice, j0, t, lv.row);
   };
+  int64_t warpFirst = p.first + 16 * p.warp;
   auto both = [&](Scores &s, Scores &dp, int b, int64_t j0) {
     scores<D>(s, qw, ks(b), p.lane);
     scores<D>(dp, dow, vs(b), p.lane);
+    bool all = allSee(warpFirst, 16, j0, kRows, t, causal);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[n][e] = sees(p.row[e / 2], j0 + columnOf(p, n, e), t, causal)
-                      ? s[n][e] * scale2
-                      : -INFINITY;
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] *= scale2;
+        if (!all && !sees(p.row[e / 2], j0 + columnOf(p, n, e), t, causal))
+          s[n][e] = -INFINITY;
+      }
   };
 
   // 1. The statistics, online over the key tiles.
@@ -526,10 +554,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         mNew[e / 2] = fmaxf(mNew[e / 2], s[n][e]);
+    float base[2];
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
       mNew[h] = quadMax(mNew[h]);
       float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[h] - mNew[h]);
       m[h] = mNew[h];
+      base[h] = mNew[h] == -INFINITY ? 0.0f : mNew[h]; // as the forward's
       l[h] *= shrink;
       dsum[h] *= shrink;
     }
@@ -537,7 +568,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] == -INFINITY ? 0.0f : exp2f(s[n][e] - m[e / 2]);
+        float x = fastExp2(s[n][e] - base[e / 2]);
         l[e / 2] += x;
         dsum[e / 2] += x * dp[n][e];
       }
@@ -561,10 +592,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
+        // A masked score is -inf and its lse finite (0 for rows past t):
+        // its probability is 0.
         int h = e / 2;
-        dp[n][e] = s[n][e] == -INFINITY
-                       ? 0.0f
-                       : exp2f(s[n][e] - lse[h]) * (dp[n][e] - dot[h]);
+        dp[n][e] = fastExp2(s[n][e] - lse[h]) * (dp[n][e] - dot[h]);
       }
     Operand ds;
     asOperand(ds, dp);
@@ -633,14 +664,16 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1)
     Scores pt, dst;
     scores<D>(pt, kw, qs(b), p.lane);
     scores<D>(dst, vw, dos(b), p.lane);
+    // The warp's 16 keys are seen by all 64 queries off the diagonal.
+    bool all = allSee(i0, kRows, p.first + 16 * p.warp, 16, t, causal);
 #pragma unroll
     for (int n = 0; n < kColumnTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int c = columnOf(p, n, e);
-        float x = sees(i0 + c, p.row[e / 2], t, causal)
-                      ? exp2f(pt[n][e] * scale2 - st[2 * c])
-                      : 0.0f;
+        float x = fastExp2(pt[n][e] * scale2 - st[2 * c]);
+        if (!all && !sees(i0 + c, p.row[e / 2], t, causal))
+          x = 0.0f;
         pt[n][e] = x;
         dst[n][e] = x * (dst[n][e] - st[2 * c + 1]);
       }

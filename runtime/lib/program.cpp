@@ -889,9 +889,12 @@ void Run::printBanner() {
     fmt::print("  checked: every kernel call and loop view is checked against "
                "the memory plan; AddressSanitizer and UBSan are on\n");
   // On a GPU the products are cuBLAS's (runtime/lib/cuda/blas.cpp).
-  fmt::print("  blas: {}\n", config_.backend == Backend::Cuda
-                                 ? "cuBLAS on the GPU, f32 products"
-                                 : describeBlas());
+  fmt::print(
+      "  blas: {}\n",
+      config_.backend == Backend::Cuda
+          ? fmt::format("cuBLAS on the GPU, {} products{}", manifest_.precision,
+                        manifest_.precision == "f32" ? "" : " (f32 sums)")
+          : describeBlas());
   std::string length =
       config_.epochs ? fmt::format("{} epochs", *config_.epochs)
                      : fmt::format("{:.2f} epochs", double(totalSteps_) /

@@ -47,14 +47,14 @@ ColumnMajor columnMajor(const Product &p) {
 Expected<ProductEngine> productEngineFromEnvironment() {
   const char *value = std::getenv("DTRT_CUDA_PRODUCTS");
   std::string v = value ? value : "";
-  if (v.empty() || v == "lt")
-    return ProductEngine::Lt;
-  if (v == "tuned")
+  if (v.empty() || v == "tuned")
     return ProductEngine::Tuned;
+  if (v == "lt")
+    return ProductEngine::Lt;
   if (v == "cublas")
     return ProductEngine::Classic;
-  return Error(fmt::format("DTRT_CUDA_PRODUCTS={} is not one of lt (the "
-                           "default), tuned or cublas",
+  return Error(fmt::format("DTRT_CUDA_PRODUCTS={} is not one of tuned (the "
+                           "default), lt or cublas",
                            v));
 }
 

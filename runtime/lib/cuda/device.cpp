@@ -122,8 +122,8 @@ public:
       e = cudaMemset(p, 0, bytes);
     if (e == cudaSuccess) {
       // The products' algorithms are chosen while the arena holds nothing:
-      // timing them (DTRT_CUDA_PRODUCTS=tuned) runs them there, and then
-      // it is cleared again.
+      // timing them (DTRT_CUDA_PRODUCTS=tuned, the default) runs them
+      // there, and then it is cleared again.
       if (Status s = executor_->tuneProducts(static_cast<char *>(p)); !s) {
         cudaFree(p);
         return s.error();

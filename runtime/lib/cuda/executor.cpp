@@ -470,7 +470,8 @@ Status Executor::tuneProducts(char *deviceMemory) {
   if (blas_->engine() == ProductEngine::Tuned)
     fmt::print(stderr,
                "note: cuBLASLt's candidates for the plan's {} products timed "
-               "in {:.1f} s (DTRT_CUDA_PRODUCTS=tuned)\n",
+               "in {:.1f} s (DTRT_CUDA_PRODUCTS=lt takes its heuristic's "
+               "first instead)\n",
                products, seconds);
   return Status::ok();
 }

@@ -108,6 +108,8 @@ TEST(CudaProductLayoutTest, TheTransposedProductIsTheRowMajorOne) {
 
 TEST(CudaProductLayoutTest, TheEngineComesFromTheEnvironment) {
   unsetenv("DTRT_CUDA_PRODUCTS");
+  EXPECT_EQ(*productEngineFromEnvironment(), ProductEngine::Tuned);
+  setenv("DTRT_CUDA_PRODUCTS", "lt", 1);
   EXPECT_EQ(*productEngineFromEnvironment(), ProductEngine::Lt);
   setenv("DTRT_CUDA_PRODUCTS", "tuned", 1);
   EXPECT_EQ(*productEngineFromEnvironment(), ProductEngine::Tuned);
@@ -116,7 +118,7 @@ TEST(CudaProductLayoutTest, TheEngineComesFromTheEnvironment) {
   setenv("DTRT_CUDA_PRODUCTS", "fast", 1);
   Expected<ProductEngine> bad = productEngineFromEnvironment();
   ASSERT_FALSE(bool(bad));
-  EXPECT_NE(bad.error().message().find("not one of lt"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("not one of tuned"), std::string::npos);
   unsetenv("DTRT_CUDA_PRODUCTS");
 }
 

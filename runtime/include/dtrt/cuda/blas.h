@@ -68,8 +68,11 @@ struct ColumnMajor {
 };
 ColumnMajor columnMajor(const Product &p);
 
-/// How products are computed: DTRT_CUDA_PRODUCTS=lt (the default), tuned,
-/// or cublas.
+/// How products are computed: DTRT_CUDA_PRODUCTS=tuned (the default: the
+/// fastest of cuBLASLt's candidates, timed before the first step), lt (the
+/// heuristic's first, the same every run) or cublas (the classic API). On
+/// an H200 the heuristic's first ran GPT-2's 768-row weight gradients at a
+/// quarter of the timed choice's speed (bench/results/gpu-2026-11-28b-h200.md).
 enum class ProductEngine { Lt, Tuned, Classic };
 Expected<ProductEngine> productEngineFromEnvironment();
 
