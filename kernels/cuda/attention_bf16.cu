@@ -79,10 +79,6 @@ __device__ uint32_t pack(float lo, float hi) {
   return w;
 }
 
-__device__ uint32_t word(const bf16 *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
-
 /// c += a b for a 16 x 16 left operand and a 16 x 8 right one.
 __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                     uint32_t b1) {
@@ -93,22 +89,35 @@ __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// The 16 x 16 left operand at `s` (a row-major tile of stride ld).
-__device__ void loadLeft(uint32_t (&a)[4], const bf16 *s, int ld, int lane) {
-  const bf16 *p = s + (lane / 4) * ld + (lane % 4) * 2;
-  a[0] = word(p);
-  a[1] = word(p + 8 * ld);
-  a[2] = word(p + 8);
-  a[3] = word(p + 8 * ld + 8);
+/// Four 8 x 8 matrices of shared memory by one ldmatrix: lane l addresses
+/// row l % 8 of matrix l / 8 at `row`, and gets, of each matrix, the two
+/// elements of row l / 4 at columns 2 (l % 4) and the next (mma's fragment
+/// layout).
+__device__ void loadMatrices(uint32_t (&m)[4], const bf16 *row) {
+  auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+               "{%0, %1, %2, %3}, [%4];"
+               : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+               : "r"(address)
+               : "memory");
 }
 
-/// The 16 x 8 right operand X^T, X being the 8 x 16 block at `x` (rows of
-/// stride ld): its rows are the operand's columns.
-__device__ void loadRightTransposed(uint32_t (&b)[2], const bf16 *x, int ld,
-                                    int lane) {
-  const bf16 *p = x + (lane / 4) * ld + (lane % 4) * 2;
-  b[0] = word(p);
-  b[1] = word(p + 8);
+/// The 16 x 16 left operand at `s` (a row-major tile of stride ld):
+/// matrices (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+/// One instruction where four 32-bit loads were.
+__device__ void loadLeft(uint32_t (&a)[4], const bf16 *s, int ld, int lane) {
+  int m = lane / 8;
+  loadMatrices(a, s + ((m & 1) * 8 + lane % 8) * ld + (m >> 1) * 8);
+}
+
+/// Two 16 x 8 right operands X^T, X being the two 8 x 16 blocks at `x`
+/// (rows 0-7 and 8-15, of stride ld): their rows are the operands'
+/// columns. b[0], b[1] are the first's, b[2], b[3] the second's: matrices
+/// (rows 0-7, columns 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+__device__ void loadRightTransposedPair(uint32_t (&b)[4], const bf16 *x, int ld,
+                                        int lane) {
+  int m = lane / 8;
+  loadMatrices(b, x + ((m >> 1) * 8 + lane % 8) * ld + (m & 1) * 8);
 }
 
 /// Two 16 x 8 right operands side by side: the 16 x 16 block at `x` (rows of
@@ -147,12 +156,14 @@ __device__ void scoresOf(Scores (&s)[R], const bf16 *a, const bf16 *x,
     for (int r = 0; r < R; ++r)
       loadLeft(fa[r], a + 16 * r * ld + k0, ld, lane);
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n) {
-      uint32_t fb[2];
-      loadRightTransposed(fb, x + n * 8 * ld + k0, ld, lane);
+    for (int n = 0; n < kColumnTiles; n += 2) {
+      uint32_t fb[4];
+      loadRightTransposedPair(fb, x + n * 8 * ld + k0, ld, lane);
 #pragma unroll
-      for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r) {
         mma(s[r][n], fa[r], fb[0], fb[1]);
+        mma(s[r][n + 1], fa[r], fb[2], fb[3]);
+      }
     }
   }
 }

@@ -6,8 +6,12 @@
 //
 // dtk_layer_norm_f32 and dtk_layer_norm_grad_f32 on the GPU, and RMS norm
 // (LLaMA's: the mean taken as zero, no bias), which the same kernels compute
-// with `Rms` set. Forward and the input gradient take one block per row (two
-// block sums for the statistics, two for the gradient's means). The weight
+// with `Rms` set. Forward and the input gradient take a warp per row for
+// rows of up to 1024 (the row in registers, its sums by shuffles: no
+// barriers), and one block per row for wider rows (two block sums for the
+// statistics, two for the gradient's means). On an H200 a block per
+// 768-wide row spent GPT-2's layer norm gradients in those sums' barriers
+// (1.1 ms a step of 16 x 1024 tokens for the input gradient alone). The weight
 // and bias gradients sum over rows, from the statistics the first kernel left
 // in `stats`: a block per 32 columns and 256 rows (8 rows at a time) leaves
 // partial sums in `stats` after them, and a last kernel adds each column's
@@ -25,6 +29,8 @@
 
 #include "convert.cuh"
 #include "reduce.cuh"
+
+#include <type_traits>
 
 namespace {
 
@@ -105,6 +111,140 @@ __global__ void layerNormInputGrad(X x, const float *w, DY dy, DX dx,
   }
 }
 
+/// A row of up to 32 E columns as a warp holds it: lane l has columns l,
+/// l + 32, ..., as f32, and zeros past `cols`.
+template <int E, typename X>
+__device__ void loadRow(float (&v)[E], X xr, int64_t cols, int lane) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    int64_t j = lane + 32 * e;
+    v[e] = j < cols ? widen(xr[j]) : 0.0f;
+  }
+}
+
+/// The warp's sum, in every lane (the same butterfly order in each).
+__device__ float warpSum(float v) { return dtk::warpReduce(v, dtk::Sum{}); }
+
+/// rowStats for a row a warp holds (loadRow): the mean and 1/std, two
+/// passes over the registers.
+template <int E, bool Rms>
+__device__ void warpRowStats(const float (&v)[E], int64_t cols, int lane,
+                             float eps, float &mean, float &rstd) {
+  mean = 0.0f;
+  if (!Rms) {
+    float s = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      s += v[e];
+    mean = warpSum(s) / float(cols);
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; ++e)
+    if (lane + 32 * e < cols) {
+      float d = v[e] - mean;
+      ss += d * d;
+    }
+  rstd = 1.0f / sqrtf(warpSum(ss) / float(cols) + eps);
+}
+
+/// layerNorm with a warp per row of up to 32 E columns; kThreads / 32 rows
+/// a block.
+template <int E, bool Rms, typename X, typename Y>
+__global__ void __launch_bounds__(kThreads)
+    layerNormWarps(X x, const float *w, const float *b, Y y, int64_t rows,
+                   int64_t cols, float eps) {
+  int lane = int(threadIdx.x % 32);
+  int64_t r = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (r >= rows) // the whole warp: no barrier follows
+    return;
+  float v[E];
+  loadRow(v, x + r * cols, cols, lane);
+  float mean, rstd;
+  warpRowStats<E, Rms>(v, cols, lane, eps, mean, rstd);
+  Y yr = y + r * cols;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    int64_t j = lane + 32 * e;
+    if (j < cols)
+      put(yr, j, (v[e] - mean) * rstd * w[j] + (Rms ? 0.0f : b[j]));
+  }
+}
+
+/// layerNormInputGrad with a warp per row of up to 32 E columns.
+template <int E, bool Rms, typename X, typename DY, typename DX>
+__global__ void __launch_bounds__(kThreads)
+    layerNormInputGradWarps(X x, const float *w, DY dy, DX dx, float *stats,
+                            int64_t rows, int64_t cols, float eps) {
+  int lane = int(threadIdx.x % 32);
+  int64_t r = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  float v[E], g[E];
+  loadRow(v, x + r * cols, cols, lane);
+  loadRow(g, dy + r * cols, cols, lane);
+  float mean, rstd;
+  warpRowStats<E, Rms>(v, cols, lane, eps, mean, rstd);
+  // v becomes xhat and g dxhat = dy * w, as the block kernel computes them.
+  float sd = 0.0f, sdx = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    int64_t j = lane + 32 * e;
+    if (j < cols) {
+      g[e] *= w[j];
+      v[e] = (v[e] - mean) * rstd;
+      sd += g[e];
+      sdx += g[e] * v[e];
+    }
+  }
+  float md = Rms ? 0.0f : warpSum(sd) / float(cols);
+  float mdx = warpSum(sdx) / float(cols);
+  DX dxr = dx + r * cols;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    int64_t j = lane + 32 * e;
+    if (j < cols)
+      put(dxr, j, rstd * (g[e] - md - v[e] * mdx));
+  }
+  if (lane == 0) {
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+  }
+}
+
+/// Calls f with std::integral_constant<int, E> for rows of `cols` (E
+/// columns a lane: 8, 16, 24 or 32); false for rows wider than 1024, which
+/// take a block each.
+template <typename F> bool withRowWidth(int64_t cols, F &&f) {
+  if (cols <= 256)
+    f(std::integral_constant<int, 8>{});
+  else if (cols <= 512)
+    f(std::integral_constant<int, 16>{});
+  else if (cols <= 768)
+    f(std::integral_constant<int, 24>{});
+  else if (cols <= 1024)
+    f(std::integral_constant<int, 32>{});
+  else
+    return false;
+  return true;
+}
+
+/// The forward over `rows`: a warp per row where rows are narrow enough,
+/// else a block per row.
+template <bool Rms, typename X, typename Y>
+void norm(X x, const float *w, const float *b, Y y, int64_t rows, int64_t cols,
+          float eps, dtk_stream stream) {
+  if (rows == 0)
+    return;
+  unsigned blocks = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
+  if (!withRowWidth(cols, [&](auto e) {
+        layerNormWarps<decltype(e)::value, Rms>
+            <<<blocks, kThreads, 0, stream>>>(x, w, b, y, rows, cols, eps);
+      }))
+    layerNorm<Rms>
+        <<<unsigned(rows), kThreads, 0, stream>>>(x, w, b, y, cols, eps);
+}
+
 /// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
 /// eight rows at a time, summed in a fixed order into `partW` and `partB`
 /// (row y of each, `cols` wide; `partB` null for RMS norm).
@@ -164,7 +304,12 @@ template <bool Rms, typename X, typename DY, typename DX>
 void normGrad(X x, const float *w, DY dy, DX dx, float *dw, float *db,
               float *stats, int64_t rows, int64_t cols, float eps,
               dtk_stream stream) {
-  if (rows > 0)
+  unsigned warpBlocks = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
+  if (rows > 0 && !withRowWidth(cols, [&](auto e) {
+        layerNormInputGradWarps<decltype(e)::value, Rms>
+            <<<warpBlocks, kThreads, 0, stream>>>(x, w, dy, dx, stats, rows,
+                                                  cols, eps);
+      }))
     layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
         x, w, dy, dx, stats, cols, eps);
   if (cols == 0)
@@ -189,10 +334,7 @@ extern "C" void dtk_cuda_layer_norm_f32(const float *x, const float *w,
                                         const float *b, float *y, int64_t rows,
                                         int64_t cols, float eps,
                                         dtk_stream stream) {
-  if (rows == 0)
-    return;
-  layerNorm<false>
-      <<<unsigned(rows), kThreads, 0, stream>>>(x, w, b, y, cols, eps);
+  norm<false>(x, w, b, y, rows, cols, eps, stream);
 }
 
 extern "C" void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
@@ -207,9 +349,7 @@ extern "C" void dtk_cuda_layer_norm_typed(const void *x, int in, const float *w,
                                           const float *b, void *y, int out,
                                           int64_t rows, int64_t cols, float eps,
                                           dtk_stream stream) {
-  if (rows > 0)
-    layerNorm<false><<<unsigned(rows), kThreads, 0, stream>>>(
-        AnyData{x, in}, w, b, AnyOut{y, out}, cols, eps);
+  norm<false>(AnyData{x, in}, w, b, AnyOut{y, out}, rows, cols, eps, stream);
 }
 
 extern "C" void
@@ -225,10 +365,8 @@ extern "C" void dtk_cuda_rms_norm_typed(const void *x, int in, const float *w,
                                         void *y, int out, int64_t rows,
                                         int64_t cols, float eps,
                                         dtk_stream stream) {
-  if (rows > 0)
-    layerNorm<true><<<unsigned(rows), kThreads, 0, stream>>>(
-        AnyData{x, in}, w, static_cast<const float *>(nullptr), AnyOut{y, out},
-        cols, eps);
+  norm<true>(AnyData{x, in}, w, static_cast<const float *>(nullptr),
+             AnyOut{y, out}, rows, cols, eps, stream);
 }
 
 extern "C" void dtk_cuda_rms_norm_grad_typed(const void *x, int in,
@@ -244,10 +382,8 @@ extern "C" void dtk_cuda_rms_norm_grad_typed(const void *x, int in,
 extern "C" void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
                                       int64_t rows, int64_t cols, float eps,
                                       dtk_stream stream) {
-  if (rows == 0)
-    return;
-  layerNorm<true>
-      <<<unsigned(rows), kThreads, 0, stream>>>(x, w, nullptr, y, cols, eps);
+  norm<true>(x, w, static_cast<const float *>(nullptr), y, rows, cols, eps,
+             stream);
 }
 
 extern "C" void dtk_cuda_rms_norm_grad_f32(const float *x, const float *w,
