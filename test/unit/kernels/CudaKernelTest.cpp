@@ -399,23 +399,32 @@ TEST(CudaKernelTest, EmbeddingLookupsAndDeterministicGradients) {
 
 TEST(CudaKernelTest, EmbeddingGradientsAtGpt2sSizeAndWiderRows) {
   REQUIRE_GPU();
-  // GPT-2's table, more ids than one staging of 8192 holds, and a frequent
-  // token (a third of the ids, some in runs) whose sums stay in registers;
-  // then rows wider than a lane's four columns a pass (five passes), and
-  // positions (every row hit, the hits moving row at every id).
+  // GPT-2's table, more ids than one staging holds, and a frequent token (a
+  // third of the ids, some in runs); then rows wider than a lane's four
+  // columns a pass (five passes), positions (every row hit, the hits moving
+  // row at every id), byte-level text (every hit in rows 0 to 255, a space
+  // in six and the letters most of the rest: the bench's data), and rows too
+  // wide for shared memory's sums (the kernel that sums in registers).
+  enum Kind { Frequent, Positions, Bytes };
   struct Case {
     int64_t n, count, width;
-    bool positions; // else a frequent token among random ones
+    Kind kind;
   };
-  for (Case c : {Case{20000, 50257, 768, false}, Case{9000, 300, 4100, false},
-                 Case{16384, 1024, 768, true}}) {
+  for (Case c :
+       {Case{20000, 50257, 768, Frequent}, Case{9000, 300, 4100, Frequent},
+        Case{16384, 1024, 768, Positions}, Case{16384, 50257, 768, Bytes},
+        Case{600, 40, 20000, Frequent}}) {
     SCOPED_TRACE(testing::Message()
                  << c.n << " ids, " << c.count << " x " << c.width);
     std::mt19937 rng(61);
     std::vector<int32_t> ids(size_t(c.n));
     for (int64_t i = 0; i < c.n; ++i)
-      if (c.positions)
+      if (c.kind == Positions)
         ids[size_t(i)] = int32_t(i % c.count);
+      else if (c.kind == Bytes)
+        ids[size_t(i)] = rng() % 6 == 0   ? 32
+                         : rng() % 8 == 0 ? int32_t(rng() % 256)
+                                          : int32_t(97 + rng() % 26);
       else
         ids[size_t(i)] = rng() % 3 == 0 || (i / 40) % 7 == 0
                              ? 13
