@@ -13,7 +13,8 @@
 # run-gpt2.sh, each under its own time limit, and leaves their logs in $OUT; a device
 # call lasts at most 600 s, so run it as `run-all.sh tests layers gpt-tiny sharded`,
 # then `run-all.sh gpt2 variants`: run-variants.sh compares GPT-2's product engines
-# and its generated kernels' unrolling.)
+# and its generated kernels' unrolling. `run-all.sh kernels` runs Nsight Compute on
+# the hand-written kernels that GPT-2's profile puts first: run-kernel-profile.sh.)
 set -eu
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -267,9 +268,34 @@ cat > "$out/run-gpt2-profile.sh" <<'RUN'
 # Where a GPT-2 step's GPU time goes: every launch timed (DTRT_CUDA_PROFILE=1).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# (It ends with a checkpoint, which a second run would refuse to overwrite.)
+rm -rf ckpt/profile
 DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
   --log-every 1 --checkpoint-every 0 --checkpoint-dir ckpt/profile \
   --log-dir runs/profile
+RUN
+cat > "$out/run-kernel-profile.sh" <<'RUN'
+#!/bin/sh
+# Nsight Compute (ncu, on the GPU machine's image) on one launch each of GPT-2's
+# hand-written kernels that the profile puts first: attention's three, the layer
+# norm's input gradient and the embedding's gradient. Each report (speed of light,
+# occupancy, warp stalls, instruction mix and the source lines the stalls sample)
+# goes to ncu-KERNEL.txt in $OUT, else logs/. Launches run eagerly, outside graphs.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+logs=${OUT:-logs}
+mkdir -p "$logs"
+status=0
+for kernel in forwardKernel queryGradKernel keyGradKernel layerNormInputGradWarps \
+    embeddingGradShared; do
+  rm -rf ckpt/ncu
+  DTRT_CUDA_GRAPHS=0 timeout 120 ncu --set full --kernel-name "regex:$kernel" \
+    --launch-count 1 ./gpt2_124m_gpu --backend cuda --steps 1 --checkpoint-every 0 \
+    --checkpoint-dir ckpt/ncu --log-dir runs/ncu > "$logs/ncu-$kernel.txt" 2>&1 || status=1
+  grep -E "Duration|Registers Per|Achieved Occupancy|Executed Ipc A" "$logs/ncu-$kernel.txt" \
+    | sed "s/^/$kernel: /"
+done
+exit $status
 RUN
 cat > "$out/run-variants.sh" <<'RUN'
 #!/bin/sh
@@ -334,6 +360,7 @@ for part in $parts; do
     sharded) run sharded 150 ./run-sharded.sh ;;
     gpt2) run gpt2 200 ./run-gpt2.sh ;;
     variants) run variants 280 ./run-variants.sh ;;
+    kernels) run kernels 400 ./run-kernel-profile.sh ;;
     *) echo "unknown part '$part'"; failed="$failed $part" ;;
   esac
 done
@@ -341,7 +368,7 @@ echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 [ -z "$failed" ]
 RUN
 chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
-  "$out/run-variants.sh" "$out/run-gpt2-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
+  "$out/run-variants.sh" "$out/run-gpt2-profile.sh" "$out/run-kernel-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
 # One dictionary over the whole folder (256 MiB, xz's default is 8): the programs
 # share most of their bytes (the runtime and the kernels), and a window that
 # holds them all stores them about once (37 MB instead of 67).

@@ -415,8 +415,14 @@ __device__ void storeRows(Out *out, const dtk_attention_layout &layout,
 /// visits the same key tiles, in the same order, whatever R is, so the bits
 /// are the same. `scale2` is the softmax scale times log2(e): the kernels
 /// work in base 2.
+// One group of 16 rows a warp on bf16 inputs fits 128 registers (12 bytes
+// spilled for heads of 64): four blocks a multiprocessor, 16 warps, where
+// two groups a warp (234 registers) leave 8 to hide the softmax's latencies.
+// Which is faster is for a GPU to say (DTRT_CUDA_ATTENTION_WARP_ROWS=16).
 template <int D, int R, typename In, typename Out>
-__global__ void __launch_bounds__(kThreads)
+__global__ void
+__launch_bounds__(kThreads,
+                  R == 1 && D <= 64 && std::is_same_v<In, bf16> ? 4 : 1)
     forwardKernel(const In *q, const In *k, const In *v, Out *o,
                   Layouts layouts, int64_t t, int32_t causal, float scale2,
                   bool prefetch) {
