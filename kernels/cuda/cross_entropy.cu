@@ -14,7 +14,11 @@
 // values they widen to, and the gradient may write 16-bit values rounded to
 // nearest: what a mixed-precision program's widening and narrowing around
 // them compute, without their passes over the logits (the GPU plan's "in"
-// and "out"), in rows a pitch apart where the plan says ("ld"). A thread
+// and "out"), in rows a pitch apart where the plan says ("ld"). Where
+// nothing between the loss and its gradient reads the loss, one launch
+// computes both (the plan's "cross_entropy_with_grad"): the gradient's
+// kernel writes each row's loss beside its gradient, and the logits are
+// read twice instead of three times. A thread
 // takes a row's elements eight at a time, with 16-byte loads (and, for the
 // gradient, stores) where the row is 16-byte aligned, in an order that
 // neither the type nor the alignment changes: the same bits either way.
@@ -130,11 +134,13 @@ __global__ void rowLosses(const In *logits, int64_t ld, const int32_t *labels,
     rowLoss[r] = lse - widen(row[label]);
 }
 
-// dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere.
+// dlogits = (softmax - onehot) * dloss / count on labelled rows, 0 elsewhere;
+// with `rowLoss`, each row's loss too, as rowLosses computes it (the same
+// log-sum-exp: the same bits).
 template <typename In, typename Out>
 __global__ void rowGrads(const In *logits, int64_t ld, const int32_t *labels,
                          const float *dloss, const float *count, Out *dlogits,
-                         int64_t ldOut, int64_t classes) {
+                         int64_t ldOut, int64_t classes, float *rowLoss) {
   __shared__ float shared[32];
   int64_t r = blockIdx.x;
   int32_t label = labels[r];
@@ -142,12 +148,16 @@ __global__ void rowGrads(const In *logits, int64_t ld, const int32_t *labels,
   if (label < 0) {
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
       d[j] = narrow<Out>(0.0f);
+    if (rowLoss && threadIdx.x == 0)
+      rowLoss[r] = 0.0f;
     return;
   }
   checkLabel(label, classes);
   const In *row = logits + r * ld;
   float scale = *count > 0 ? *dloss / *count : 0.0f;
   float lse = logSumExp(row, classes, shared);
+  if (rowLoss && threadIdx.x == 0)
+    rowLoss[r] = lse - widen(row[label]);
   auto grad = [&](int64_t j, float x) {
     return narrow<Out>(expf(x - lse) * scale - (j == label ? scale : 0.0f));
   };
@@ -193,32 +203,58 @@ void crossEntropy(const In *logits, int64_t ld, const int32_t *labels,
                                                   /*mean=*/true);
 }
 
+/// The gradient; with `loss`, the loss too, its rows' values in scratch
+/// after the count.
 template <typename In, typename Out>
 void crossEntropyGrad(const In *logits, int64_t ld, const int32_t *labels,
                       const float *dloss, Out *dlogits, int64_t ldOut,
                       float *scratch, int64_t rows, int64_t classes,
-                      dtk_stream stream) {
+                      float *loss, dtk_stream stream) {
   dtk::countLabelled<<<1, kSumThreads, 0, stream>>>(labels, scratch, rows);
+  float *rowLoss = loss ? scratch + 1 : nullptr;
   if (rows > 0)
     rowGrads<<<unsigned(rows), kThreads, 0, stream>>>(
-        logits, ld, labels, dloss, scratch, dlogits, ldOut, classes);
+        logits, ld, labels, dloss, scratch, dlogits, ldOut, classes, rowLoss);
+  if (loss)
+    dtk::sumLabelled<<<1, kSumThreads, 0, stream>>>(rowLoss, labels, loss, rows,
+                                                    /*mean=*/true);
 }
 
 template <typename In>
 void crossEntropyGradTo(const In *logits, int64_t ld, const int32_t *labels,
                         const float *dloss, void *dlogits, int out,
                         int64_t ldOut, float *scratch, int64_t rows,
-                        int64_t classes, dtk_stream stream) {
+                        int64_t classes, float *loss, dtk_stream stream) {
   if (out == DTK_CUDA_BF16)
     crossEntropyGrad(logits, ld, labels, dloss,
                      static_cast<__nv_bfloat16 *>(dlogits), ldOut, scratch,
-                     rows, classes, stream);
+                     rows, classes, loss, stream);
   else if (out == DTK_CUDA_F16)
     crossEntropyGrad(logits, ld, labels, dloss, static_cast<__half *>(dlogits),
-                     ldOut, scratch, rows, classes, stream);
+                     ldOut, scratch, rows, classes, loss, stream);
   else
     crossEntropyGrad(logits, ld, labels, dloss, static_cast<float *>(dlogits),
-                     ldOut, scratch, rows, classes, stream);
+                     ldOut, scratch, rows, classes, loss, stream);
+}
+
+/// crossEntropyGradTo over logits of type `in`.
+void crossEntropyGradOf(const void *logits, int in, int64_t ld,
+                        const int32_t *labels, const float *dloss,
+                        void *dlogits, int out, int64_t ldOut, float *scratch,
+                        int64_t rows, int64_t classes, float *loss,
+                        dtk_stream stream) {
+  if (in == DTK_CUDA_BF16)
+    crossEntropyGradTo(static_cast<const __nv_bfloat16 *>(logits), ld, labels,
+                       dloss, dlogits, out, ldOut, scratch, rows, classes, loss,
+                       stream);
+  else if (in == DTK_CUDA_F16)
+    crossEntropyGradTo(static_cast<const __half *>(logits), ld, labels, dloss,
+                       dlogits, out, ldOut, scratch, rows, classes, loss,
+                       stream);
+  else
+    crossEntropyGradTo(static_cast<const float *>(logits), ld, labels, dloss,
+                       dlogits, out, ldOut, scratch, rows, classes, loss,
+                       stream);
 }
 
 // Whether each row's arg-max (its first maximum) is its label.
@@ -271,7 +307,7 @@ extern "C" void dtk_cuda_cross_entropy_grad_f32(
     float *dlogits, float *scratch, int64_t rows, int64_t classes,
     dtk_stream stream) {
   crossEntropyGrad(logits, classes, labels, dloss, dlogits, classes, scratch,
-                   rows, classes, stream);
+                   rows, classes, static_cast<float *>(nullptr), stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_pitched(
@@ -301,16 +337,16 @@ extern "C" void dtk_cuda_cross_entropy_grad_pitched(
     const void *logits, int in, int64_t ld, const int32_t *labels,
     const float *dloss, void *dlogits, int out, int64_t ldOut, float *scratch,
     int64_t rows, int64_t classes, dtk_stream stream) {
-  if (in == DTK_CUDA_BF16)
-    crossEntropyGradTo(static_cast<const __nv_bfloat16 *>(logits), ld, labels,
-                       dloss, dlogits, out, ldOut, scratch, rows, classes,
-                       stream);
-  else if (in == DTK_CUDA_F16)
-    crossEntropyGradTo(static_cast<const __half *>(logits), ld, labels, dloss,
-                       dlogits, out, ldOut, scratch, rows, classes, stream);
-  else
-    crossEntropyGradTo(static_cast<const float *>(logits), ld, labels, dloss,
-                       dlogits, out, ldOut, scratch, rows, classes, stream);
+  crossEntropyGradOf(logits, in, ld, labels, dloss, dlogits, out, ldOut,
+                     scratch, rows, classes, nullptr, stream);
+}
+
+extern "C" void dtk_cuda_cross_entropy_with_grad_pitched(
+    const void *logits, int in, int64_t ld, const int32_t *labels,
+    const float *dloss, void *dlogits, int out, int64_t ldOut, float *loss,
+    float *scratch, int64_t rows, int64_t classes, dtk_stream stream) {
+  crossEntropyGradOf(logits, in, ld, labels, dloss, dlogits, out, ldOut,
+                     scratch, rows, classes, loss, stream);
 }
 
 extern "C" void dtk_cuda_cross_entropy_grad_typed(

@@ -142,6 +142,7 @@ public:
         continue;
       json::Array thunks;
       zero = ZeroCopies::find(fn, narrowed);
+      pairLosses(fn);
       for (Operation &op : fn.getBody().front()) {
         size_t before = thunks.size();
         std::optional<Unsupported> failed = lower(&op, thunks);
@@ -530,11 +531,17 @@ private:
                     {shapeOf(c.getStats())[0], product(shape.drop_back()),
                      shape.back(), int64_t(c.getClasses())}));
         })
-        .Case([&](CrossEntropyOp c) {
+        .Case([&](CrossEntropyOp c) -> std::optional<Unsupported> {
+          if (absorbedLosses.contains(c))
+            return std::nullopt; // its gradient's launch computes it
           return logits(c, "cross_entropy", c.getLogits(), c.getLabels(), {},
                         c.getResult(), out);
         })
         .Case([&](CrossEntropyGradOp c) {
+          if (auto loss = withLoss.lookup(c))
+            return logits(c, "cross_entropy_with_grad", c.getLogits(),
+                          c.getLabels(), c.getResultGrad(), c.getLogitsGrad(),
+                          out, loss);
           return logits(c, "cross_entropy_grad", c.getLogits(), c.getLabels(),
                         c.getResultGrad(), c.getLogitsGrad(), out);
         })
@@ -741,11 +748,52 @@ private:
                : "f16";
   }
 
-  /// cross_entropy, its gradient and count_correct: (logits, labels[, g],
-  /// out) and their scratch.
+  /// Pairs each cross_entropy with the gradient after it that can compute
+  /// it in the same launch (cross_entropy_with_grad): the same logits,
+  /// read from the same place, and labels; between the two only launches
+  /// the GPU plan leaves out; and every reader of the loss after the
+  /// gradient (the gradient's dloss cannot be one). GPT-2's loss and its
+  /// gradient then read the 16384 x 50257 logits twice instead of three
+  /// times.
+  void pairLosses(func::FuncOp fn) {
+    withLoss.clear();
+    absorbedLosses.clear();
+    llvm::DenseMap<Operation *, size_t> position;
+    for (Operation &op : fn.getBody().front())
+      position[&op] = position.size();
+    CrossEntropyOp pending = nullptr;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto loss = llvm::dyn_cast<CrossEntropyOp>(op)) {
+        pending = loss;
+        continue;
+      }
+      if (!pending)
+        continue;
+      auto grad = llvm::dyn_cast<CrossEntropyGradOp>(op);
+      if (!grad) {
+        if (!llvm::isa<ReshapeOp>(op) && !zero.skips(&op))
+          pending = nullptr; // something launches between them
+        continue;
+      }
+      bool later = llvm::all_of(pending->getUsers(), [&](Operation *user) {
+        return position.lookup(user) > position[&op];
+      });
+      if (later && grad.getLabels() == pending.getLabels() &&
+          rootOf(zero.readFrom(grad.getLogits())) ==
+              rootOf(zero.readFrom(pending.getLogits()))) {
+        withLoss[&op] = pending;
+        absorbedLosses.insert(pending);
+      }
+      pending = nullptr;
+    }
+  }
+
+  /// cross_entropy, its gradient (with its loss: `loss`) and count_correct:
+  /// (logits, labels[, g], out[, loss]) and their scratch.
   std::optional<Unsupported> logits(Operation *op, StringRef name, Value logits,
                                     Value labels, Value grad, Value result,
-                                    json::Array &out) {
+                                    json::Array &out,
+                                    CrossEntropyOp loss = nullptr) {
     if (auto bad = requireF32(op, {logits}))
       return bad;
     ArrayRef<int64_t> shape = shapeOf(logits);
@@ -754,18 +802,30 @@ private:
     if (grad)
       p.push_back(offsetOf(grad));
     p.push_back(offsetOf(result));
-    scratch(name == "cross_entropy_grad" ? 4 : rows * 4);
+    size_t resultIndex = p.size() - 1;
+    if (loss)
+      p.push_back(offsetOf(loss.getResult()));
+    // The count of labelled rows; each row's loss (after the count, with
+    // its gradient).
+    scratch(name == "cross_entropy_grad" ? 4
+            : loss                       ? (rows + 1) * 4
+                                         : rows * 4);
     // 16-bit logits read where they lie, a 16-bit gradient written into its
     // narrowing's buffer (CudaZeroCopy.h), their rows a pitch apart where
     // they are laid out so.
     json::Object t = typed(thunk(name, p, {rows, shape.back()}),
-                           {{0, logits, "in"}}, {p.size() - 1, result});
+                           {{0, logits, "in"}}, {resultIndex, result});
+    // The CPU's call of the loss, which this launch stands for too.
+    if (loss)
+      t["cpu_loss"] =
+          json::Array{offsetOf(loss.getLogits()), offsetOf(loss.getLabels()),
+                      offsetOf(loss.getResult())};
     int64_t in = zero.pitchOf(zero.readFrom(logits)), outPitch = 0;
     if (Operation *narrowing = zero.narrowingOf(result))
       outPitch = zero.pitchOf(narrowing->getResult(0));
     if (name == "cross_entropy" && in)
       t["ld"] = json::Array{in};
-    if (name == "cross_entropy_grad" && (in || outPitch))
+    if (name != "cross_entropy" && grad && (in || outPitch))
       t["ld"] = json::Array{in ? in : shape.back(),
                             outPitch ? outPitch : shape.back()};
     out.push_back(std::move(t));
@@ -779,6 +839,10 @@ private:
   llvm::DenseSet<Operation *> narrowed;
   /// The entry point's conversions that launch nothing.
   ZeroCopies zero;
+  /// Cross-entropy gradients that compute their loss too, and the losses
+  /// they absorb (pairLosses).
+  llvm::DenseMap<Operation *, CrossEntropyOp> withLoss;
+  llvm::DenseSet<Operation *> absorbedLosses;
   SmallVector<int64_t> meshShape;
   int64_t scratchBytes = 0;
 };

@@ -209,6 +209,14 @@ void dtk_cuda_cross_entropy_grad_pitched(const void *logits, int in, int64_t ld,
                                          int out, int64_t ldOut, float *scratch,
                                          int64_t rows, int64_t classes,
                                          dtk_stream stream);
+/* The loss and its gradient in one pass over the logits, where nothing
+ * between the two reads the loss: dtk_cuda_cross_entropy_grad_pitched's
+ * dlogits and dtk_cuda_cross_entropy_pitched's loss, the same bits as the
+ * two launches give. `scratch`: `rows` + 1 floats. */
+void dtk_cuda_cross_entropy_with_grad_pitched(
+    const void *logits, int in, int64_t ld, const int32_t *labels,
+    const float *dloss, void *dlogits, int out, int64_t ldOut, float *loss,
+    float *scratch, int64_t rows, int64_t classes, dtk_stream stream);
 /* `scratch`: `rows` floats. */
 void dtk_cuda_count_correct_f32(const float *logits, const int32_t *labels,
                                 float *correct, float *scratch, int64_t rows,

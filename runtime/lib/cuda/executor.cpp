@@ -645,6 +645,12 @@ Status Executor::launch(const Thunk &t, char *arena) {
         i32(1), f32(2), arena + t.p[3], elementType(t.result),
         t.ld.empty() ? i[1] : t.ld[1], scratch, i[0], i[1], s);
     return Status::ok();
+  case Thunk::CrossEntropyWithGrad:
+    dtk_cuda_cross_entropy_with_grad_pitched(
+        arena + t.p[0], elementType(t.operands), t.ld.empty() ? i[1] : t.ld[0],
+        i32(1), f32(2), arena + t.p[3], elementType(t.result),
+        t.ld.empty() ? i[1] : t.ld[1], f32(4), scratch, i[0], i[1], s);
+    return Status::ok();
   case Thunk::CountCorrect:
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();

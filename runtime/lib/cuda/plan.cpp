@@ -45,6 +45,9 @@ constexpr KindInfo kKinds[] = {
     {"embedding_grad", Thunk::EmbeddingGrad, 3, 3, 0},
     {"cross_entropy", Thunk::CrossEntropy, 3, 2, 0},
     {"cross_entropy_grad", Thunk::CrossEntropyGrad, 4, 2, 0},
+    // Both in one launch (logits, labels, dloss, dlogits, loss), where
+    // nothing between them reads the loss.
+    {"cross_entropy_with_grad", Thunk::CrossEntropyWithGrad, 5, 2, 0},
     {"count_correct", Thunk::CountCorrect, 3, 2, 0},
     {"attention", Thunk::Attention, 4, 4, 0},
     {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
@@ -260,7 +263,8 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       // 16-bit result ("out"); a product of 16-bit operands may write one in
       // their type (cuBLAS's GemmEx takes no other pairing).
       bool loss = info->kind == Thunk::CrossEntropy ||
-                  info->kind == Thunk::CrossEntropyGrad;
+                  info->kind == Thunk::CrossEntropyGrad ||
+                  info->kind == Thunk::CrossEntropyWithGrad;
       auto sixteen = [](const std::string &type) -> std::optional<Operands> {
         if (type == "bf16")
           return Operands::BF16;
@@ -301,7 +305,8 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
             info->kind == Thunk::Matmul && out && t.value("out", "") == half;
         bool attention = bf16Attention && out == Operands::BF16;
         if (!out || !(product || attention || norm ||
-                      info->kind == Thunk::CrossEntropyGrad))
+                      info->kind == Thunk::CrossEntropyGrad ||
+                      info->kind == Thunk::CrossEntropyWithGrad))
           return planError("'" + op + "' writes a result of type '" +
                            t.value("out", std::string("?")) + "'");
         thunk.result = *out;
@@ -312,10 +317,12 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
       if (t.contains("ld")) {
         // Row pitches: a product's three, the loss's one, its gradient's two.
         thunk.ld = t.value("ld", std::vector<int64_t>{});
-        size_t want = info->kind == Thunk::Matmul             ? 3
-                      : info->kind == Thunk::CrossEntropy     ? 1
-                      : info->kind == Thunk::CrossEntropyGrad ? 2
-                                                              : 0;
+        size_t want = info->kind == Thunk::Matmul         ? 3
+                      : info->kind == Thunk::CrossEntropy ? 1
+                      : info->kind == Thunk::CrossEntropyGrad ||
+                              info->kind == Thunk::CrossEntropyWithGrad
+                          ? 2
+                          : 0;
         if (!want || thunk.ld.size() != want ||
             (info->kind == Thunk::Matmul && thunk.i[0] != 1))
           return planError("'" + op + "' has row pitches it cannot take");

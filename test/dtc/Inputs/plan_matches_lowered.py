@@ -60,6 +60,15 @@ FIRST_LAST = {
 }
 
 
+def expanded(t):
+    """A launch as the CPU calls it: the loss with its gradient
+    (cross_entropy_with_grad) is the CPU's two calls, the loss's first."""
+    if t["op"] != "cross_entropy_with_grad":
+        return [(t["op"], plan_args(t))]
+    grad = t.get("cpu_p", t["p"])[:4] + t["i"]
+    return [("cross_entropy", t["cpu_loss"] + t["i"]), ("cross_entropy_grad", grad)]
+
+
 def plan_args(t):
     if t["op"] in FIRST_LAST:
         return FIRST_LAST[t["op"]](t["p"], t["i"])
@@ -76,8 +85,9 @@ def main():
     plan = json.load(open(sys.argv[2]))["entries"]
     ok = True
     for entry, thunks in sorted(plan.items()):
-        launches = [(t["op"], plan_args(t)) for t in thunks
-                    if t["op"] not in ("kernel", "copy", "shard_start")]
+        launches = [launch for t in thunks
+                    if t["op"] not in ("kernel", "copy", "shard_start")
+                    for launch in expanded(t)]
         calls = lowered.get(entry, [])
         same = len(launches) == len(calls)
         for (op, args), (name, cpu) in zip(launches, calls):

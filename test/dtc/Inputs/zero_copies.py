@@ -22,7 +22,7 @@ print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} reroute
 def pitches(t):
     return f", rows {t['ld']} apart" if "ld" in t else ""
 for t in plan:
-    if t["op"] in ("cross_entropy", "cross_entropy_grad"):
+    if t["op"] in ("cross_entropy", "cross_entropy_grad", "cross_entropy_with_grad"):
         print(f"{t['op']}: in {t.get('in', 'f32')}, out {t.get('out', 'f32')}"
               f"{pitches(t)}")
 logits = [t for t in products if 50257 in t["i"][1:4]]

@@ -1083,6 +1083,66 @@ TEST(CudaKernelTest, ProductsTakeRowPitchesAtGpt2sVocabulary) {
   check(tableGrad, tokens, vocab, tokens, width);
 }
 
+TEST(CudaKernelTest, TheLossWithItsGradientGivesBothLaunchesBits) {
+  REQUIRE_GPU();
+  // cross_entropy_with_grad (the plan's launch when nothing between the loss
+  // and its gradient reads the loss): the loss's bits and the gradient's,
+  // pitched and packed, bf16 and f32 logits, some rows unlabelled.
+  const int64_t rows = 70, classes = 1001, ld = 1008;
+  std::vector<float> x =
+      roundedToBf16(randomVector(size_t(rows * classes), 191, 4.0f));
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    labels[size_t(r)] = r % 7 == 3 ? -1 : int32_t((r * 53) % classes);
+  std::vector<uint16_t> packed = bf16Bits(x), wide(size_t(rows * ld), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < classes; ++c)
+      wide[size_t(r * ld + c)] = packed[size_t(r * classes + c)];
+  DeviceBuffer<int32_t> glabels(labels);
+  DeviceBuffer<float> dloss(std::vector<float>{0.75f}),
+      scratch(static_cast<size_t>(rows + 1)), gx(x);
+  for (int64_t pitch : {classes, ld}) {
+    SCOPED_TRACE(testing::Message() << "rows " << pitch << " apart");
+    DeviceBuffer<uint16_t> logits(pitch == ld ? wide : packed),
+        apart(size_t(rows * pitch)), together(size_t(rows * pitch));
+    DeviceBuffer<float> lossApart(static_cast<size_t>(1)),
+        lossTogether(static_cast<size_t>(1));
+    dtk_cuda_cross_entropy_pitched(logits.get(), DTK_CUDA_BF16, pitch,
+                                   glabels.get(), lossApart.get(),
+                                   scratch.get(), rows, classes, nullptr);
+    dtk_cuda_cross_entropy_grad_pitched(logits.get(), DTK_CUDA_BF16, pitch,
+                                        glabels.get(), dloss.get(), apart.get(),
+                                        DTK_CUDA_BF16, pitch, scratch.get(),
+                                        rows, classes, nullptr);
+    dtk_cuda_cross_entropy_with_grad_pitched(
+        logits.get(), DTK_CUDA_BF16, pitch, glabels.get(), dloss.get(),
+        together.get(), DTK_CUDA_BF16, pitch, lossTogether.get(), scratch.get(),
+        rows, classes, nullptr);
+    ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+    EXPECT_EQ(lossTogether.read(), lossApart.read());
+    std::vector<uint16_t> want = apart.read(), got = together.read();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < classes; ++c)
+        ASSERT_EQ(got[size_t(r * pitch + c)], want[size_t(r * pitch + c)])
+            << r << ", " << c;
+  }
+  // f32 logits and gradient, against the f32 entry points.
+  DeviceBuffer<float> dApart(x.size()), dTogether(x.size()),
+      lossApart(static_cast<size_t>(1)), lossTogether(static_cast<size_t>(1));
+  dtk_cuda_cross_entropy_f32(gx.get(), glabels.get(), lossApart.get(),
+                             scratch.get(), rows, classes, nullptr);
+  dtk_cuda_cross_entropy_grad_f32(gx.get(), glabels.get(), dloss.get(),
+                                  dApart.get(), scratch.get(), rows, classes,
+                                  nullptr);
+  dtk_cuda_cross_entropy_with_grad_pitched(
+      gx.get(), DTK_CUDA_F32, classes, glabels.get(), dloss.get(),
+      dTogether.get(), DTK_CUDA_F32, classes, lossTogether.get(), scratch.get(),
+      rows, classes, nullptr);
+  ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+  EXPECT_EQ(lossTogether.read(), lossApart.read());
+  EXPECT_EQ(dTogether.read(), dApart.read());
+}
+
 TEST(CudaKernelTest, PitchedLogitsGiveThePackedBits) {
   REQUIRE_GPU();
   // The loss and its gradient over logits whose rows lie a pitch apart (the

@@ -189,11 +189,17 @@ TEST(GpuPlanTest, SixteenBitReadsAndWritesAreCheckedWhenRead) {
                 {"op": "cross_entropy", "p": [0, 64, 128], "i": [2, 2],
                  "in": "bf16"},
                 {"op": "cross_entropy_grad", "p": [0, 64, 128, 192],
-                 "i": [2, 2], "in": "bf16", "out": "f16"})"),
+                 "i": [2, 2], "in": "bf16", "out": "f16"},
+                {"op": "cross_entropy_with_grad", "p": [0, 64, 128, 192, 256],
+                 "i": [2, 2], "in": "bf16", "out": "bf16", "ld": [8, 8]})"),
       kManifest, dpTp(), 0);
   ASSERT_TRUE(bool(p)) << p.error().message();
   const std::vector<Thunk> &t = p->entries[0].second;
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
+  // The loss with its gradient: five pointers, the loss last.
+  EXPECT_EQ(t[3].kind, Thunk::CrossEntropyWithGrad);
+  EXPECT_EQ(t[3].result, Operands::BF16);
+  EXPECT_EQ(t[3].ld, (std::vector<int64_t>{8, 8}));
   EXPECT_EQ(t[0].operands, Operands::BF16);
   EXPECT_EQ(t[0].result, Operands::BF16);
   EXPECT_EQ(t[0].p, (std::vector<int64_t>{0, 64, 128})); // the GPU's

@@ -55,6 +55,7 @@ struct Thunk {
     EmbeddingGrad,
     CrossEntropy,
     CrossEntropyGrad,
+    CrossEntropyWithGrad,
     CountCorrect,
     Attention,
     AttentionGrad,
