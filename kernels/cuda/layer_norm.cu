@@ -10,7 +10,7 @@
 // rows of up to 1024 (the row in registers, its sums by shuffles: no
 // barriers), and one block per row for wider rows (two block sums for the
 // statistics, two for the gradient's means). A block per 768-wide row meant
-// three elements a thread and ten barriers a row: on an H200 GPT-2's 25
+// three elements a thread and eight barriers a row: on an H200 GPT-2's 25
 // layer norm gradients took 3.3 ms of a step of 16 x 1024 tokens (with the
 // weight gradients' partial sums), about 1.2 TB/s by the cost model. The weight
 // and bias gradients sum over rows, from the statistics the first kernel left
