@@ -13,10 +13,13 @@
 // three elements a thread and eight barriers a row: on an H200 GPT-2's 25
 // layer norm gradients took 3.3 ms of a step of 16 x 1024 tokens (with the
 // weight gradients' partial sums), about 1.2 TB/s by the cost model. The weight
-// and bias gradients sum over rows, from the statistics the first kernel left
-// in `stats`: a block per 32 columns and 256 rows (8 rows at a time) leaves
-// partial sums in `stats` after them, and a last kernel adds each column's
-// partials in order, so no atomics and the same bits every run.
+// and bias gradients sum over rows in chunks of 64: the warp kernel adds its
+// rows' terms as it goes (x and dy read once) and its block's warps in order;
+// for wider rows a block per 32 columns and 64 rows (8 rows at a time) reads
+// them again with the statistics the first kernel left in `stats`. Either
+// leaves a chunk's partial sums in `stats` after the statistics, and a last
+// kernel adds each column's partials in order, so no atomics and the same
+// bits every run.
 //
 // The _typed entry points (layer and RMS norm) read x, and the gradient dy, as
 // bf16 or f16 data (the values a widening before them gives) and may write y,
@@ -37,7 +40,10 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kColumns = 32, kRowLanes = 8;
-constexpr int64_t kChunkRows = 256; // dtk_cuda_layer_norm_grad_f32's contract
+// Rows a weight gradient's partial sum covers: dtk_cuda_layer_norm_grad_f32's
+// scratch contract. 64 gives GPT-2's 16 384 rows 256 blocks of the warp
+// kernel, two a multiprocessor.
+constexpr int64_t kChunkRows = 64;
 
 using dtk::AnyData;
 using dtk::AnyOut;
@@ -172,45 +178,71 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// layerNormInputGrad with a warp per row of up to 32 E columns.
+/// Both gradients of rows [64 b, 64 b + 64) (block b, kChunkRows rows),
+/// each warp taking 8 of them in order, a row of up to 32 E columns in
+/// registers: dx as layerNormInputGrad computes it, and the weight and bias
+/// gradients' sums over the block's rows (each warp's rows in order, then
+/// the warps in order), row b of `partW` and `partB` (null for RMS norm), as
+/// layerNormParamPartials leaves them. x and dy are read once.
 template <int E, bool Rms, typename X, typename DY, typename DX>
 __global__ void __launch_bounds__(kThreads)
-    layerNormInputGradWarps(X x, const float *w, DY dy, DX dx, float *stats,
-                            int64_t rows, int64_t cols, float eps) {
-  int lane = int(threadIdx.x % 32);
-  int64_t r = int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
-  if (r >= rows)
-    return;
-  float v[E], g[E];
-  loadRow(v, x + r * cols, cols, lane);
-  loadRow(g, dy + r * cols, cols, lane);
-  float mean, rstd;
-  warpRowStats<E, Rms>(v, cols, lane, eps, mean, rstd);
-  // v becomes xhat and g dxhat = dy * w, as the block kernel computes them.
-  float sd = 0.0f, sdx = 0.0f;
+    layerNormGradWarps(X x, const float *w, DY dy, DX dx, float *partW,
+                       float *partB, int64_t rows, int64_t cols, float eps) {
+  constexpr int kWarps = kThreads / 32, kWarpRows = int(kChunkRows) / kWarps;
+  __shared__ float lanes[kWarps][32 * E];
+  int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  float accW[E] = {}, accB[E] = {};
+  for (int i = 0; i < kWarpRows; ++i) {
+    int64_t r = int64_t(blockIdx.x) * kChunkRows + warp * kWarpRows + i;
+    if (r >= rows) // the same for the whole warp
+      break;
+    float v[E], g[E];
+    loadRow(v, x + r * cols, cols, lane);
+    loadRow(g, dy + r * cols, cols, lane);
+    float mean, rstd;
+    warpRowStats<E, Rms>(v, cols, lane, eps, mean, rstd);
+    // v becomes xhat and g dxhat = dy * w, as the block kernel computes
+    // them; the weight and bias gradients take dy * xhat and dy first.
+    float sd = 0.0f, sdx = 0.0f;
 #pragma unroll
-  for (int e = 0; e < E; ++e) {
-    int64_t j = lane + 32 * e;
-    if (j < cols) {
-      g[e] *= w[j];
-      v[e] = (v[e] - mean) * rstd;
-      sd += g[e];
-      sdx += g[e] * v[e];
+    for (int e = 0; e < E; ++e) {
+      int64_t j = lane + 32 * e;
+      if (j < cols) {
+        v[e] = (v[e] - mean) * rstd;
+        accW[e] += g[e] * v[e];
+        accB[e] += g[e];
+        g[e] *= w[j];
+        sd += g[e];
+        sdx += g[e] * v[e];
+      }
+    }
+    float md = Rms ? 0.0f : warpSum(sd) / float(cols);
+    float mdx = warpSum(sdx) / float(cols);
+    DX dxr = dx + r * cols;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      int64_t j = lane + 32 * e;
+      if (j < cols)
+        put(dxr, j, rstd * (g[e] - md - v[e] * mdx));
     }
   }
-  float md = Rms ? 0.0f : warpSum(sd) / float(cols);
-  float mdx = warpSum(sdx) / float(cols);
-  DX dxr = dx + r * cols;
+  // The warps' sums added in warp order, one column a thread.
+  auto combine = [&](const float(&acc)[E], float *part) {
 #pragma unroll
-  for (int e = 0; e < E; ++e) {
-    int64_t j = lane + 32 * e;
-    if (j < cols)
-      put(dxr, j, rstd * (g[e] - md - v[e] * mdx));
-  }
-  if (lane == 0) {
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = rstd;
-  }
+    for (int e = 0; e < E; ++e)
+      lanes[warp][lane + 32 * e] = acc[e];
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < cols; c += kThreads) {
+      float sum = 0.0f;
+      for (int k = 0; k < kWarps; ++k)
+        sum += lanes[k][c];
+      part[blockIdx.x * cols + c] = sum;
+    }
+    __syncthreads(); // `lanes` is free again
+  };
+  combine(accW, partW);
+  if (partB)
+    combine(accB, partB);
 }
 
 /// Calls f with std::integral_constant<int, E> for rows of `cols` (E
@@ -305,14 +337,6 @@ template <bool Rms, typename X, typename DY, typename DX>
 void normGrad(X x, const float *w, DY dy, DX dx, float *dw, float *db,
               float *stats, int64_t rows, int64_t cols, float eps,
               dtk_stream stream) {
-  unsigned warpBlocks = unsigned((rows + kThreads / 32 - 1) / (kThreads / 32));
-  if (rows > 0 && !withRowWidth(cols, [&](auto e) {
-        layerNormInputGradWarps<decltype(e)::value, Rms>
-            <<<warpBlocks, kThreads, 0, stream>>>(x, w, dy, dx, stats, rows,
-                                                  cols, eps);
-      }))
-    layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
-        x, w, dy, dx, stats, cols, eps);
   if (cols == 0)
     return;
   // The rows' sums go by chunks of kChunkRows over the whole GPU, then
@@ -320,11 +344,21 @@ void normGrad(X x, const float *w, DY dy, DX dx, float *dw, float *db,
   int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
   float *partW = stats + 2 * rows,
         *partB = Rms ? nullptr : partW + chunks * cols;
-  unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
-  if (chunks > 0)
+  // Rows up to 1024 wide: one kernel, a warp per row (x and dy read once);
+  // wider ones a block per row for dx, then the partial sums.
+  bool warps = chunks > 0 && withRowWidth(cols, [&](auto e) {
+                 layerNormGradWarps<decltype(e)::value, Rms>
+                     <<<unsigned(chunks), kThreads, 0, stream>>>(
+                         x, w, dy, dx, partW, partB, rows, cols, eps);
+               });
+  if (!warps && chunks > 0) {
+    layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
+        x, w, dy, dx, stats, cols, eps);
+    unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
     layerNormParamPartials<<<dim3(columnBlocks, unsigned(chunks)),
                              dim3(kColumns, kRowLanes), 0, stream>>>(
         x, dy, stats, partW, partB, rows, cols);
+  }
   layerNormParamSum<<<unsigned((cols + kThreads - 1) / kThreads), kThreads, 0,
                       stream>>>(partW, partB, dw, db, chunks, cols);
 }

@@ -344,9 +344,9 @@ private:
             return bad;
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
           int64_t rows = product(shape.drop_back());
-          // Each row's statistics, then partial sums of 256 rows
+          // Each row's statistics, then partial sums of 64 rows
           // (dtk/cuda_kernels.h).
-          scratch((2 * rows + 2 * ((rows + 255) / 256) * shape.back()) * 4);
+          scratch((2 * rows + 2 * ((rows + 63) / 64) * shape.back()) * 4);
           return emit(typed(
               thunk("layer_norm_grad",
                     {offsetOf(l.getInput()), offsetOf(l.getWeight()),
@@ -374,9 +374,9 @@ private:
             return bad;
           ArrayRef<int64_t> shape = shapeOf(l.getInput());
           int64_t rows = product(shape.drop_back());
-          // Each row's statistics, then the weight's partial sums of 256
+          // Each row's statistics, then the weight's partial sums of 64
           // rows (dtk/cuda_kernels.h).
-          scratch((2 * rows + ((rows + 255) / 256) * shape.back()) * 4);
+          scratch((2 * rows + ((rows + 63) / 64) * shape.back()) * 4);
           return emit(typed(
               thunk("rms_norm_grad",
                     {offsetOf(l.getInput()), offsetOf(l.getWeight()),

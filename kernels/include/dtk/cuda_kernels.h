@@ -47,8 +47,8 @@ void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);
 /* `stats`: scratch of 2 * rows floats (each row's mean and 1/std), then
- * 2 * ceil(rows / 256) * cols (the weight and bias gradients' partial sums
- * over 256 rows at a time). */
+ * 2 * ceil(rows / 64) * cols (the weight and bias gradients' partial sums
+ * over 64 rows at a time). */
 void dtk_cuda_layer_norm_grad_f32(const float *x, const float *w,
                                   const float *dy, float *dx, float *dw,
                                   float *db, float *stats, int64_t rows,
@@ -68,7 +68,7 @@ void dtk_cuda_layer_norm_grad_typed(const void *x, int in, const float *w,
                                     dtk_stream stream);
 
 /* RMS norm: as the layer norm without centring or bias. `stats`: 2 * rows
- * floats, then ceil(rows / 256) * cols (the weight gradient's partial sums). */
+ * floats, then ceil(rows / 64) * cols (the weight gradient's partial sums). */
 void dtk_cuda_rms_norm_f32(const float *x, const float *w, float *y,
                            int64_t rows, int64_t cols, float eps,
                            dtk_stream stream);

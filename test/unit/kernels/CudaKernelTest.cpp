@@ -136,7 +136,7 @@ TEST(CudaKernelTest, LayerNormAndItsGradients) {
     DeviceBuffer<float> gx(x), gw(w), gb(b), gdy(dy), gy(x.size()),
         gdx(x.size()), gdw(static_cast<size_t>(cols)),
         gdb(static_cast<size_t>(cols)),
-        stats(static_cast<size_t>(2 * rows + 2 * ((rows + 255) / 256) * cols));
+        stats(static_cast<size_t>(2 * rows + 2 * ((rows + 63) / 64) * cols));
     dtk_cuda_layer_norm_f32(gx.get(), gw.get(), gb.get(), gy.get(), rows, cols,
                             1e-5f, nullptr);
     dtk_cuda_layer_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),
@@ -165,7 +165,7 @@ TEST(CudaKernelTest, RMSNormAndItsGradients) {
                           rows, cols, 1e-6f);
     DeviceBuffer<float> gx(x), gw(w), gdy(dy), gy(x.size()), gdx(x.size()),
         gdw(static_cast<size_t>(cols)),
-        stats(static_cast<size_t>(2 * rows + ((rows + 255) / 256) * cols));
+        stats(static_cast<size_t>(2 * rows + ((rows + 63) / 64) * cols));
     dtk_cuda_rms_norm_f32(gx.get(), gw.get(), gy.get(), rows, cols, 1e-6f,
                           nullptr);
     dtk_cuda_rms_norm_grad_f32(gx.get(), gw.get(), gdy.get(), gdx.get(),
@@ -1414,7 +1414,7 @@ TEST(CudaKernelTest, NormsReadAndWriteBf16AsTheirConversionsWould) {
     std::vector<float> x = roundedToBf16(randomVector(n, 51, 2.0f)),
                        dy = roundedToBf16(randomVector(n, 52)),
                        w = randomVector(c, 53), b = randomVector(c, 54);
-    size_t statsSize = size_t(2 * rows + 2 * ((rows + 255) / 256) * cols);
+    size_t statsSize = size_t(2 * rows + 2 * ((rows + 63) / 64) * cols);
     DeviceBuffer<float> gx(x), gdy(dy), gw(w), gb(b), gy(n), gdx(n), gdw(c),
         gdb(c), gdw16(c), gdb16(c), gdx32(n), stats(statsSize);
     DeviceBuffer<uint16_t> hx(bf16Bits(x)), hdy(bf16Bits(dy)), hy(n), hdx(n);
