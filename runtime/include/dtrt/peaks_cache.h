@@ -17,6 +17,11 @@
 //       {"cpu", "threads", "ranks", "kernel", "args", "seconds"}
 //       one of a program's own kernel calls (the manifest's spans[].kernel),
 //       timed: seconds a call
+//   "GPU | cuBLASLt V | product B x M x N x K flags ... pitches ...":
+//       {"gpu", "algo"}
+//       the cuBLASLt algorithm timed fastest for one product of a GPU plan
+//       (dtrt/cuda/blas.h), which a later run on the same GPU model and
+//       cuBLASLt takes back
 //
 // The programs write it; `dtc --report` reads it to predict a step on this
 // machine before anything runs. This file is the part both need (dtc links it

@@ -44,6 +44,26 @@ ColumnMajor columnMajor(const Product &p) {
   return cm;
 }
 
+nlohmann::json algoToJson(const cublasLtMatmulAlgo_t &algo) {
+  nlohmann::json words = nlohmann::json::array();
+  for (uint64_t w : algo.data)
+    words.push_back(w);
+  return words;
+}
+
+std::optional<cublasLtMatmulAlgo_t> algoFromJson(const nlohmann::json &j) {
+  cublasLtMatmulAlgo_t algo{};
+  constexpr size_t words = sizeof(algo.data) / sizeof(algo.data[0]);
+  if (!j.is_array() || j.size() != words)
+    return std::nullopt;
+  for (size_t i = 0; i < words; ++i) {
+    if (!j[i].is_number_unsigned())
+      return std::nullopt;
+    algo.data[i] = j[i].get<uint64_t>();
+  }
+  return algo;
+}
+
 Expected<ProductEngine> productEngineFromEnvironment() {
   const char *value = std::getenv("DTRT_CUDA_PRODUCTS");
   std::string v = value ? value : "";
@@ -107,6 +127,13 @@ struct Blas::LtApi {
                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
                               cublasLtMatmulPreference_t, int,
                               cublasLtMatmulHeuristicResult_t[], int *);
+  // Optional: without them nothing is cached.
+  cublasStatus_t (*algoCheck)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              const cublasLtMatmulAlgo_t *,
+                              cublasLtMatmulHeuristicResult_t *) = nullptr;
+  size_t (*version)() = nullptr;
   cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
                            const void *, cublasLtMatrixLayout_t, const void *,
                            cublasLtMatrixLayout_t, const void *, const void *,
@@ -257,6 +284,14 @@ Expected<std::unique_ptr<Blas>> Blas::open(cudaStream_t stream,
         fmt::format("{} lacks an entry point dt uses: {}", ltName, dlerror()));
   if ((s = lt->create(&lt->handle)) != CUBLAS_STATUS_SUCCESS)
     return Error(fmt::format("cuBLASLt cannot start: {}", api.statusString(s)));
+  if (!bind(lt->library, "cublasLtMatmulAlgoCheck", lt->algoCheck) ||
+      !bind(lt->library, "cublasLtGetVersion", lt->version))
+    lt->algoCheck = nullptr;
+  cudaDeviceProp prop{};
+  int device = 0;
+  if (lt->algoCheck && cudaGetDevice(&device) == cudaSuccess &&
+      cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+    blas->identity_ = fmt::format("{} | cuBLASLt {}", prop.name, lt->version());
   blas->lt_ = std::move(lt);
   return blas;
 }
@@ -376,6 +411,32 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
     choice->engine = "cuBLASLt";
     choice->algo = *candidates.front();
   }
+  // The choice an earlier run timed for this product, where cuBLASLt still
+  // takes it.
+  std::string cacheKey;
+  if (timed && candidates.size() > 1 && !identity_.empty()) {
+    const auto &[b0, m0, n0, k0, flags, in0, out0, bias0, al, bl, cl, biasl,
+                 lda0, ldb0, ldc0] = key;
+    cacheKey = fmt::format("{} | product {} x {} x {} x {} flags {} types {} "
+                           "{} bias {} aligned {} {} {} {} pitches {} {} {}",
+                           identity_, b0, m0, n0, k0, flags, in0, out0, bias0,
+                           al, bl, cl, biasl, lda0, ldb0, ldc0);
+    auto entry = saved_.find(cacheKey);
+    cublasLtMatmulHeuristicResult_t check{};
+    std::optional<cublasLtMatmulAlgo_t> algo;
+    if (entry != saved_.end() && entry->is_object() && entry->contains("algo"))
+      algo = algoFromJson((*entry)["algo"]);
+    if (algo &&
+        lt.algoCheck(lt.handle, choice->desc, choice->first, choice->second,
+                     choice->result, choice->result, &*algo,
+                     &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspaceBytes_) {
+      choice->algo = *algo;
+      choice->engine = "cuBLASLt, tuned";
+      ++reused_;
+      return choices_.emplace(key, std::move(choice)).first->second.get();
+    }
+  }
   if (timed && candidates.size() > 1) {
     cudaEvent_t begin = nullptr, end = nullptr;
     cudaError_t e = cudaEventCreate(&begin);
@@ -411,6 +472,8 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
                                candidates.size(), p.m, p.n, p.k));
     choice->algo = fastest;
     choice->engine = "cuBLASLt, tuned";
+    if (!cacheKey.empty())
+      timed_[cacheKey] = {{"gpu", identity_}, {"algo", algoToJson(fastest)}};
   }
   return choices_.emplace(key, std::move(choice)).first->second.get();
 }

@@ -8,6 +8,8 @@
 
 #include "dtrt/collectives.h" // addProgramCollectiveSeconds
 #include "dtrt/cuda/blas.h"
+#include "dtrt/peaks.h" // addToPeaksCache
+#include "dtrt/peaks_cache.h"
 #include "dtrt/trace.h"
 
 #include "dtk/cuda_kernels.h"
@@ -446,6 +448,12 @@ Status Executor::tuneProducts(char *deviceMemory) {
   auto start = std::chrono::steady_clock::now();
   char *arena = deviceMemory - deviceFrom_;
   size_t products = 0;
+  // Choices timed by an earlier run on this machine, kept with its peaks
+  // (dtrt/peaks_cache.h): a resumed run computes with the same kernels.
+  bool tuned = blas_->engine() == ProductEngine::Tuned;
+  std::string dir = peaksCacheDir();
+  if (tuned && !dir.empty())
+    blas_->preferChoices(readPeaksCache(dir + "/peaks.json"));
   for (const auto &[name, thunks] : entries_)
     for (const Thunk &t : thunks) {
       Status s = Status::ok();
@@ -467,12 +475,22 @@ Status Executor::tuneProducts(char *deviceMemory) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  if (blas_->engine() == ProductEngine::Tuned)
-    fmt::print(stderr,
-               "note: cuBLASLt's candidates for the plan's {} products timed "
-               "in {:.1f} s (DTRT_CUDA_PRODUCTS=lt takes its heuristic's "
-               "first instead)\n",
-               products, seconds);
+  if (!tuned)
+    return Status::ok();
+  std::string kept;
+  if (!blas_->timedChoices().empty())
+    kept = addToPeaksCache(blas_->timedChoices());
+  std::string reused =
+      blas_->reusedChoices() > 0
+          ? fmt::format(", {} shapes' choices taken from an earlier run's",
+                        blas_->reusedChoices())
+          : "";
+  fmt::print(stderr,
+             "note: cuBLASLt's candidates for the plan's {} products timed in "
+             "{:.1f} s{}{} (DTRT_CUDA_PRODUCTS=lt takes its heuristic's first "
+             "instead)\n",
+             products, seconds, reused,
+             kept.empty() ? "" : fmt::format("; kept in {}", kept));
   return Status::ok();
 }
 

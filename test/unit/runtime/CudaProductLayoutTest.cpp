@@ -106,6 +106,23 @@ TEST(CudaProductLayoutTest, TheTransposedProductIsTheRowMajorOne) {
       }
 }
 
+TEST(CudaProductLayoutTest, ACachedAlgorithmIsItsEightWordsAndNothingElse) {
+  // What the peaks cache keeps of a timed choice (a later run takes it back
+  // where cuBLASLt accepts it): the algorithm's words, all 64 bits of each.
+  cublasLtMatmulAlgo_t algo{};
+  for (size_t i = 0; i < 8; ++i)
+    algo.data[i] = (uint64_t(1) << 63) | (i * 0x0123456789abcdefull);
+  nlohmann::json j = nlohmann::json::parse(algoToJson(algo).dump());
+  std::optional<cublasLtMatmulAlgo_t> back = algoFromJson(j);
+  ASSERT_TRUE(back.has_value());
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(back->data[i], algo.data[i]) << i;
+  // Another form (an older version's, an edit by hand) is no algorithm.
+  for (const char *bad : {"[1, 2, 3]", "[1, 2, 3, 4, 5, 6, 7, -8]",
+                          "[1, 2, 3, 4, 5, 6, 7, 8.5]", "\"fast\"", "{}"})
+    EXPECT_FALSE(algoFromJson(nlohmann::json::parse(bad)).has_value()) << bad;
+}
+
 TEST(CudaProductLayoutTest, TheEngineComesFromTheEnvironment) {
   unsetenv("DTRT_CUDA_PRODUCTS");
   EXPECT_EQ(*productEngineFromEnvironment(), ProductEngine::Tuned);

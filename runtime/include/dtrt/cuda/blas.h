@@ -23,10 +23,13 @@
 
 #include "dtrt/error.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -76,6 +79,12 @@ ColumnMajor columnMajor(const Product &p);
 enum class ProductEngine { Lt, Tuned, Classic };
 Expected<ProductEngine> productEngineFromEnvironment();
 
+/// A cuBLASLt algorithm as a cache stores it (its eight words: cuBLASLt's
+/// documented way to keep a choice for the same library version), and
+/// back; nothing for an entry of another form.
+nlohmann::json algoToJson(const cublasLtMatmulAlgo_t &algo);
+std::optional<cublasLtMatmulAlgo_t> algoFromJson(const nlohmann::json &j);
+
 class Blas {
 public:
   /// Opens cuBLAS (and cuBLASLt, unless `engine` is Classic) and works on
@@ -105,6 +114,18 @@ public:
   /// `c` (many times, accumulating or not): it must hold nothing of value.
   Status tune(const Product &p, const void *a, const void *b, void *c,
               const float *bias = nullptr);
+
+  /// Timed choices of an earlier run on this kind of GPU and cuBLASLt
+  /// (entries of timedChoices(), among others): tune() takes a product's
+  /// from there when cuBLASLt accepts it for the product's descriptors,
+  /// instead of timing, so that a resumed run computes with the same
+  /// kernels and gives the same bits.
+  void preferChoices(nlohmann::json saved) { saved_ = std::move(saved); }
+  /// The choices tune() timed in this run (not those it took from
+  /// preferChoices), as cache entries keyed by GPU, cuBLASLt version and
+  /// product; and how many it took.
+  nlohmann::json timedChoices() const { return timed_; }
+  size_t reusedChoices() const { return reused_; }
 
   /// Which library computed the last product ("cuBLASLt", "cuBLASLt,
   /// tuned", "cuBLAS"), for the profile.
@@ -138,6 +159,11 @@ private:
   size_t workspaceBytes_ = 0;
   ProductEngine engine_ = ProductEngine::Lt;
   std::map<Key, std::unique_ptr<Choice>> choices_;
+  /// "GPU name | cuBLASLt version": what a cached choice is valid for.
+  std::string identity_;
+  nlohmann::json saved_ = nlohmann::json::object(),
+                 timed_ = nlohmann::json::object();
+  size_t reused_ = 0;
   const char *lastEngine_ = "cuBLAS";
 };
 
