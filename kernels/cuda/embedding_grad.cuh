@@ -21,10 +21,11 @@
 // another one; a warp loads the dO rows of up to 8 hits before it adds the
 // first, so a frequent token's hits do not wait on memory one by one (byte-
 // level text puts every hit in a few blocks: on an H200, GPT-2's two tables
-// took 2.9 ms a step this way, 5.1 with one hit at a time). Rows up to 16 384
-// wide sum in shared memory instead (embeddingGradShared), so that a move to
-// another row does not wait for that row's sums to come back from global
-// memory. embedding.cu and vocab_parallel.cu launch it.
+// took 2.9 ms a step this way, 5.1 with one hit at a time). Tables of rows up
+// to 16 384 wide, few enough rows for that, sum in shared memory instead
+// (embeddingGradShared), so that a move to another row does not wait for
+// that row's sums to come back from global memory. embedding.cu and
+// vocab_parallel.cu launch it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -280,7 +281,15 @@ inline void launchEmbeddingGrad(const int32_t *ids, const float *dout,
                                 cudaStream_t stream) {
   if (count <= 0 || width <= 0)
     return;
-  if (int64_t rows = kGradSharedBytes / (width * 4); rows > 0) {
+  // Every block scans every id, so the shared-memory kernel's blocks (few
+  // rows each) pay off only while they stay within a few times the other
+  // kernel's: GPT-2's 50 257 x 768 table takes 2 394 of them (4.5 times
+  // 528 on 132 multiprocessors), a LLaMA's 32 000 x 4 096 would take 8 000
+  // (15 times) and keeps the kernel that sums in registers.
+  int64_t fewBlocks =
+      std::min<int64_t>(count, int64_t(kGradBlocksPerSM) * multiprocessors());
+  if (int64_t rows = kGradSharedBytes / (width * 4);
+      rows > 0 && (count + rows - 1) / rows <= 8 * fewBlocks) {
     size_t bytes = size_t(rows * width * 4 + kGradSharedIds * 4);
     static bool allowed = false; // over 48 KiB needs asking, once
     if (!allowed) {
@@ -294,8 +303,7 @@ inline void launchEmbeddingGrad(const int32_t *ids, const float *dout,
         ids, dout, dtable, n, first, count, total, width, rows);
     return;
   }
-  int64_t blocks =
-      std::min<int64_t>(count, int64_t(kGradBlocksPerSM) * multiprocessors());
+  int64_t blocks = fewBlocks;
   int64_t rows = (count + blocks - 1) / blocks;
   blocks = (count + rows - 1) / rows;
   embeddingGradRows<<<unsigned(blocks), kGradThreads, 0, stream>>>(

@@ -278,17 +278,18 @@ void norm(X x, const float *w, const float *b, Y y, int64_t rows, int64_t cols,
         <<<unsigned(rows), kThreads, 0, stream>>>(x, w, b, y, cols, eps);
 }
 
-/// Block (x, y): columns [32x, 32x + 32) over rows [256y, 256y + 256),
-/// eight rows at a time, summed in a fixed order into `partW` and `partB`
-/// (row y of each, `cols` wide; `partB` null for RMS norm).
+/// Block (x, y): rows [64x, 64x + 64) of columns [32y, 32y + 32), eight
+/// rows at a time, summed in a fixed order into `partW` and `partB` (row x
+/// of each, `cols` wide; `partB` null for RMS norm). The chunks go along x,
+/// whose 2^31 blocks hold any batch (y's 65 535 would stop at 4 M rows).
 template <typename X, typename DY>
 __global__ void layerNormParamPartials(X x, DY dy, const float *stats,
                                        float *partW, float *partB, int64_t rows,
                                        int64_t cols) {
   __shared__ float lanesW[kRowLanes][kColumns + 1],
       lanesB[kRowLanes][kColumns + 1];
-  int64_t c = int64_t(blockIdx.x) * kColumns + threadIdx.x;
-  int64_t first = int64_t(blockIdx.y) * kChunkRows;
+  int64_t c = int64_t(blockIdx.y) * kColumns + threadIdx.x;
+  int64_t first = int64_t(blockIdx.x) * kChunkRows;
   int64_t end = min(rows, first + kChunkRows);
   float accW = 0.0f, accB = 0.0f;
   if (c < cols)
@@ -306,9 +307,9 @@ __global__ void layerNormParamPartials(X x, DY dy, const float *stats,
       sw += lanesW[k][threadIdx.x];
       sb += lanesB[k][threadIdx.x];
     }
-    partW[blockIdx.y * cols + c] = sw;
+    partW[blockIdx.x * cols + c] = sw;
     if (partB)
-      partB[blockIdx.y * cols + c] = sb;
+      partB[blockIdx.x * cols + c] = sb;
   }
 }
 
@@ -355,7 +356,7 @@ void normGrad(X x, const float *w, DY dy, DX dx, float *dw, float *db,
     layerNormInputGrad<Rms><<<unsigned(rows), kThreads, 0, stream>>>(
         x, w, dy, dx, stats, cols, eps);
     unsigned columnBlocks = unsigned((cols + kColumns - 1) / kColumns);
-    layerNormParamPartials<<<dim3(columnBlocks, unsigned(chunks)),
+    layerNormParamPartials<<<dim3(unsigned(chunks), columnBlocks),
                              dim3(kColumns, kRowLanes), 0, stream>>>(
         x, dy, stats, partW, partB, rows, cols);
   }

@@ -20,12 +20,6 @@ constexpr int64_t kAlign = 8;
 
 int64_t roundUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-Value rootOf(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
 /// An operand as the GPU reads it: a row-major matrix of 16-bit values.
 struct Operand {
   int64_t offset, rows, cols;
@@ -61,8 +55,8 @@ Operand operandOf(Value operand, const ZeroCopies &zero,
   o.ld = pitch ? pitch : o.cols;
   // Read where a narrowed widening wrote it: its buffer is f32-sized and
   // holds no one else's bytes while the product reads it.
-  Operation *def = rootOf(read).getDefiningOp();
-  auto f32 = llvm::cast<RankedTensorType>(rootOf(read).getType());
+  Operation *def = viewRoot(read).getDefiningOp();
+  auto f32 = llvm::cast<RankedTensorType>(viewRoot(read).getType());
   o.room = def && narrowed.contains(def) && !zero.bypassed.count(def) &&
                    f32.getElementType().isF32()
                ? f32.getNumElements() * 4

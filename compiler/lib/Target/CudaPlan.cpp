@@ -65,13 +65,6 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getShape();
 }
 
-/// The value that holds `v`'s bytes, through reshapes.
-Value rootOf(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
 int64_t bytesOf(Type type) {
   auto t = llvm::cast<RankedTensorType>(type);
   return std::max<int64_t>(1, t.getNumElements() *
@@ -584,7 +577,7 @@ private:
               for (Value in : inputs) {
                 p.push_back(offsetOf(in));
                 Value from = zero.readFrom(in);
-                place(find(zero.readStrided, rootOf(from)), offsetOf(from));
+                place(find(zero.readStrided, viewRoot(from)), offsetOf(from));
               }
               // Its results, or the narrowings it writes them into
               // (CudaZeroCopy.h: all or none), or their head merges.
@@ -779,8 +772,8 @@ private:
         return position.lookup(user) > position[&op];
       });
       if (later && grad.getLabels() == pending.getLabels() &&
-          rootOf(zero.readFrom(grad.getLogits())) ==
-              rootOf(zero.readFrom(pending.getLogits()))) {
+          viewRoot(zero.readFrom(grad.getLogits())) ==
+              viewRoot(zero.readFrom(pending.getLogits()))) {
         withLoss[&op] = pending;
         absorbedLosses.insert(pending);
       }

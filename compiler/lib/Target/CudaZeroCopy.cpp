@@ -30,16 +30,10 @@ int64_t bytesOf(Type type) {
                                   ((t.getElementTypeBitWidth() + 7) / 8));
 }
 
-Value root(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
 /// The row pitch the memory plan gave `v`'s buffer room for (through
 /// reshapes), or 0.
 int64_t pitchRoom(Value v) {
-  Operation *def = root(v).getDefiningOp();
+  Operation *def = viewRoot(v).getDefiningOp();
   auto pitch = def ? def->getAttrOfType<IntegerAttr>(kPitchAttr) : nullptr;
   return pitch ? pitch.getInt() : 0;
 }
@@ -88,7 +82,7 @@ std::array<int64_t, 4> headLayout(Value bthd, int64_t row) {
 } // namespace
 
 Value ZeroCopies::readFrom(Value v) const {
-  auto it = bypassed.find(root(v).getDefiningOp());
+  auto it = bypassed.find(viewRoot(v).getDefiningOp());
   return it == bypassed.end() ? v : it->second;
 }
 
@@ -170,7 +164,7 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
   // The bytes attention (or any op) reads for `operand` on the GPU.
   auto readRange = [&](Value operand) {
     Value v = z.readFrom(operand);
-    auto it = z.readStrided.find(root(v));
+    auto it = z.readStrided.find(viewRoot(v));
     return rangeOf(it == z.readStrided.end() ? v : it->second.at);
   };
 
@@ -215,7 +209,7 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
       // Its place along the concat's last axis.
       int64_t start = 0;
       for (Value in : llvm::cast<ConcatOp>(w.concat).getInputs()) {
-        if (root(in).getDefiningOp() == merge)
+        if (viewRoot(in).getDefiningOp() == merge)
           break;
         start += llvm::cast<RankedTensorType>(in.getType()).getShape().back();
       }
@@ -257,7 +251,7 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
   // reads either operand so, the loss its logits (operand 0).
   auto readsPitched = [](Operation *op, Value v) {
     return takesRowPitch(op) &&
-           (llvm::isa<MatmulOp>(op) || root(op->getOperand(0)) == v);
+           (llvm::isa<MatmulOp>(op) || viewRoot(op->getOperand(0)) == v);
   };
   for (Operation *narrowing : z.narrowings) {
     int64_t pitch = pitchRoom(narrowing->getResult(0));
@@ -283,6 +277,8 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
   return z;
 }
 
-int64_t ZeroCopies::pitchOf(Value v) const { return pitched.lookup(root(v)); }
+int64_t ZeroCopies::pitchOf(Value v) const {
+  return pitched.lookup(viewRoot(v));
+}
 
 } // namespace dt

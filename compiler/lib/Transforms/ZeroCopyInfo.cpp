@@ -11,14 +11,13 @@ using namespace mlir;
 
 namespace dt {
 
-namespace {
-
-/// The value that holds `v`'s bytes, through reshapes (which move none).
-Value root(Value v) {
+Value viewRoot(Value v) {
   while (auto reshape = v.getDefiningOp<ReshapeOp>())
     v = reshape.getInput();
   return v;
 }
+
+namespace {
 
 Type elementOf(Value v) {
   return llvm::cast<RankedTensorType>(v.getType()).getElementType();
@@ -53,7 +52,7 @@ bool isAttention(Operation *op) {
 } // namespace
 
 Type widenedFrom(Value v) {
-  v = root(v);
+  v = viewRoot(v);
   auto fused = v.getDefiningOp<FusedOp>();
   if (!fused || fused.isReduction() || !elementOf(v).isF32())
     return {};
@@ -70,8 +69,8 @@ Type narrowedOperands(Operation *op,
                       const llvm::DenseSet<Operation *> &narrowed) {
   if (!isProduct(op))
     return {};
-  Operation *lhs = root(op->getOperand(0)).getDefiningOp(),
-            *rhs = root(op->getOperand(1)).getDefiningOp();
+  Operation *lhs = viewRoot(op->getOperand(0)).getDefiningOp(),
+            *rhs = viewRoot(op->getOperand(1)).getDefiningOp();
   if (!narrowed.contains(lhs) || !narrowed.contains(rhs))
     return {};
   Type type = widening(lhs);
@@ -120,7 +119,7 @@ bool typedAttentionCapable(Operation *op) {
 void keepWholeAttention(llvm::DenseSet<Operation *> &widenings) {
   auto allInputs = [&](Operation *attention) {
     return llvm::all_of(attention->getOperands(), [&](Value v) {
-      return widenings.contains(root(v).getDefiningOp());
+      return widenings.contains(viewRoot(v).getDefiningOp());
     });
   };
   for (bool changed = true; changed;) {
@@ -184,7 +183,7 @@ static void findMerges(ZeroCopyCandidates::Writer &w) {
               1)
     return;
   for (Value in : concat.getInputs()) {
-    Operation *merge = root(in).getDefiningOp();
+    Operation *merge = viewRoot(in).getDefiningOp();
     auto shape = llvm::cast<RankedTensorType>(in.getType()).getShape();
     if (!llvm::is_contained(merges, merge) || shape.size() != 3 ||
         onlyReader(merge->getResult(0)) != concat)
@@ -218,7 +217,7 @@ bool readsSixteenBit(Operation *user, Value v) {
     return false;
   bool reads = false;
   for (OpOperand &operand : user->getOpOperands())
-    if (root(operand.get()) == v) {
+    if (viewRoot(operand.get()) == v) {
       if (!llvm::is_contained(typed, operand.getOperandNumber()))
         return false;
       reads = true;

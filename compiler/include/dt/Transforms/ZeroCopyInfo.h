@@ -127,6 +127,9 @@ struct ZeroCopyCandidates {
 /// reads all its inputs as bf16 or none.
 void keepWholeAttention(llvm::DenseSet<mlir::Operation *> &widenings);
 
+/// The value that holds `v`'s bytes, through reshapes (which move none).
+mlir::Value viewRoot(mlir::Value v);
+
 /// Every reader of `v`, through reshapes.
 void readersOf(mlir::Value v, llvm::SmallVectorImpl<mlir::Operation *> &users);
 
