@@ -286,7 +286,7 @@ export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs=${OUT:-logs}
 mkdir -p "$logs"
 status=0
-for kernel in forwardKernel queryGradKernel keyGradKernel layerNormInputGradWarps \
+for kernel in forwardKernel queryGradKernel keyGradKernel layerNormGradWarps \
     embeddingGradShared; do
   rm -rf ckpt/ncu
   DTRT_CUDA_GRAPHS=0 timeout 120 ncu --set full --kernel-name "regex:$kernel" \

@@ -7,9 +7,12 @@
  *   block: the scores, each row's running maximum and sum (online softmax),
  *   the panel's output rescaled by exp(old max - new max) and P V added. At
  *   most kRows x kCols scores exist at once, whatever t is.
- *   Backward. Nothing was stored: per panel it recomputes the panel's scores
- *   over the keys it sees and their exact softmax P, then dP = dO V^T,
- *   dS = P * (dP - rowsum(P * dP)), dQ = dS K / sqrt(d), and adds
+ *   The forward also stores each row's log-sum-exp, m + log(sum).
+ *   Backward. Per panel it recomputes the panel's scores over the keys it
+ *   sees and their softmax P = exp(S - lse) from the forward's log-sum-exp
+ *   (no pass for the rows' maxima and sums), then dP = dO V^T,
+ *   dS = P * (dP - D) with D = rowsum(dO * O) (FlashAttention-2's identity:
+ *   rowsum(P * dP) = dO . P V), dQ = dS K / sqrt(d), and adds
  *   dK += dS^T Q / sqrt(d), dV += P^T dO. Its scratch grows as kRows x t,
  *   never t x t.
  *
@@ -93,7 +96,9 @@ static void copy_transposed(float *dst, int64_t ld, const float *src, int64_t t,
 
 struct attention_args {
   const float *q, *k, *v, *dout;
-  float *o, *dq, *dk, *dv;
+  float *o, *lse;                   /* the forward's results */
+  const float *saved_o, *saved_lse; /* the same, as backward reads them */
+  float *dq, *dk, *dv;
   int64_t t, d;
   int32_t causal;
 };
@@ -203,6 +208,7 @@ static void forward_slices(void *ctx, int64_t begin, int64_t end) {
         float *o = a->o + base + (i0 + r) * d;
         for (int64_t c = 0; c < d; ++c)
           o[c] = out[r * z.dp + c] * inv;
+        a->lse[s * t + i0 + r] = mx[r] + logf(sum[r]);
       }
     }
   }
@@ -245,23 +251,26 @@ static void backward_slices(void *ctx, int64_t begin, int64_t end) {
         }
       for (int r = 0; r < kRows; ++r) {
         float *pr = p + r * z.tp, *dr = dp + r * z.tp;
-        const float m = masked_max(pr, visible(a, i0 + r), width);
-        const dtk_v8 inv = dtk_splat8(1.0f / exp_shifted(pr, width, m));
-        dtk_v8 dot = {0}, total = {0};
-        for (int64_t x = 0; x < width; x += 8) {
-          dtk_v8 px = *(dtk_v8 *)(pr + x) * inv;
-          *(dtk_v8 *)(pr + x) = px;
-          dot += px * *(dtk_v8 *)(dr + x);
-          total += px;
+        const int64_t i = i0 + r;
+        if (i >= t) { /* a panel's padding: no probabilities, no gradient */
+          memset(pr, 0, (size_t)width * sizeof(float));
+          memset(dr, 0, (size_t)width * sizeof(float));
+          continue;
         }
-        /* rowsum(P * dP) over rowsum(P), which is 1 but for rounding: then
-         * dS's row sums to 0 but for rounding too, as it does exactly, and
-         * what depends on it alone (a key bias's gradient) stays at noise
-         * level instead of (1 - rowsum(P)) * rowsum(P * dP). */
-        const float rowdot = dtk_hsum8(dot) / dtk_hsum8(total);
-        for (int64_t x = 0; x < width; x += 8)
-          *(dtk_v8 *)(dr + x) =
-              *(dtk_v8 *)(pr + x) * (*(dtk_v8 *)(dr + x) - rowdot);
+        const float *o = a->saved_o + base + i * d, *g = a->dout + base + i * d;
+        float rowdot = 0.0f;
+        for (int64_t c = 0; c < d; ++c)
+          rowdot += g[c] * o[c];
+        const int64_t limit = visible(a, i);
+        for (int64_t x = limit; x < width; ++x)
+          pr[x] = -INFINITY;
+        const dtk_v8 lse = dtk_splat8(a->saved_lse[s * t + i]),
+                     dot = dtk_splat8(rowdot);
+        for (int64_t x = 0; x < width; x += 8) {
+          dtk_v8 px = dtk_exp8(*(dtk_v8 *)(pr + x) - lse);
+          *(dtk_v8 *)(pr + x) = px;
+          *(dtk_v8 *)(dr + x) = px * (*(dtk_v8 *)(dr + x) - dot);
+        }
       }
       /* dQ = dS K * scale */
       for (int r = 0; r < kRows; r += 2)
@@ -292,19 +301,38 @@ static void backward_slices(void *ctx, int64_t begin, int64_t end) {
 }
 
 void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
-                       int64_t slices, int64_t t, int64_t d, int32_t causal) {
+                       float *lse, int64_t slices, int64_t t, int64_t d,
+                       int32_t causal) {
   if (t <= 0 || d <= 0)
     return;
-  struct attention_args a = {q, k, v, NULL, o, NULL, NULL, NULL, t, d, causal};
+  struct attention_args a = {.q = q,
+                             .k = k,
+                             .v = v,
+                             .o = o,
+                             .lse = lse,
+                             .t = t,
+                             .d = d,
+                             .causal = causal};
   dtk_parallel_for(slices, kSliceGrain, forward_slices, &a);
 }
 
 void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
-                            const float *dout, float *dq, float *dk, float *dv,
-                            int64_t slices, int64_t t, int64_t d,
-                            int32_t causal) {
+                            const float *o, const float *lse, const float *dout,
+                            float *dq, float *dk, float *dv, int64_t slices,
+                            int64_t t, int64_t d, int32_t causal) {
   if (t <= 0 || d <= 0)
     return;
-  struct attention_args a = {q, k, v, dout, NULL, dq, dk, dv, t, d, causal};
+  struct attention_args a = {.q = q,
+                             .k = k,
+                             .v = v,
+                             .dout = dout,
+                             .saved_o = o,
+                             .saved_lse = lse,
+                             .dq = dq,
+                             .dk = dk,
+                             .dv = dv,
+                             .t = t,
+                             .d = d,
+                             .causal = causal};
   dtk_parallel_for(slices, kSliceGrain, backward_slices, &a);
 }

@@ -11,11 +11,13 @@
 // output accumulator that is rescaled by exp(m_old - m_new) whenever the
 // maximum grows (the online softmax).
 //
+// The forward also stores each row's log-sum-exp, m + log(l).
+//
 // Backward splits as FlashAttention-2 does, so that nothing is summed with
-// atomics: a block per query row recomputes its log-sum-exp and
-// D = rowsum(dO * O) = sum_j p_j (dO . v_j), then dQ; a block per key row
-// then sums its dK and dV over the query rows that see it, reading the query
-// rows' statistics from `scratch`. With P = softmax(S), S = Q K^T / sqrt(d):
+// atomics. First each query row's log-sum-exp and D = rowsum(dO * O) go into
+// `scratch` (attention_stats.cuh); then a block per query row computes dQ,
+// and a block per key row sums its dK and dV over the query rows that see
+// it, both reading those statistics. With P = softmax(S), S = Q K^T / sqrt(d):
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ = dS K / sqrt(d),
 //   dK = dS^T Q / sqrt(d).
 //
@@ -32,6 +34,7 @@
 
 #include "dtk/cuda_kernels.h"
 
+#include "attention_stats.cuh"
 #include "reduce.cuh"
 
 namespace {
@@ -53,9 +56,9 @@ __device__ void loadRow(float *dst, const float *src, int64_t d) {
     dst[c] = src[c];
 }
 
-__global__ void attentionForward(const float *q, const float *k,
-                                 const float *v, float *o, int64_t t,
-                                 int64_t d, int32_t causal, float scale) {
+__global__ void attentionForward(const float *q, const float *k, const float *v,
+                                 float *o, float *lse, int64_t t, int64_t d,
+                                 int32_t causal, float scale) {
   __shared__ float qi[kMaxD], p[kTile], shared[32];
   if (d > kMaxD)
     __trap();
@@ -90,14 +93,16 @@ __global__ void attentionForward(const float *q, const float *k,
     if (c < d)
       o[base + i * d + c] = acc[a] / l;
   }
+  if (threadIdx.x == 0)
+    lse[row] = m + logf(l);
 }
 
-/// Per query row: its log-sum-exp and D into `stats`, and dQ.
+/// Per query row: dQ, from its log-sum-exp and D in `stats`.
 __global__ void attentionQueryGrad(const float *q, const float *k,
-                                   const float *v, const float *dout,
-                                   float *dq, float *stats, int64_t t,
-                                   int64_t d, int32_t causal, float scale) {
-  __shared__ float qi[kMaxD], doi[kMaxD], ds[kTile], shared[32];
+                                   const float *v, const float *dout, float *dq,
+                                   const float *stats, int64_t t, int64_t d,
+                                   int32_t causal, float scale) {
+  __shared__ float qi[kMaxD], doi[kMaxD], ds[kTile];
   if (d > kMaxD)
     __trap();
   int64_t row = blockIdx.x, i = row % t, base = (row / t) * t * d;
@@ -105,24 +110,7 @@ __global__ void attentionQueryGrad(const float *q, const float *k,
   loadRow(doi, dout + base + i * d, d);
   __syncthreads();
   int64_t visible = causal ? i + 1 : t;
-  // The log-sum-exp of the row's scores, online over tiles.
-  float m = -INFINITY, l = 0.0f;
-  for (int64_t j0 = 0; j0 < visible; j0 += kTile) {
-    int64_t j = j0 + threadIdx.x;
-    float s = j < visible ? dot(qi, k + base + j * d, d) * scale : -INFINITY;
-    float mNew = fmaxf(m, dtk::blockMax(s, shared));
-    float e = j < visible ? expf(s - mNew) : 0.0f;
-    l = l * expf(m - mNew) + dtk::blockSum(e, shared);
-    m = mNew;
-  }
-  float lse = m + logf(l);
-  // D = sum_j p_j (dO . v_j).
-  float dsum = 0.0f;
-  for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) {
-    float pj = expf(dot(qi, k + base + j * d, d) * scale - lse);
-    dsum += pj * dot(doi, v + base + j * d, d);
-  }
-  float D = dtk::blockSum(dsum, shared);
+  float lse = stats[2 * row], D = stats[2 * row + 1];
   // dQ = scale * sum_j p_j (dO . v_j - D) k_j.
   float acc[kPer] = {};
   for (int64_t j0 = 0; j0 < visible; j0 += kTile) {
@@ -148,10 +136,6 @@ __global__ void attentionQueryGrad(const float *q, const float *k,
     int64_t c = threadIdx.x + a * kTile;
     if (c < d)
       dq[base + i * d + c] = acc[a] * scale;
-  }
-  if (threadIdx.x == 0) {
-    stats[2 * row] = lse;
-    stats[2 * row + 1] = D;
   }
 }
 
@@ -246,8 +230,8 @@ __device__ bool sees(int64_t i, int64_t j, int64_t t, int32_t causal) {
 /// O for 32 query rows: each warp's 8 rows run the online softmax over key
 /// tiles, a lane per key for the scores and per column for the output.
 __global__ void tiledForward(const float *q, const float *k, const float *v,
-                             float *o, int64_t t, int64_t d, int32_t causal,
-                             float scale) {
+                             float *o, float *lse, int64_t t, int64_t d,
+                             int32_t causal, float scale) {
   extern __shared__ float smem[];
   float *qs = smem, *ks = qs + kRows * d, *vs = ks + kRows * (d + 1);
   int64_t tiles = (t + kRows - 1) / kRows;
@@ -299,13 +283,15 @@ __global__ void tiledForward(const float *q, const float *k, const float *v,
       if (i < t && col < d)
         o[base + i * d + col] = acc[r][a] / l[r];
     }
+    if (i < t && lane == 0)
+      lse[slice * t + i] = m[r] + logf(l[r]);
   }
 }
 
-/// For 32 query rows: the log-sum-exp and D of each (into `stats`), then
-/// dQ = scale (sum_j p dOv k_j - D sum_j p k_j), both sums in one pass.
+/// For 32 query rows: dQ = scale (sum_j p dOv k_j - D sum_j p k_j), both
+/// sums in one pass, from each row's log-sum-exp and D in `stats`.
 __global__ void tiledQueryGrad(const float *q, const float *k, const float *v,
-                               const float *dout, float *dq, float *stats,
+                               const float *dout, float *dq, const float *stats,
                                int64_t t, int64_t d, int32_t causal,
                                float scale) {
   extern __shared__ float smem[];
@@ -318,32 +304,14 @@ __global__ void tiledQueryGrad(const float *q, const float *k, const float *v,
   loadTile(qs, q + base, i0, t, d, d);
   loadTile(dos, dout + base, i0, t, d, d);
   int64_t end = causal ? min(t, i0 + kRows) : t;
-  // 1. Each row's log-sum-exp, online over the key tiles.
-  float m[kOwn], l[kOwn];
-  for (int r = 0; r < kOwn; ++r)
-    m[r] = -INFINITY, l[r] = 0.0f;
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
-    __syncthreads();
-    loadTile(ks, k + base, j0, t, d, d + 1);
-    __syncthreads();
-    for (int r = 0; r < kOwn; ++r) {
-      int row = warp * kOwn + r;
-      int64_t i = i0 + row, j = j0 + lane;
-      bool ok = sees(i, j, t, causal);
-      float s = ok ? dotShared(qs + row * d, ks + lane * (d + 1), d) * scale
-                   : -INFINITY;
-      float mNew = fmaxf(m[r], dtk::warpReduce(s, dtk::Max{}));
-      float p = ok ? expf(s - mNew) : 0.0f;
-      float correction = mNew == -INFINITY ? 1.0f : expf(m[r] - mNew);
-      l[r] = l[r] * correction + dtk::warpReduce(p, dtk::Sum{});
-      m[r] = mNew;
-    }
+  float lse[kOwn], D[kOwn];
+  for (int r = 0; r < kOwn; ++r) {
+    int64_t i = i0 + warp * kOwn + r;
+    lse[r] = i < t ? stats[2 * (slice * t + i)] : 0.0f;
+    D[r] = i < t ? stats[2 * (slice * t + i) + 1] : 0.0f;
   }
-  float lse[kOwn];
-  for (int r = 0; r < kOwn; ++r)
-    lse[r] = m[r] + logf(l[r]);
-  // 2. D, sum_j p dOv k_j and sum_j p k_j.
-  float D[kOwn] = {}, pdk[kOwn][kCols] = {}, pk[kOwn][kCols] = {};
+  // sum_j p dOv k_j and sum_j p k_j.
+  float pdk[kOwn][kCols] = {}, pk[kOwn][kCols] = {};
   for (int64_t j0 = 0; j0 < end; j0 += kRows) {
     __syncthreads();
     loadTile(ks, k + base, j0, t, d, d + 1);
@@ -360,7 +328,6 @@ __global__ void tiledQueryGrad(const float *q, const float *k, const float *v,
         dov = dotShared(dos + row * d, vs + lane * (d + 1), d);
       }
       float pd = p * dov;
-      D[r] += dtk::warpReduce(pd, dtk::Sum{});
       for (int c = 0; c < kRows; ++c) {
         float pc = __shfl_sync(kFull, p, c), pdc = __shfl_sync(kFull, pd, c);
         for (int a = 0; a < kCols; ++a) {
@@ -382,10 +349,6 @@ __global__ void tiledQueryGrad(const float *q, const float *k, const float *v,
       int64_t col = lane + 32 * a;
       if (col < d)
         dq[base + i * d + col] = (pdk[r][a] - D[r] * pk[r][a]) * scale;
-    }
-    if (lane == 0) {
-      stats[2 * (slice * t + i)] = lse[r];
-      stats[2 * (slice * t + i) + 1] = D[r];
     }
   }
 }
@@ -454,7 +417,7 @@ __global__ void tiledKeyGrad(const float *q, const float *k, const float *v,
 } // namespace
 
 extern "C" void dtk_cuda_attention_f32(const float *q, const float *k,
-                                       const float *v, float *o,
+                                       const float *v, float *o, float *lse,
                                        int64_t slices, int64_t t, int64_t d,
                                        int32_t causal, dtk_stream stream) {
   if (slices * t == 0)
@@ -466,20 +429,26 @@ extern "C" void dtk_cuda_attention_f32(const float *q, const float *k,
         sizeof(float) * size_t(kRows * d + kRows * (d + 1) + kRows * d);
     allowShared(tiledForward, bytes);
     tiledForward<<<unsigned(slices * tiles), kWarps * 32, bytes, stream>>>(
-        q, k, v, o, t, d, causal, scale);
+        q, k, v, o, lse, t, d, causal, scale);
     return;
   }
   attentionForward<<<unsigned(slices * t), kTile, 0, stream>>>(
-      q, k, v, o, t, d, causal, scale);
+      q, k, v, o, lse, t, d, causal, scale);
 }
 
-extern "C" void dtk_cuda_attention_grad_f32(
-    const float *q, const float *k, const float *v, const float *dout,
-    float *dq, float *dk, float *dv, float *scratch, int64_t slices, int64_t t,
-    int64_t d, int32_t causal, dtk_stream stream) {
+extern "C" void dtk_cuda_attention_grad_f32(const float *q, const float *k,
+                                            const float *v, const float *o,
+                                            const float *lse, const float *dout,
+                                            float *dq, float *dk, float *dv,
+                                            float *scratch, int64_t slices,
+                                            int64_t t, int64_t d,
+                                            int32_t causal, dtk_stream stream) {
   if (slices * t == 0)
     return;
   float scale = 1.0f / sqrtf(float(d));
+  dtk::launchAttentionRowStats(o, dtk::packedRows(t, d), dout,
+                               dtk::packedRows(t, d), lse, scratch, slices, t,
+                               d, 1.0f, stream);
   if (d <= kTiledMaxD) {
     int64_t tiles = (t + kRows - 1) / kRows;
     size_t queryBytes =

@@ -5,9 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // dtk_cuda_attention_bf16 and dtk_cuda_attention_grad_bf16: attention.cu's
-// algorithm (FlashAttention's online softmax; a query-side kernel for the
-// statistics and dQ, a key-side kernel for dK and dV, so nothing is summed
-// with atomics and every run gives the same bits) with every product an
+// algorithm (FlashAttention's online softmax, whose forward stores each
+// row's log-sum-exp; the gradient's row statistics from that and O
+// (attention_stats.cuh), then a query-side kernel for dQ, one pass over the
+// keys, and a key-side kernel for dK and dV, so nothing is summed with
+// atomics and every run gives the same bits) with every product an
 // mma.sync m16n8k16 on bf16 operands with f32 sums, and the scores kept in
 // registers as FlashAttention-2 keeps them.
 //
@@ -24,15 +26,15 @@
 // forward kernel's warps own two such groups for heads of 32 and 64 (128
 // rows a block). Counting bytes and products, shared memory's bandwidth, not
 // the tensor cores, bounds a warp of one group; a second group halves the
-// bytes per product (dtk_cuda_attention_warp_rows(16) keeps one, to compare). The gradient's kernels hold
-// twice the scores and could not keep a second group in registers. The other
-// side streams through shared memory 64 rows at a time, by cp.async into two
-// buffers, so the next tile's copies are in flight while the warps work on
-// this one (pipelined(); dtk_cuda_attention_pipeline(0) turns that off).
-// Row-major tiles serve every product: X^T operands read rows directly, and the
-// right-hand operands of P V-like products load transposed with ldmatrix.trans.
-// Heads must be a multiple of 16 wide and at most 128; others, and operands not
-// 16-byte aligned, take the TF32 kernels.
+// bytes per product (dtk_cuda_attention_warp_rows(16) keeps one, to compare).
+// The gradient's kernels hold twice the scores and could not keep a second
+// group in registers. The other side streams through shared memory 64 rows at a
+// time, by cp.async into two buffers, so the next tile's copies are in flight
+// while the warps work on this one (pipelined(); dtk_cuda_attention_pipeline(0)
+// turns that off). Row-major tiles serve every product: X^T operands read rows
+// directly, and the right-hand operands of P V-like products load transposed
+// with ldmatrix.trans. Heads must be a multiple of 16 wide and at most 128;
+// others, and operands not 16-byte aligned, take the TF32 kernels.
 //
 // The _typed entry points also take Q, K, V and dO stored as bf16 (a bf16
 // program's activations where they lie, without the widenings before) and
@@ -45,6 +47,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dtk/cuda_kernels.h"
+
+#include "attention_stats.cuh"
 
 #include <cuda_bf16.h>
 
@@ -59,6 +63,7 @@ constexpr int kThreads = 128;
 constexpr int kColumnTiles = kRows / 8; // of a warp's 16 x 64 scores
 constexpr int kDepthTiles = kRows / 16; // of the same scores as an operand
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 using bf16 = __nv_bfloat16;
 /// A warp's 16 x 64 scores: column tile n's accumulator (mma's C layout:
@@ -347,7 +352,7 @@ __device__ float fastExp2(float x) {
 
 /// The operands' layouts, in the order of the entry point's pointers.
 struct Layouts {
-  dtk_attention_layout of[7];
+  dtk_attention_layout of[8];
 };
 
 /// Where a thread stands: the block's slice and first row, and the lane's
@@ -424,7 +429,7 @@ template <int D, int R, typename In, typename Out>
 __global__ void
 __launch_bounds__(kThreads,
                   R == 1 && D <= 64 && std::is_same_v<In, bf16> ? 4 : 1)
-    forwardKernel(const In *q, const In *k, const In *v, Out *o,
+    forwardKernel(const In *q, const In *k, const In *v, Out *o, float *lse,
                   Layouts layouts, int64_t t, int32_t causal, float scale2,
                   bool prefetch) {
   constexpr int ld = kStride<D>;
@@ -512,16 +517,20 @@ __launch_bounds__(kThreads,
   for (int r = 0; r < R; ++r) {
     float sum[2] = {quadSum(l[r][0]), quadSum(l[r][1])};
     storeRows<D>(o, layouts.of[3], acc[r], g[r], t, 1.0f, sum);
+    // The log-sum-exp in natural units: m and log2 l are base 2.
+    if (p.lane % 4 == 0)
+      for (int h = 0; h < 2; ++h)
+        if (g[r].row[h] < t)
+          lse[p.slice * t + g[r].row[h]] = (m[r][h] + log2f(sum[h])) * kLn2;
   }
 }
 
-/// For 64 query rows: each row's base-2 log-sum-exp and
-/// D = sum_j p_j (dO . v_j) into `stats` (online, one pass), then
-/// dQ = scale sum_j p_j (dO . v_j - D) k_j (a second pass).
+/// For 64 query rows: dQ = scale sum_j p_j (dO . v_j - D) k_j, in one pass
+/// over the keys, from each row's base-2 log-sum-exp and D in `stats`.
 template <int D, typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const In *q, const In *k, const In *v, const In *dout,
-                    Out *dq, float *stats, Layouts layouts, int64_t t,
+                    Out *dq, const float *stats, Layouts layouts, int64_t t,
                     int32_t causal, float scale, float scale2, bool prefetch) {
   constexpr int ld = kStride<D>;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -532,7 +541,7 @@ __global__ void __launch_bounds__(kThreads)
   auto vs = [&](int b) { return kv + (2 * b + 1) * kRows * ld; };
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
-                             &lv = layouts.of[2], &ldo = layouts.of[3];
+                             &lv = layouts.of[2], &ldo = layouts.of[4];
   const In *kSlice = k + p.at(lk), *vSlice = v + p.at(lv);
   const bf16 *qw = qs + 16 * p.warp * ld, *dow = dos + 16 * p.warp * ld;
   loadTile<D>(qs, q + p.at(lq), p.first, t, lq.row);
@@ -540,7 +549,7 @@ __global__ void __launch_bounds__(kThreads)
   int64_t end = causal ? min(t, p.first + kRows) : t;
 
   // The scores S (scaled, base 2, -inf where masked) and dP = dO V^T of key
-  // tile j0, in buffer b: both passes' first step.
+  // tile j0, in buffer b.
   auto load = [&](int b, int64_t j0) {
     loadTileAsync<D>(ks(b), kSlice, j0, t, lk.row);
     loadTileAsync<D>(vs(b), vSlice, j0, t, lv.row);
@@ -560,48 +569,15 @@ __global__ void __launch_bounds__(kThreads)
       }
   };
 
-  // 1. The statistics, online over the key tiles.
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
-        dsum[2] = {0.0f, 0.0f};
-  pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
-    Scores s, dp;
-    both(s, dp, b, j0);
-    float mNew[2] = {m[0], m[1]};
-#pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        mNew[e / 2] = fmaxf(mNew[e / 2], s[n][e]);
-    float base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mNew[h] = quadMax(mNew[h]);
-      float shrink = mNew[h] == -INFINITY ? 1.0f : exp2f(m[h] - mNew[h]);
-      m[h] = mNew[h];
-      base[h] = mNew[h] == -INFINITY ? 0.0f : mNew[h]; // as the forward's
-      l[h] *= shrink;
-      dsum[h] *= shrink;
-    }
-#pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = fastExp2(s[n][e] - base[e / 2]);
-        l[e / 2] += x;
-        dsum[e / 2] += x * dp[n][e];
-      }
-  });
+  // Each row's base-2 log-sum-exp and D, as attentionRowStats left them.
   float lse[2], dot[2];
   for (int h = 0; h < 2; ++h) {
-    // Every lane shuffles (some quads' rows may lie past t, and a shuffle
-    // that only some lanes reach would hang the warp).
-    float sum = quadSum(l[h]), weighted = quadSum(dsum[h]);
-    bool any = sum > 0.0f; // rows past t see nothing
-    lse[h] = any ? m[h] + log2f(sum) : 0.0f;
-    dot[h] = any ? weighted / sum : 0.0f;
+    bool in = p.row[h] < t; // rows past t see nothing: their P is 0
+    lse[h] = in ? stats[2 * (p.slice * t + p.row[h])] : 0.0f;
+    dot[h] = in ? stats[2 * (p.slice * t + p.row[h]) + 1] : 0.0f;
   }
 
-  // 2. dQ: dS = P (dP - D) a tile at a time, times the keys.
+  // dQ: dS = P (dP - D) a tile at a time, times the keys.
   float acc[D / 8][4] = {};
   pipelined(0, end, prefetch, load, [&](int b, int64_t j0) {
     Scores s, dp;
@@ -620,13 +596,7 @@ __global__ void __launch_bounds__(kThreads)
     accumulate<D>(acc, ds, ks(b), p.lane);
   });
   float one[2] = {1.0f, 1.0f};
-  storeRows<D>(dq, layouts.of[4], acc, p, t, scale, one);
-  if (p.lane % 4 == 0)
-    for (int h = 0; h < 2; ++h)
-      if (p.row[h] < t) {
-        stats[2 * (p.slice * t + p.row[h])] = lse[h];
-        stats[2 * (p.slice * t + p.row[h]) + 1] = dot[h];
-      }
+  storeRows<D>(dq, layouts.of[5], acc, p, t, scale, one);
 }
 
 /// For 64 keys: dV_j = sum_i p_ij dO_i and dK_j = scale sum_i ds_ij q_i over
@@ -654,7 +624,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1)
   // The lane's rows are keys here, its columns queries.
   Place p = placeOf<D>(t);
   const dtk_attention_layout &lq = layouts.of[0], &lk = layouts.of[1],
-                             &lv = layouts.of[2], &ldo = layouts.of[3];
+                             &lv = layouts.of[2], &ldo = layouts.of[4];
   const In *qSlice = q + p.at(lq), *doSlice = dout + p.at(ldo);
   const bf16 *kw = ks + 16 * p.warp * ld, *vw = vs + 16 * p.warp * ld;
   loadTile<D>(ks, k + p.at(lk), p.first, t, lk.row);
@@ -702,8 +672,8 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 3 : 1)
     accumulate<D>(accK, a, qs(b), p.lane);
   });
   float one[2] = {1.0f, 1.0f};
-  storeRows<D>(dk, layouts.of[5], accK, p, t, scale, one);
-  storeRows<D>(dv, layouts.of[6], accV, p, t, 1.0f, one);
+  storeRows<D>(dk, layouts.of[6], accK, p, t, scale, one);
+  storeRows<D>(dv, layouts.of[7], accV, p, t, 1.0f, one);
 }
 
 /// Calls f with std::integral_constant<int, d> for the widths these kernels
@@ -843,7 +813,7 @@ template <typename F> int dispatch(int in, int out, int64_t d, F &&launch) {
 
 template <int D, int R, typename In, typename Out>
 void forwardRows(const void *q, const void *k, const void *v, void *o,
-                 const Layouts &layouts, int64_t slices, int64_t t,
+                 float *lse, const Layouts &layouts, int64_t slices, int64_t t,
                  int32_t causal, float scale2, dtk_stream stream) {
   // Q's R tiles, and K and V in two buffers each.
   constexpr size_t bytes = (R + 4) * tileBytes<D>();
@@ -852,31 +822,36 @@ void forwardRows(const void *q, const void *k, const void *v, void *o,
   auto blocks = unsigned(slices * ((t + R * kRows - 1) / (R * kRows)));
   kernel<<<blocks, kThreads, bytes, stream>>>(
       static_cast<const In *>(q), static_cast<const In *>(k),
-      static_cast<const In *>(v), static_cast<Out *>(o), layouts, t, causal,
-      scale2, prefetchTiles);
+      static_cast<const In *>(v), static_cast<Out *>(o), lse, layouts, t,
+      causal, scale2, prefetchTiles);
 }
 
 template <int D, typename In, typename Out>
-void forward(const void *q, const void *k, const void *v, void *o,
+void forward(const void *q, const void *k, const void *v, void *o, float *lse,
              const Layouts &layouts, int64_t slices, int64_t t, int32_t causal,
              float scale2, dtk_stream stream) {
   // Two groups of 16 rows a warp where the accumulators leave the registers
   // for them (heads of 32 and 64, GPT-2's); 128-wide heads would spill.
   if constexpr (D == 32 || D == 64)
     if (warpGroups == 2)
-      return forwardRows<D, 2, In, Out>(q, k, v, o, layouts, slices, t, causal,
-                                        scale2, stream);
-  forwardRows<D, 1, In, Out>(q, k, v, o, layouts, slices, t, causal, scale2,
-                             stream);
+      return forwardRows<D, 2, In, Out>(q, k, v, o, lse, layouts, slices, t,
+                                        causal, scale2, stream);
+  forwardRows<D, 1, In, Out>(q, k, v, o, lse, layouts, slices, t, causal,
+                             scale2, stream);
 }
 
 template <int D, typename In, typename Out>
-void backward(const void *q, const void *k, const void *v, const void *dout,
-              void *dq, void *dk, void *dv, float *scratch,
-              const Layouts &layouts, unsigned blocks, int64_t t,
+void backward(const void *q, const void *k, const void *v, const void *o,
+              const float *lse, const void *dout, void *dq, void *dk, void *dv,
+              float *scratch, const Layouts &layouts, int64_t slices, int64_t t,
               int32_t causal, float scale, float scale2, dtk_stream stream) {
   auto in = [](const void *x) { return static_cast<const In *>(x); };
   auto out = [](void *x) { return static_cast<Out *>(x); };
+  // Each query row's log-sum-exp (base 2, the kernels' units) and D; O is
+  // an input here, stored as the others are.
+  dtk::launchAttentionRowStats(in(o), layouts.of[3], in(dout), layouts.of[4],
+                               lse, scratch, slices, t, D, kLog2e, stream);
+  auto blocks = unsigned(slices * ((t + kRows - 1) / kRows));
   // Q and dO (K and V), then K and V (Q and dO) in two buffers each, and
   // for the key side the query rows' statistics twice.
   constexpr size_t queryBytes = 6 * tileBytes<D>();
@@ -895,9 +870,10 @@ void backward(const void *q, const void *k, const void *v, const void *dout,
 
 namespace {
 
-int launchForward(const void *q, const void *k, const void *v, void *o, int in,
-                  int out, const Layouts &layouts, int64_t slices, int64_t t,
-                  int64_t d, int32_t causal, dtk_stream stream) {
+int launchForward(const void *q, const void *k, const void *v, void *o,
+                  float *lse, int in, int out, const Layouts &layouts,
+                  int64_t slices, int64_t t, int64_t d, int32_t causal,
+                  dtk_stream stream) {
   if (slices * t == 0)
     return 0;
   if (!aligned({q, k, v, o}))
@@ -905,27 +881,26 @@ int launchForward(const void *q, const void *k, const void *v, void *o, int in,
   float scale2 = kLog2e / sqrtf(float(d));
   return dispatch(in, out, d, [&](auto width, auto input, auto output) {
     forward<decltype(width)::value, Element<decltype(input)>,
-            Element<decltype(output)>>(q, k, v, o, layouts, slices, t, causal,
-                                       scale2, stream);
+            Element<decltype(output)>>(q, k, v, o, lse, layouts, slices, t,
+                                       causal, scale2, stream);
   });
 }
 
-int launchBackward(const void *q, const void *k, const void *v,
-                   const void *dout, void *dq, void *dk, void *dv, int in,
-                   int out, const Layouts &layouts, float *scratch,
-                   int64_t slices, int64_t t, int64_t d, int32_t causal,
-                   dtk_stream stream) {
+int launchBackward(const void *q, const void *k, const void *v, const void *o,
+                   const float *lse, const void *dout, void *dq, void *dk,
+                   void *dv, int in, int out, const Layouts &layouts,
+                   float *scratch, int64_t slices, int64_t t, int64_t d,
+                   int32_t causal, dtk_stream stream) {
   if (slices * t == 0)
     return 0;
-  if (!aligned({q, k, v, dout, dq, dk, dv}))
+  if (!aligned({q, k, v, o, dout, dq, dk, dv}))
     return 1;
-  unsigned blocks = unsigned(slices * ((t + kRows - 1) / kRows));
   float scale = 1.0f / sqrtf(float(d)), scale2 = kLog2e * scale;
   return dispatch(in, out, d, [&](auto width, auto input, auto output) {
     backward<decltype(width)::value, Element<decltype(input)>,
-             Element<decltype(output)>>(q, k, v, dout, dq, dk, dv, scratch,
-                                        layouts, blocks, t, causal, scale,
-                                        scale2, stream);
+             Element<decltype(output)>>(q, k, v, o, lse, dout, dq, dk, dv,
+                                        scratch, layouts, slices, t, causal,
+                                        scale, scale2, stream);
   });
 }
 
@@ -938,61 +913,65 @@ extern "C" void dtk_cuda_attention_warp_rows(int rows) {
 }
 
 extern "C" int dtk_cuda_attention_bf16_typed(const void *q, const void *k,
-                                             const void *v, void *o, int in,
-                                             int out, int64_t slices, int64_t t,
-                                             int64_t d, int32_t causal,
+                                             const void *v, void *o, float *lse,
+                                             int in, int out, int64_t slices,
+                                             int64_t t, int64_t d,
+                                             int32_t causal,
                                              dtk_stream stream) {
-  return launchForward(q, k, v, o, in, out, contiguous(t, d, 4), slices, t, d,
-                       causal, stream);
+  return launchForward(q, k, v, o, lse, in, out, contiguous(t, d, 4), slices, t,
+                       d, causal, stream);
 }
 
 extern "C" int dtk_cuda_attention_grad_bf16_typed(
-    const void *q, const void *k, const void *v, const void *dout, void *dq,
-    void *dk, void *dv, int in, int out, float *scratch, int64_t slices,
-    int64_t t, int64_t d, int32_t causal, dtk_stream stream) {
-  return launchBackward(q, k, v, dout, dq, dk, dv, in, out, contiguous(t, d, 7),
-                        scratch, slices, t, d, causal, stream);
+    const void *q, const void *k, const void *v, const void *o,
+    const float *lse, const void *dout, void *dq, void *dk, void *dv, int in,
+    int out, float *scratch, int64_t slices, int64_t t, int64_t d,
+    int32_t causal, dtk_stream stream) {
+  return launchBackward(q, k, v, o, lse, dout, dq, dk, dv, in, out,
+                        contiguous(t, d, 8), scratch, slices, t, d, causal,
+                        stream);
 }
 
 extern "C" int dtk_cuda_attention_bf16_strided(
-    const void *q, const void *k, const void *v, void *o, int in, int out,
-    const dtk_attention_layout *layouts, int64_t slices, int64_t t, int64_t d,
-    int32_t causal, dtk_stream stream) {
+    const void *q, const void *k, const void *v, void *o, float *lse, int in,
+    int out, const dtk_attention_layout *layouts, int64_t slices, int64_t t,
+    int64_t d, int32_t causal, dtk_stream stream) {
   if (!aligned(layouts, 4))
     return 1;
-  return launchForward(q, k, v, o, in, out, layoutsOf(layouts, 4), slices, t, d,
-                       causal, stream);
+  return launchForward(q, k, v, o, lse, in, out, layoutsOf(layouts, 4), slices,
+                       t, d, causal, stream);
 }
 
 extern "C" int dtk_cuda_attention_grad_bf16_strided(
-    const void *q, const void *k, const void *v, const void *dout, void *dq,
-    void *dk, void *dv, int in, int out, const dtk_attention_layout *layouts,
-    float *scratch, int64_t slices, int64_t t, int64_t d, int32_t causal,
-    dtk_stream stream) {
-  if (!aligned(layouts, 7))
+    const void *q, const void *k, const void *v, const void *o,
+    const float *lse, const void *dout, void *dq, void *dk, void *dv, int in,
+    int out, const dtk_attention_layout *layouts, float *scratch,
+    int64_t slices, int64_t t, int64_t d, int32_t causal, dtk_stream stream) {
+  if (!aligned(layouts, 8))
     return 1;
-  return launchBackward(q, k, v, dout, dq, dk, dv, in, out,
-                        layoutsOf(layouts, 7), scratch, slices, t, d, causal,
+  return launchBackward(q, k, v, o, lse, dout, dq, dk, dv, in, out,
+                        layoutsOf(layouts, 8), scratch, slices, t, d, causal,
                         stream);
 }
 
 extern "C" void dtk_cuda_attention_bf16(const float *q, const float *k,
-                                        const float *v, float *o,
+                                        const float *v, float *o, float *lse,
                                         int64_t slices, int64_t t, int64_t d,
                                         int32_t causal, dtk_stream stream) {
-  if (dtk_cuda_attention_bf16_typed(q, k, v, o, DTK_CUDA_F32, DTK_CUDA_F32,
+  if (dtk_cuda_attention_bf16_typed(q, k, v, o, lse, DTK_CUDA_F32, DTK_CUDA_F32,
                                     slices, t, d, causal, stream) != 0)
-    dtk_cuda_attention_tf32(q, k, v, o, slices, t, d, causal, stream);
+    dtk_cuda_attention_tf32(q, k, v, o, lse, slices, t, d, causal, stream);
 }
 
 extern "C" void
 dtk_cuda_attention_grad_bf16(const float *q, const float *k, const float *v,
+                             const float *o, const float *lse,
                              const float *dout, float *dq, float *dk, float *dv,
                              float *scratch, int64_t slices, int64_t t,
                              int64_t d, int32_t causal, dtk_stream stream) {
-  if (dtk_cuda_attention_grad_bf16_typed(q, k, v, dout, dq, dk, dv,
+  if (dtk_cuda_attention_grad_bf16_typed(q, k, v, o, lse, dout, dq, dk, dv,
                                          DTK_CUDA_F32, DTK_CUDA_F32, scratch,
                                          slices, t, d, causal, stream) != 0)
-    dtk_cuda_attention_grad_tf32(q, k, v, dout, dq, dk, dv, scratch, slices, t,
-                                 d, causal, stream);
+    dtk_cuda_attention_grad_tf32(q, k, v, o, lse, dout, dq, dk, dv, scratch,
+                                 slices, t, d, causal, stream);
 }

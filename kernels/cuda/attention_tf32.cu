@@ -5,9 +5,10 @@
 //===----------------------------------------------------------------------===//
 //
 // dtk_cuda_attention_tf32 and dtk_cuda_attention_grad_tf32: the algorithm
-// of attention.cu (FlashAttention's online softmax forward; a query-side
-// kernel for the statistics and dQ, a key-side kernel for dK and dV, so
-// nothing is summed with atomics) with every product on tensor cores through
+// of attention.cu (FlashAttention's online softmax forward, which stores
+// each row's log-sum-exp; the rows' statistics from attention_stats.cuh, a
+// query-side kernel for dQ and a key-side kernel for dK and dV, so nothing is
+// summed with atomics) with every product on tensor cores through
 // WMMA's TF32 fragments (16 x 16 x 8, f32 sums).
 //
 // The plan takes these only when Q, K, V (and dO) are 16-bit values widened
@@ -26,6 +27,7 @@
 
 #include "dtk/cuda_kernels.h"
 
+#include "attention_stats.cuh"
 #include "reduce.cuh"
 
 #include <mma.h>
@@ -153,7 +155,8 @@ __device__ float onlineSoftmax(float &m, int r, const float (&s)[2],
 /// O for 64 query rows.
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const float *q, const float *k, const float *v, float *o,
-                  int64_t t, int64_t d, int32_t causal, float scale) {
+                  float *lse, int64_t t, int64_t d, int32_t causal,
+                  float scale) {
   extern __shared__ __align__(128) float smem[];
   int ld = strideOf(d);
   float *qs = smem, *ks = qs + kRows * ld, *vs = ks + kRows * ld,
@@ -211,15 +214,16 @@ __global__ void __launch_bounds__(kThreads)
       break;
     for (int64_t c = lane; c < d; c += 32)
       o[base + i * d + c] = ow[r * ld + c] / lr;
+    if (lane == r)
+      lse[slice * t + i] = m + logf(l);
   }
 }
 
-/// For 64 query rows: each row's log-sum-exp and D = sum_j p_j (dO . v_j)
-/// into `stats` (online, one pass), then dQ = scale sum_j p_j (dO . v_j - D)
-/// k_j (a second pass).
+/// For 64 query rows: dQ = scale sum_j p_j (dO . v_j - D) k_j, from each
+/// row's log-sum-exp and D in `stats`.
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const float *q, const float *k, const float *v,
-                    const float *dout, float *dq, float *stats, int64_t t,
+                    const float *dout, float *dq, const float *stats, int64_t t,
                     int64_t d, int32_t causal, float scale) {
   extern __shared__ __align__(128) float smem[];
   int ld = strideOf(d);
@@ -231,10 +235,17 @@ __global__ void __launch_bounds__(kThreads)
   loadTile(qs, q + base, i0, t, d, ld);
   loadTile(dos, dout + base, i0, t, d, ld);
   int64_t end = causal ? min(t, i0 + kRows) : t;
+  // Lane r < 16 holds row r's statistics.
+  int64_t own = i0 + 16 * warp + lane;
+  bool in = lane < 16 && own < t;
+  float lse = in ? stats[2 * (slice * t + own)] : 0.0f,
+        D = in ? stats[2 * (slice * t + own) + 1] : 0.0f;
 
-  // The warp's scores S against key tile j0 and their gradients
-  // dP = dO V^T, both passes' first step.
-  auto scores = [&, base = base](int64_t j0) {
+  // dS = P (dP - D) a tile at a time, times the keys.
+  FragC acc[kMaxN];
+  for (int n = 0; n < kMaxN; ++n)
+    wmma::fill_fragment(acc[n], 0.0f);
+  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
     __syncthreads(); // every warp is done with the previous tile
     loadTile(ks, k + base, j0, t, d, ld);
     loadTile(vs, v + base, j0, t, d, ld);
@@ -242,41 +253,6 @@ __global__ void __launch_bounds__(kThreads)
     timesTransposed(sw, qw, ld, ks, ld, d);
     timesTransposed(dpw, dow, ld, vs, ld, d);
     __syncwarp();
-  };
-
-  // 1. The log-sum-exp and D of each row, online over the key tiles.
-  // Lane r < 16 holds row r's statistics.
-  float m = -INFINITY, l = 0.0f, dsum = 0.0f;
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
-    scores(j0);
-    for (int r = 0; r < 16; ++r) {
-      int64_t i = i0 + 16 * warp + r;
-      float s[2], dp[2];
-      for (int h = 0; h < 2; ++h) {
-        int c = lane + 32 * h;
-        bool ok = sees(i, j0 + c, t, causal);
-        s[h] = ok ? sw[r * kLdS + c] * scale : -INFINITY;
-        dp[h] = ok ? dpw[r * kLdS + c] : 0.0f;
-      }
-      float e[2];
-      float correction = onlineSoftmax(m, r, s, e);
-      float sum = dtk::warpReduce(e[0] + e[1], dtk::Sum{});
-      float dot = dtk::warpReduce(e[0] * dp[0] + e[1] * dp[1], dtk::Sum{});
-      if (lane == r) {
-        l = l * correction + sum;
-        dsum = dsum * correction + dot;
-      }
-    }
-  }
-  bool any = l > 0.0f; // rows past t see nothing
-  float lse = any ? m + logf(l) : 0.0f, D = any ? dsum / l : 0.0f;
-
-  // 2. dQ: dS = P (dP - D) a tile at a time, times the keys.
-  FragC acc[kMaxN];
-  for (int n = 0; n < kMaxN; ++n)
-    wmma::fill_fragment(acc[n], 0.0f);
-  for (int64_t j0 = 0; j0 < end; j0 += kRows) {
-    scores(j0);
     for (int r = 0; r < 16; ++r) {
       int64_t i = i0 + 16 * warp + r;
       float lseR = __shfl_sync(kFull, lse, r), dR = __shfl_sync(kFull, D, r);
@@ -304,10 +280,6 @@ __global__ void __launch_bounds__(kThreads)
       break;
     for (int64_t c = lane; c < d; c += 32)
       dq[base + i * d + c] = qw[r * ld + c] * scale;
-    if (lane == r) {
-      stats[2 * (slice * t + i)] = lse;
-      stats[2 * (slice * t + i) + 1] = D;
-    }
   }
 }
 
@@ -399,11 +371,11 @@ template <typename Kernel> void allowShared(Kernel kernel, size_t bytes) {
 } // namespace
 
 extern "C" void dtk_cuda_attention_tf32(const float *q, const float *k,
-                                        const float *v, float *o,
+                                        const float *v, float *o, float *lse,
                                         int64_t slices, int64_t t, int64_t d,
                                         int32_t causal, dtk_stream stream) {
   if (!fits(d, {q, k, v, o})) {
-    dtk_cuda_attention_f32(q, k, v, o, slices, t, d, causal, stream);
+    dtk_cuda_attention_f32(q, k, v, o, lse, slices, t, d, causal, stream);
     return;
   }
   if (slices * t == 0)
@@ -412,23 +384,27 @@ extern "C" void dtk_cuda_attention_tf32(const float *q, const float *k,
   size_t bytes = sizeof(float) * size_t(4 * kRows * strideOf(d) + kRows * kLdS);
   allowShared(forwardKernel, bytes);
   forwardKernel<<<unsigned(slices * tiles), kThreads, bytes, stream>>>(
-      q, k, v, o, t, d, causal, 1.0f / sqrtf(float(d)));
+      q, k, v, o, lse, t, d, causal, 1.0f / sqrtf(float(d)));
 }
 
 extern "C" void
 dtk_cuda_attention_grad_tf32(const float *q, const float *k, const float *v,
+                             const float *o, const float *lse,
                              const float *dout, float *dq, float *dk, float *dv,
                              float *scratch, int64_t slices, int64_t t,
                              int64_t d, int32_t causal, dtk_stream stream) {
   if (!fits(d, {q, k, v, dout, dq, dk, dv})) {
-    dtk_cuda_attention_grad_f32(q, k, v, dout, dq, dk, dv, scratch, slices, t,
-                                d, causal, stream);
+    dtk_cuda_attention_grad_f32(q, k, v, o, lse, dout, dq, dk, dv, scratch,
+                                slices, t, d, causal, stream);
     return;
   }
   if (slices * t == 0)
     return;
   int64_t tiles = (t + kRows - 1) / kRows;
   float scale = 1.0f / sqrtf(float(d));
+  dtk::launchAttentionRowStats(o, dtk::packedRows(t, d), dout,
+                               dtk::packedRows(t, d), lse, scratch, slices, t,
+                               d, 1.0f, stream);
   size_t queryBytes =
       sizeof(float) * size_t(4 * kRows * strideOf(d) + 2 * kRows * kLdS);
   allowShared(queryGradKernel, queryBytes);

@@ -162,16 +162,19 @@ std::optional<double> timeKernel(const KernelCall &c) {
     if (!fits(double(one) * (grad ? 7 : 4)) || slices <= 0 || t <= 0 || d <= 0)
       return std::nullopt;
     std::vector<float> q(one, 0.01f), k(one, 0.02f), v(one, 0.5f), o(one, 0.0f),
-        dq(grad ? one : 0), dk(grad ? one : 0), dv(grad ? one : 0);
-    if (grad)
-      return timeCall([&] {
-        dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(),
-                               dq.data(), dk.data(), dv.data(), slices, t, d,
-                               int32_t(a[3]));
-      });
+        lse(size_t(slices * t)), dout(grad ? one : 0, 0.1f), dq(grad ? one : 0),
+        dk(grad ? one : 0), dv(grad ? one : 0);
+    auto forward = [&] {
+      dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                        slices, t, d, int32_t(a[3]));
+    };
+    if (!grad)
+      return timeCall(forward);
+    forward(); // the O and log-sum-exp the gradient reads
     return timeCall([&] {
-      dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
-                        int32_t(a[3]));
+      dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                             dout.data(), dq.data(), dk.data(), dv.data(),
+                             slices, t, d, int32_t(a[3]));
     });
   }
   if ((c.kernel == "conv2d" || c.kernel == "conv2d_input_grad" ||

@@ -419,14 +419,15 @@ std::vector<int64_t> maxPoolChoices(const Conv2dShape &s, const Tensor &x) {
 
 /// Attention over [batch*heads, T, D] slices; returns P (probabilities) per
 /// slice.
-void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
-                    int64_t t, int64_t d, std::vector<double> &p) {
+/// Attention's scores s (scaled by 1 / sqrt(d)) for slice `bh` into `p`,
+/// t x t, -inf where the causal mask hides a key.
+void attentionScores(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
+                     int64_t t, int64_t d, std::vector<double> &p) {
   double scale = 1.0 / std::sqrt(static_cast<double>(d));
   p.assign(t * t, 0);
   const double *qs = q.data.data() + bh * t * d,
                *ks = k.data.data() + bh * t * d;
-  for (int64_t i = 0; i < t; ++i) {
-    double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < t; ++i)
     for (int64_t j = 0; j < t; ++j) {
       if (causal && j > i) {
         p[i * t + j] = -std::numeric_limits<double>::infinity();
@@ -436,8 +437,18 @@ void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
       for (int64_t c = 0; c < d; ++c)
         s += qs[i * d + c] * ks[j * d + c];
       p[i * t + j] = s * scale;
-      mx = std::max(mx, p[i * t + j]);
     }
+}
+
+/// The softmax of slice `bh`'s scores into `p` (t x t) and each row's
+/// log-sum-exp into lse[bh * t + i].
+void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
+                    int64_t t, int64_t d, std::vector<double> &p, Tensor &lse) {
+  attentionScores(q, k, causal, bh, t, d, p);
+  for (int64_t i = 0; i < t; ++i) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < t; ++j)
+      mx = std::max(mx, p[i * t + j]);
     double sum = 0;
     for (int64_t j = 0; j < t; ++j) {
       p[i * t + j] = (causal && j > i) ? 0.0 : std::exp(p[i * t + j] - mx);
@@ -445,6 +456,7 @@ void attentionProbs(const Tensor &q, const Tensor &k, bool causal, int64_t bh,
     }
     for (int64_t j = 0; j < t; ++j)
       p[i * t + j] /= sum;
+    lse.data[bh * t + i] = mx + std::log(sum);
   }
 }
 
@@ -1064,10 +1076,10 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
                      &v = get(a.getValue());
         ArrayRef<int64_t> s = q.shape;
         int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
-        Tensor o(s);
+        Tensor o(s), lse(s.drop_back());
         std::vector<double> p;
         for (int64_t bh = 0; bh < slices; ++bh) {
-          attentionProbs(q, k, a.getCausal(), bh, t, d, p);
+          attentionProbs(q, k, a.getCausal(), bh, t, d, p, lse);
           for (int64_t i = 0; i < t; ++i)
             for (int64_t c = 0; c < d; ++c) {
               double acc = 0;
@@ -1076,11 +1088,12 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
               o.data[bh * t * d + i * d + c] = acc;
             }
         }
-        return Results{o};
+        return Results{o, lse};
       })
       .Case([&](AttentionGradOp a) {
         const Tensor &q = get(a.getQuery()), &k = get(a.getKey()),
-                     &v = get(a.getValue()), &go = get(a.getResultGrad());
+                     &v = get(a.getValue()), &o = get(a.getResult()),
+                     &lse = get(a.getLse()), &go = get(a.getResultGrad());
         ArrayRef<int64_t> s = q.shape;
         int64_t t = s[s.size() - 2], d = s.back(), slices = q.numel() / (t * d);
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -1088,7 +1101,11 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
         std::vector<double> p, dp(t * t);
         for (int64_t bh = 0; bh < slices; ++bh) {
           int64_t base = bh * t * d;
-          attentionProbs(q, k, a.getCausal(), bh, t, d, p);
+          // The op's definition: P = exp(s - lse), D = rowsum(dO * O).
+          attentionScores(q, k, a.getCausal(), bh, t, d, p);
+          for (int64_t i = 0; i < t; ++i)
+            for (int64_t j = 0; j < t; ++j)
+              p[i * t + j] = std::exp(p[i * t + j] - lse.data[bh * t + i]);
           for (int64_t i = 0; i < t; ++i)
             for (int64_t j = 0; j < t; ++j) {
               double acc = 0;
@@ -1105,8 +1122,8 @@ FailureOr<SmallVector<Tensor>> Frame::evaluate(Operation *op) {
             }
           for (int64_t i = 0; i < t; ++i) {
             double rowDot = 0;
-            for (int64_t j = 0; j < t; ++j)
-              rowDot += dp[i * t + j] * p[i * t + j];
+            for (int64_t c = 0; c < d; ++c)
+              rowDot += go.data[base + i * d + c] * o.data[base + i * d + c];
             for (int64_t j = 0; j < t; ++j) {
               double ds = p[i * t + j] * (dp[i * t + j] - rowDot) * scale;
               for (int64_t c = 0; c < d; ++c) {

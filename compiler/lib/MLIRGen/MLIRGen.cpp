@@ -461,9 +461,10 @@ private:
     case PrimOp::Attention: {
       if (dropoutSeed && attrs.p != 0)
         return {attentionWithDropout(loc, x[0], x[1], x[2], attrs)};
-      auto op = b.create<AttentionOp>(loc, t0, x[0], x[1], x[2]);
+      auto op = b.create<AttentionOp>(loc, t0, AttentionOp::lseType(t0), x[0],
+                                      x[1], x[2]);
       op.setCausal(attrs.causal);
-      return {op};
+      return {op.getResult()};
     }
     case PrimOp::Sum:
       return {b.create<ReduceSumOp>(loc, t0, x[0],

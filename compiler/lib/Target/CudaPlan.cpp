@@ -549,6 +549,7 @@ private:
               ArrayRef<int64_t> s = shapeOf(a.getQuery());
               int64_t t = s[s.size() - 2], d = s.back(),
                       slices = product(s) / (t * d);
+              size_t rank = s.size();
               if (d > 256)
                 return Unsupported{a, "attention heads wider than 256 do not "
                                       "fit the GPU attention kernel"};
@@ -559,8 +560,11 @@ private:
               // written with strides (CudaZeroCopy.h).
               json::Array layouts;
               bool strided = false;
-              auto place = [&](const Strided *s, int64_t offset) {
+              // (The log-sum-exp, one float a row, is [slices, t].)
+              auto place = [&](const Strided *s, int64_t offset, Value v) {
                 std::array<int64_t, 4> layout{1, t * d, 0, d};
+                if (shapeOf(v).size() < rank)
+                  layout = {1, t, 0, 1};
                 if (s) {
                   offset = offsetOf(s->at) + s->offset * 2; // bf16
                   layout = s->layout;
@@ -577,17 +581,19 @@ private:
               for (Value in : inputs) {
                 p.push_back(offsetOf(in));
                 Value from = zero.readFrom(in);
-                place(find(zero.readStrided, viewRoot(from)), offsetOf(from));
+                place(find(zero.readStrided, viewRoot(from)), offsetOf(from),
+                      in);
               }
               // Its results, or the narrowings it writes them into
-              // (CudaZeroCopy.h: all or none), or their head merges.
+              // (CudaZeroCopy.h: all or none), or their head merges. The
+              // forward's log-sum-exp ([slices, t] f32) is never narrowed.
               Operation *narrowing = zero.narrowingOf(a->getResult(0));
               for (Value result : a->getResults()) {
                 p.push_back(offsetOf(result));
+                Operation *into = zero.narrowingOf(result);
                 place(find(zero.writtenStrided, result),
-                      narrowing
-                          ? offsetOf(zero.narrowingOf(result)->getResult(0))
-                          : offsetOf(result));
+                      into ? offsetOf(into->getResult(0)) : offsetOf(result),
+                      result);
               }
               if constexpr (std::is_same_v<decltype(a), AttentionGradOp>)
                 scratch(2 * slices * t * 4);
@@ -608,9 +614,10 @@ private:
               // (FlashAttention's bf16 kernels do); with other 16-bit
               // inputs, to TF32 (f16's dS may leave f16's range under loss
               // scaling).
-              if (Type type = widenedAlike(inputs); type && type.isBF16())
+              SmallVector<Value> activations = activationOperands(a);
+              if (Type type = widenedAlike(activations); type && type.isBF16())
                 launch["bf16"] = true;
-              else if (allHalfValued(inputs))
+              else if (allHalfValued(activations))
                 launch["tf32"] = true;
               return emit(std::move(launch));
             })

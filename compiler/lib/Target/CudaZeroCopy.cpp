@@ -229,11 +229,26 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
         for (const Strided &other : ArrayRef(outs).drop_front(i + 1))
           fits &= !overlap(range, rangeOf(other.at));
     }
+    // A forward's O that its gradients read back: then only where the
+    // merge's buffer holds it, so each must read it so (bf16, through a
+    // widening left out) and nothing from the merge to it may write there.
+    // Else the forward writes its narrowing's buffer, which they read.
+    for (Operation *saved : w.savedReads) {
+      SmallVector<Operation *> grads;
+      readersOf(saved->getResult(0), grads);
+      fits &= z.bypassed.count(saved) > 0;
+      for (Operation *grad : grads)
+        fits &= z.typedIn.contains(grad) &&
+                !writesBetween(position[w.merges.front()] + 1, position[grad],
+                               rangeOf(outs.front().at));
+    }
     if (!fits)
       continue;
     for (auto [pair, merge, out] : llvm::zip(w.into, w.merges, outs)) {
       z.writtenStrided[pair.first] = out;
       z.merged.insert(merge);
+      if (!w.savedReads.empty())
+        z.readStrided[pair.second->getResult(0)] = out;
     }
     if (w.concat)
       z.merged.insert(w.concat);

@@ -28,7 +28,9 @@
 // result (a transpose of [B, H, T, D] to [B, T, H, D]), whose buffer the
 // kernel writes with [B, T, H, D] strides (and the concat of dQ, dK and dV
 // after their merges, whose buffer they go to directly), and the head split
-// before dO, whose input the kernel reads untransposed.
+// before dO, whose input the kernel reads untransposed. A gradient takes the
+// forward's O back: where the merge's buffer holds it, with the same strides,
+// when the forward wrote it there.
 //
 // The candidates come from dt/Transforms/ZeroCopyInfo.h, by the ops alone.
 // The memory plan placed buffers for the CPU's order of reads and writes, so
@@ -73,8 +75,9 @@ struct ZeroCopies {
   llvm::DenseSet<mlir::Operation *> narrowings;
   /// Attention ops that read every input as bf16 where it lies.
   llvm::DenseSet<mlir::Operation *> typedIn;
-  /// A head split's result (attention's dO, bf16) -> where attention reads
-  /// it untransposed instead.
+  /// A head split's result (attention's dO, bf16), or a forward's narrowed
+  /// O that its gradient reads back -> where attention reads it instead:
+  /// the split's input, or the merge's buffer the forward wrote O into.
   llvm::DenseMap<mlir::Value, Strided> readStrided;
   /// An attention result -> where attention writes it with strides instead
   /// of its narrowing's buffer: its head merge's, or their concat's.

@@ -135,9 +135,13 @@ struct AutocastPass : public dt::impl::AutocastBase<AutocastPass> {
       for (OpOperand &use : op.getOpOperands())
         if (floatElement(use.get().getType()))
           use.set(convertTo(b, use.get(), compute));
-      for (OpResult r : op.getResults())
+      for (OpResult r : op.getResults()) {
+        // Attention's log-sum-exp stays f32, the statistics' precision.
+        if (auto a = llvm::dyn_cast<AttentionOp>(op); a && r == a.getLse())
+          continue;
         if (floatElement(r.getType()))
           r.setType(llvm::cast<RankedTensorType>(r.getType()).clone(compute));
+      }
     }
   }
 };

@@ -355,8 +355,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
   /// an op that could write into the narrowings after it (or the head
   /// merges and concat after those) still reads its operands (or, for a
   /// candidate widening, its source), and has written its other results,
-  /// when they are placed, and a head split's input is read by the
-  /// attention after it.
+  /// when they are placed, a head split's input is read by the attention
+  /// after it, and a forward attention's merged O by its gradients.
   template <typename Root>
   void extendForZeroCopies(func::FuncOp fn,
                            llvm::DenseMap<Operation *, unsigned> &position,
@@ -369,11 +369,24 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       unsigned &slot = lastUse[root(v)];
       slot = std::max(slot, until);
     };
+    // A forward attention's narrowed O -> its head merge's result: its
+    // gradients read O back where the merge's buffer holds it, so whatever
+    // keeps O alive keeps that buffer too.
+    llvm::DenseMap<Value, Value> savedIn;
+    for (const ZeroCopyCandidates::Writer &w : c.writers)
+      if (!w.savedReads.empty())
+        for (auto [pair, merge] : llvm::zip(w.into, w.merges))
+          savedIn[root(pair.second->getResult(0))] = merge->getResult(0);
+    auto extendRead = [&](Value v, unsigned until) {
+      extend(v, until);
+      if (Value merged = savedIn.lookup(root(v)))
+        extend(merged, until);
+    };
     llvm::DenseSet<Operation *> widenings;
     for (auto *list : {&c.forReaders, &c.forAttention})
       for (Operation *w : *list) {
         widenings.insert(w);
-        extend(w->getOperand(0), lastUse.lookup(root(w->getResult(0))));
+        extendRead(w->getOperand(0), lastUse.lookup(root(w->getResult(0))));
       }
     // A head split's input, read untransposed by the attention after it.
     llvm::DenseSet<Operation *> splits(c.headReads.begin(), c.headReads.end());
@@ -400,7 +413,7 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       for (Value operand : w.op->getOperands()) {
         Operation *def = root(operand).getDefiningOp();
         Value read = widenings.contains(def) ? def->getOperand(0) : operand;
-        extend(read, until);
+        extendRead(read, until);
         if (Operation *split = root(read).getDefiningOp();
             splits.contains(split))
           extend(split->getOperand(0), until);

@@ -51,6 +51,13 @@ bool isAttention(Operation *op) {
 
 } // namespace
 
+SmallVector<Value> activationOperands(Operation *op) {
+  SmallVector<Value> operands(op->getOperands());
+  if (auto grad = llvm::dyn_cast<AttentionGradOp>(op))
+    llvm::erase(operands, grad.getLse());
+  return operands;
+}
+
 Type widenedFrom(Value v) {
   v = viewRoot(v);
   auto fused = v.getDefiningOp<FusedOp>();
@@ -110,7 +117,7 @@ bool typedAttentionCapable(Operation *op) {
   Value q = op->getOperand(0);
   Type from = widenedFrom(q);
   return from && from.isBF16() &&
-         llvm::all_of(op->getOperands(),
+         llvm::all_of(activationOperands(op),
                       [&](Value v) { return widenedFrom(v) == from; }) &&
          typedAttentionWidth(
              llvm::cast<RankedTensorType>(q.getType()).getShape().back());
@@ -118,7 +125,7 @@ bool typedAttentionCapable(Operation *op) {
 
 void keepWholeAttention(llvm::DenseSet<Operation *> &widenings) {
   auto allInputs = [&](Operation *attention) {
-    return llvm::all_of(attention->getOperands(), [&](Value v) {
+    return llvm::all_of(activationOperands(attention), [&](Value v) {
       return widenings.contains(viewRoot(v).getDefiningOp());
     });
   };
@@ -161,19 +168,48 @@ static Operation *onlyReader(Value v) {
   return users.size() == 1 ? users.front() : nullptr;
 }
 
+/// Whether `op` widens the bf16 O that attention gradients read, and only
+/// they: their `result` operand.
+static bool widensSavedResult(Operation *op) {
+  if (!isWidening(op) || !elementOf(op->getOperand(0)).isBF16())
+    return false;
+  SmallVector<Operation *> users;
+  readersOf(op->getResult(0), users);
+  return !users.empty() && llvm::all_of(users, [&](Operation *user) {
+    auto grad = llvm::dyn_cast<AttentionGradOp>(user);
+    return grad && viewRoot(grad.getResult()) == op->getResult(0) &&
+           llvm::count_if(grad->getOperands(), [&](Value v) {
+             return viewRoot(v) == op->getResult(0);
+           }) == 1;
+  });
+}
+
 /// For bf16 attention writer `w`: each narrowing's head merge, and the
-/// concat along the last dimension that reads all of them, if any.
+/// concat along the last dimension that reads all of them, if any. Besides
+/// its merge, a forward's O may be read by widenings for the gradients that
+/// take it back (`savedReads`).
 static void findMerges(ZeroCopyCandidates::Writer &w) {
   if (!isAttention(w.op))
     return;
-  SmallVector<Operation *> merges;
+  SmallVector<Operation *> merges, saved;
   for (auto [result, narrowing] : w.into) {
-    Operation *merge = onlyReader(narrowing->getResult(0));
-    if (!isHeadTranspose(merge))
+    SmallVector<Operation *> readers;
+    readersOf(narrowing->getResult(0), readers);
+    Operation *merge = nullptr;
+    for (Operation *reader : readers) {
+      if (isHeadTranspose(reader) && !merge)
+        merge = reader;
+      else if (llvm::isa<AttentionOp>(w.op) && widensSavedResult(reader))
+        saved.push_back(reader);
+      else
+        return;
+    }
+    if (!merge)
       return;
     merges.push_back(merge);
   }
   w.merges = merges;
+  w.savedReads = saved;
   // A concat of [B, T, H * D] views of the merges, along the last axis.
   auto concat = llvm::dyn_cast_or_null<ConcatOp>(
       onlyReader(merges.front()->getResult(0)));
@@ -241,9 +277,12 @@ narrowableResults(Operation *op, const llvm::DenseSet<Operation *> &narrowed) {
     if (Type half = narrowedOperands(op, narrowed))
       return {{op->getResult(0)}, half};
   } else if (isAttention(op)) {
+    // The forward's O (its log-sum-exp stays f32), the gradient's three.
+    SmallVector<Value> results(op->getResults());
+    if (auto forward = llvm::dyn_cast<AttentionOp>(op))
+      results = {forward.getResult()};
     if (typedAttentionCapable(op))
-      return {SmallVector<Value>(op->getResults()),
-              Builder(op->getContext()).getBF16Type()};
+      return {results, Builder(op->getContext()).getBF16Type()};
   } else if (op->getNumResults() > 0 && writesSixteenBit(op->getResult(0))) {
     return {{op->getResult(0)}, Type()}; // dlogits, y, dx
   }

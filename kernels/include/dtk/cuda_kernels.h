@@ -259,54 +259,62 @@ void dtk_cuda_count_correct_stats_f32(const float *stats, const int32_t *labels,
                                       dtk_stream stream);
 
 /* FlashAttention's algorithm: the t x t scores are never in global memory;
- * each query row runs an online softmax over tiles of keys. d <= 256.
- * `scratch` of the gradient: 2 * slices * t floats (each query row's
- * log-sum-exp and rowsum(dO * O)). */
+ * each query row runs an online softmax over tiles of keys. d <= 256. The
+ * forward also writes each query row's natural log-sum-exp of its scaled,
+ * masked scores into `lse` ([slices, t]); the gradient takes O and lse back
+ * (FlashAttention-2: P = exp(s - lse), rowsum(P * dP) = dO . O, so no pass
+ * over the keys for the statistics). `scratch` of the gradient:
+ * 2 * slices * t floats (each query row's log-sum-exp and dO . O). */
 void dtk_cuda_attention_f32(const float *q, const float *k, const float *v,
-                            float *o, int64_t slices, int64_t t, int64_t d,
-                            int32_t causal, dtk_stream stream);
-void dtk_cuda_attention_grad_f32(const float *q, const float *k,
-                                 const float *v, const float *dout, float *dq,
-                                 float *dk, float *dv, float *scratch,
-                                 int64_t slices, int64_t t, int64_t d,
-                                 int32_t causal, dtk_stream stream);
+                            float *o, float *lse, int64_t slices, int64_t t,
+                            int64_t d, int32_t causal, dtk_stream stream);
+void dtk_cuda_attention_grad_f32(const float *q, const float *k, const float *v,
+                                 const float *o, const float *lse,
+                                 const float *dout, float *dq, float *dk,
+                                 float *dv, float *scratch, int64_t slices,
+                                 int64_t t, int64_t d, int32_t causal,
+                                 dtk_stream stream);
 /* The same on tensor cores (TF32 products, f32 sums), for inputs that are
  * 16-bit values: exact scores; the probabilities and their gradients round
  * to TF32. Heads not a multiple of 16 wide, wider than 128, or operands not
  * 16-byte aligned take the f32 kernels above. */
 void dtk_cuda_attention_tf32(const float *q, const float *k, const float *v,
-                             float *o, int64_t slices, int64_t t, int64_t d,
-                             int32_t causal, dtk_stream stream);
+                             float *o, float *lse, int64_t slices, int64_t t,
+                             int64_t d, int32_t causal, dtk_stream stream);
 void dtk_cuda_attention_grad_tf32(const float *q, const float *k,
-                                  const float *v, const float *dout, float *dq,
-                                  float *dk, float *dv, float *scratch,
-                                  int64_t slices, int64_t t, int64_t d,
-                                  int32_t causal, dtk_stream stream);
+                                  const float *v, const float *o,
+                                  const float *lse, const float *dout,
+                                  float *dq, float *dk, float *dv,
+                                  float *scratch, int64_t slices, int64_t t,
+                                  int64_t d, int32_t causal, dtk_stream stream);
 /* The same on bf16 tensor cores (mma.sync, f32 sums, FlashAttention-2's
  * register-resident softmax), for inputs that are bf16 values: exact scores;
  * the probabilities and their gradients round to bf16. Heads not a multiple
  * of 16 wide, wider than 128, or operands not 16-byte aligned take the TF32
  * kernels above. */
 void dtk_cuda_attention_bf16(const float *q, const float *k, const float *v,
-                             float *o, int64_t slices, int64_t t, int64_t d,
-                             int32_t causal, dtk_stream stream);
+                             float *o, float *lse, int64_t slices, int64_t t,
+                             int64_t d, int32_t causal, dtk_stream stream);
 void dtk_cuda_attention_grad_bf16(const float *q, const float *k,
-                                  const float *v, const float *dout, float *dq,
-                                  float *dk, float *dv, float *scratch,
+                                  const float *v, const float *o,
+                                  const float *lse, const float *dout,
+                                  float *dq, float *dk, float *dv,
+                                  float *scratch, int64_t slices, int64_t t,
+                                  int64_t d, int32_t causal, dtk_stream stream);
+/* The same with inputs (Q, K, V, and for the gradient O and dO) stored as
+ * `in` and results (O, dQ, dK, dV) as `out`: DTK_CUDA_F32, or DTK_CUDA_BF16
+ * (bf16 values where the program's narrowings would store them; results
+ * rounded to nearest, as they round). lse is f32 always. Returns 0 when
+ * launched, else 1 (a pairing other than f32 with f32 takes heads of 32, 64
+ * or 128 only; every pointer must be 16-byte aligned), launching nothing:
+ * these have no TF32 fallback. */
+int dtk_cuda_attention_bf16_typed(const void *q, const void *k, const void *v,
+                                  void *o, float *lse, int in, int out,
                                   int64_t slices, int64_t t, int64_t d,
                                   int32_t causal, dtk_stream stream);
-/* The same with inputs (Q, K, V, dO) stored as `in` and results (O, dQ, dK,
- * dV) as `out`: DTK_CUDA_F32, or DTK_CUDA_BF16 (bf16 values where the
- * program's narrowings would store them; results rounded to nearest, as
- * they round). Returns 0 when launched, else 1 (a pairing other than f32
- * with f32 takes heads of 32, 64 or 128 only; every pointer must be 16-byte
- * aligned), launching nothing: these have no TF32 fallback. */
-int dtk_cuda_attention_bf16_typed(const void *q, const void *k, const void *v,
-                                  void *o, int in, int out, int64_t slices,
-                                  int64_t t, int64_t d, int32_t causal,
-                                  dtk_stream stream);
 int dtk_cuda_attention_grad_bf16_typed(const void *q, const void *k,
-                                       const void *v, const void *dout,
+                                       const void *v, const void *o,
+                                       const float *lse, const void *dout,
                                        void *dq, void *dk, void *dv, int in,
                                        int out, float *scratch, int64_t slices,
                                        int64_t t, int64_t d, int32_t causal,
@@ -331,19 +339,20 @@ typedef struct dtk_attention_layout {
   int64_t heads, batch, head, row;
 } dtk_attention_layout;
 /* The _typed entry points with each operand in its own layout: `layouts`
- * has one per pointer, in their order (q, k, v, o; q, k, v, dout, dq, dk,
- * dv). Returns 1, launching nothing, also when a layout's strides are not
- * multiples of 8 elements (16-byte rows of bf16). */
+ * has one per pointer but lse (always [slices, t]), in their order
+ * (q, k, v, o; q, k, v, o, dout, dq, dk, dv). Returns 1, launching nothing,
+ * also when a layout's strides are not multiples of 8 elements (16-byte rows
+ * of bf16). */
 int dtk_cuda_attention_bf16_strided(const void *q, const void *k, const void *v,
-                                    void *o, int in, int out,
+                                    void *o, float *lse, int in, int out,
                                     const dtk_attention_layout *layouts,
                                     int64_t slices, int64_t t, int64_t d,
                                     int32_t causal, dtk_stream stream);
 int dtk_cuda_attention_grad_bf16_strided(
-    const void *q, const void *k, const void *v, const void *dout, void *dq,
-    void *dk, void *dv, int in, int out, const dtk_attention_layout *layouts,
-    float *scratch, int64_t slices, int64_t t, int64_t d, int32_t causal,
-    dtk_stream stream);
+    const void *q, const void *k, const void *v, const void *o,
+    const float *lse, const void *dout, void *dq, void *dk, void *dv, int in,
+    int out, const dtk_attention_layout *layouts, float *scratch,
+    int64_t slices, int64_t t, int64_t d, int32_t causal, dtk_stream stream);
 
 #ifdef __cplusplus
 }

@@ -183,14 +183,18 @@ void dtk_cross_entropy_grad_shard_f32(const float *logits,
 void dtk_count_correct_stats_f32(const float *stats, const int32_t *labels,
                                  float *correct, int64_t blocks, int64_t rows);
 
-/// Scaled dot-product attention over `slices` independent [t, d] slices.
+/// Scaled dot-product attention over `slices` independent [t, d] slices:
+/// O, and each query row's natural log-sum-exp of its scaled, masked scores
+/// into `lse` ([slices, t]).
 void dtk_attention_f32(const float *q, const float *k, const float *v, float *o,
-                       int64_t slices, int64_t t, int64_t d, int32_t causal);
-/// Its gradients; the probabilities are recomputed.
+                       float *lse, int64_t slices, int64_t t, int64_t d,
+                       int32_t causal);
+/// Its gradients, given the forward's O and log-sum-exp: the probabilities
+/// are exp(s - lse), and each row's sum_j P_j dP_j is dO . O.
 void dtk_attention_grad_f32(const float *q, const float *k, const float *v,
-                            const float *dout, float *dq, float *dk, float *dv,
-                            int64_t slices, int64_t t, int64_t d,
-                            int32_t causal);
+                            const float *o, const float *lse, const float *dout,
+                            float *dq, float *dk, float *dv, int64_t slices,
+                            int64_t t, int64_t d, int32_t causal);
 
 #ifdef __cplusplus
 }

@@ -65,11 +65,15 @@ Error typedAttentionRefused(const Thunk &t) {
       kindName(t.kind), t.i[2]));
 }
 
-/// The plan's layouts of a strided attention, as its kernels take them.
+/// The plan's layouts of a strided attention, as its kernels take them:
+/// one per pointer but the log-sum-exp's (the fifth, always [slices, t]).
 std::vector<dtk_attention_layout> layoutsOf(const Thunk &t) {
   std::vector<dtk_attention_layout> layouts;
-  for (const std::array<int64_t, 4> &l : t.layouts)
-    layouts.push_back(dtk_attention_layout{l[0], l[1], l[2], l[3]});
+  for (size_t i = 0; i < t.layouts.size(); ++i)
+    if (i != 4) {
+      const std::array<int64_t, 4> &l = t.layouts[i];
+      layouts.push_back(dtk_attention_layout{l[0], l[1], l[2], l[3]});
+    }
   return layouts;
 }
 
@@ -677,49 +681,50 @@ Status Executor::launch(const Thunk &t, char *arena) {
       std::vector<dtk_attention_layout> layouts = layoutsOf(t);
       if (dtk_cuda_attention_bf16_strided(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
-              elementType(t.in), elementType(t.result), layouts.data(), i[0],
-              i[1], i[2], int32_t(i[3]), s) != 0)
+              f32(4), elementType(t.in), elementType(t.result), layouts.data(),
+              i[0], i[1], i[2], int32_t(i[3]), s) != 0)
         return typedAttentionRefused(t);
       return Status::ok();
     }
     if (t.in != Operands::F32 || t.result != Operands::F32) {
       if (dtk_cuda_attention_bf16_typed(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
-              elementType(t.in), elementType(t.result), i[0], i[1], i[2],
-              int32_t(i[3]), s) != 0)
+              f32(4), elementType(t.in), elementType(t.result), i[0], i[1],
+              i[2], int32_t(i[3]), s) != 0)
         return typedAttentionRefused(t);
       return Status::ok();
     }
-    (t.operands == Operands::BF16   ? dtk_cuda_attention_bf16
-     : t.operands == Operands::F32 ? dtk_cuda_attention_f32
-                                   : dtk_cuda_attention_tf32)(
-        f32(0), f32(1), f32(2), f32(3), i[0], i[1], i[2], int32_t(i[3]), s);
+    (t.operands == Operands::BF16 ? dtk_cuda_attention_bf16
+     : t.operands == Operands::F32
+         ? dtk_cuda_attention_f32
+         : dtk_cuda_attention_tf32)(f32(0), f32(1), f32(2), f32(3), f32(4),
+                                    i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
     if (!t.layouts.empty()) {
       std::vector<dtk_attention_layout> layouts = layoutsOf(t);
       if (dtk_cuda_attention_grad_bf16_strided(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
-              arena + t.p[4], arena + t.p[5], arena + t.p[6], elementType(t.in),
-              elementType(t.result), layouts.data(), scratch, i[0], i[1], i[2],
-              int32_t(i[3]), s) != 0)
+              f32(4), arena + t.p[5], arena + t.p[6], arena + t.p[7],
+              arena + t.p[8], elementType(t.in), elementType(t.result),
+              layouts.data(), scratch, i[0], i[1], i[2], int32_t(i[3]), s) != 0)
         return typedAttentionRefused(t);
       return Status::ok();
     }
     if (t.in != Operands::F32 || t.result != Operands::F32) {
       if (dtk_cuda_attention_grad_bf16_typed(
               arena + t.p[0], arena + t.p[1], arena + t.p[2], arena + t.p[3],
-              arena + t.p[4], arena + t.p[5], arena + t.p[6], elementType(t.in),
-              elementType(t.result), scratch, i[0], i[1], i[2], int32_t(i[3]),
-              s) != 0)
+              f32(4), arena + t.p[5], arena + t.p[6], arena + t.p[7],
+              arena + t.p[8], elementType(t.in), elementType(t.result), scratch,
+              i[0], i[1], i[2], int32_t(i[3]), s) != 0)
         return typedAttentionRefused(t);
       return Status::ok();
     }
-    (t.operands == Operands::BF16   ? dtk_cuda_attention_grad_bf16
+    (t.operands == Operands::BF16  ? dtk_cuda_attention_grad_bf16
      : t.operands == Operands::F32 ? dtk_cuda_attention_grad_f32
                                    : dtk_cuda_attention_grad_tf32)(
-        f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), scratch, i[0],
-        i[1], i[2], int32_t(i[3]), s);
+        f32(0), f32(1), f32(2), f32(3), f32(4), f32(5), f32(6), f32(7), f32(8),
+        scratch, i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::EmbeddingShard:
     dtk_cuda_embedding_shard_f32(f32(0), i32(1), f32(2), i[0], i64(3), i[1],

@@ -49,8 +49,9 @@ constexpr KindInfo kKinds[] = {
     // nothing between them reads the loss.
     {"cross_entropy_with_grad", Thunk::CrossEntropyWithGrad, 5, 2, 0},
     {"count_correct", Thunk::CountCorrect, 3, 2, 0},
-    {"attention", Thunk::Attention, 4, 4, 0},
-    {"attention_grad", Thunk::AttentionGrad, 7, 4, 0},
+    // (q, k, v, o, lse) and (q, k, v, o, lse, dout, dq, dk, dv).
+    {"attention", Thunk::Attention, 5, 4, 0},
+    {"attention_grad", Thunk::AttentionGrad, 9, 4, 0},
     // Vocabulary parallelism: a block's first row or class is an i64 in
     // the arena (its shard_start), the last pointer.
     {"embedding_shard", Thunk::EmbeddingShard, 4, 4, 0},

@@ -284,7 +284,23 @@ func.func @cross_entropy(%l: tensor<4x10xf32>, %y: tensor<5xi32>) {
 
 func.func @attention(%q: tensor<4x8xf32>) {
   // expected-error @+1 {{operands must be [..., heads, T, head_dim]}}
-  %0 = dt.attention %q, %q, %q : tensor<4x8xf32>
+  %0:2 = dt.attention %q, %q, %q : tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<1x2x4x8xbf16>) {
+  // expected-error @+1 {{the log-sum-exp must be 'tensor<1x2x4xf32>'}}
+  %0:2 = dt.attention %q, %q, %q : tensor<1x2x4x8xbf16>, tensor<1x2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<1x2x4x8xf32>, %lse: tensor<1x2x8xf32>) {
+  // expected-error @+1 {{the log-sum-exp must be 'tensor<1x2x4xf32>'}}
+  %0:3 = dt.attention_grad %q, %q, %q, %q, %lse, %q : tensor<1x2x4x8xf32>, tensor<1x2x8xf32>
   return
 }
 

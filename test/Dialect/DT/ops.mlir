@@ -114,10 +114,10 @@ func.func @nn(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %t: tensor<16x8xf32>, %ids
   %7 = dt.cross_entropy_grad %l, %ids, %g : tensor<4x16xf32>, tensor<4xi32>, tensor<f32> -> tensor<4x16xf32>
   // CHECK: dt.count_correct
   %8 = dt.count_correct %l, %ids : tensor<4x16xf32>, tensor<4xi32> -> tensor<f32>
-  // CHECK: dt.attention %{{.*}}, %{{.*}}, %{{.*}} {causal} : tensor<1x2x4x8xf32>
-  %9 = dt.attention %q, %q, %q {causal} : tensor<1x2x4x8xf32>
-  // CHECK: dt.attention_grad
-  %10:3 = dt.attention_grad %q, %q, %q, %q {causal} : tensor<1x2x4x8xf32>
+  // CHECK: %result, %lse = dt.attention %{{.*}}, %{{.*}}, %{{.*}} {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %9:2 = dt.attention %q, %q, %q {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  // CHECK: dt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %result, %lse, %{{.*}} {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %10:3 = dt.attention_grad %q, %q, %q, %9#0, %9#1, %q {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
   // CHECK: dt.schedule %{{.*}}, %{{.*}} {kind = "cosine", lr = 1.000000e-03 : f64, warmup = 10 : i64}
   %11 = dt.schedule %s, %s {kind = "cosine", lr = 1.0e-3 : f64, warmup = 10 : i64} : tensor<i64>, tensor<i64> -> tensor<f32>
   return

@@ -50,16 +50,18 @@ for op in ("attention", "attention_grad"):
           f"{sum(t.get('in') == 'bf16' for t in launches)} reading bf16, "
           f"{sum(t.get('out') == 'bf16' for t in launches)} writing bf16")
     # Operands read or written with strides: a layout other than
-    # [slices, t, d]'s [1, t * d, 0, d].
+    # [slices, t, d]'s [1, t * d, 0, d] (pointer 4, the log-sum-exp, is
+    # [slices, t]: [1, t, 0, 1]).
     strided = set()
     for t in launches:
         _, steps, width, _ = t["i"]
         for k, layout in enumerate(t.get("layouts", [])):
-            if layout != [1, steps * width, 0, width]:
+            packed = [1, steps, 0, 1] if k == 4 else [1, steps * width, 0, width]
+            if layout != packed:
                 strided.add((k, tuple(layout)))
     for k, layout in sorted(strided):
         print(f"{op}: pointer {k} strided {list(layout)} in "
-              f"{sum(t.get('layouts', [None] * 8)[k] == list(layout) for t in launches)}")
+              f"{sum(t.get('layouts', [None] * 9)[k] == list(layout) for t in launches)}")
 for op, keys in (("layer_norm", ("in", "out")),
                  ("layer_norm_grad", ("in", "grad_in", "out")),
                  ("rms_norm", ("in", "out")),

@@ -208,8 +208,19 @@ void compareWithInterpreter(ModuleOp planned, int64_t accumulation,
       if (g.getRole() == dt::Role::input)
         continue;
       std::vector<double> got = readGlobal(arena, g);
-      Difference d =
-          compare(got, interp.globals[g.getSymName().str()].data, 1e-3);
+      std::vector<double> want = interp.globals[g.getSymName().str()].data;
+      // The key bias (the middle third of qkv.bias) is left out, as in
+      // WideGptTest: softmax ignores what is added to all of a row's
+      // scores, so its gradient is exactly zero, both sides compute
+      // rounding noise (the compiled one from dO . O in f32), and Adam
+      // turns any nonzero gradient into a step of about lr.
+      if (g.getRole() == dt::Role::param &&
+          g.getSymName().ends_with(".attn.qkv.bias")) {
+        size_t third = got.size() / 3;
+        got.erase(got.begin() + third, got.begin() + 2 * third);
+        want.erase(want.begin() + third, want.begin() + 2 * third);
+      }
+      Difference d = compare(got, want, 1e-3);
       ASSERT_LE(d.normRelative, 1e-4)
           << what << ": " << g.getSymName().str() << " after step "
           << step + 1;

@@ -103,7 +103,7 @@ module attributes {dt.optimizer = {kind = "sgd", lr = 0.1 : f64, momentum = 0.9 
     %vt = dt.transpose %v4 [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
     %qr = dt.rope %qt {theta = 1.0e+04 : f64} : tensor<2x2x4x4xf32>
     %kr = dt.rope %kt {theta = 1.0e+04 : f64, scaling = array<f64: 2.0, 1.0, 4.0, 12.0>} : tensor<2x2x4x4xf32>
-    %a = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>
+    %a, %lse = dt.attention %qr, %kr, %vt {causal} : tensor<2x2x4x4xf32>, tensor<2x2x4xf32>
     %at = dt.transpose %a [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
     %a2 = dt.reshape %at : tensor<2x4x2x4xf32> -> tensor<8x8xf32>
     %ge = dt.gelu_erf %a2 : tensor<8x8xf32>

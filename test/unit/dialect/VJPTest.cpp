@@ -250,9 +250,11 @@ BuildFn matmulOp(std::vector<int64_t> out, bool ta, bool tb) {
 
 BuildFn attentionOp(bool causal) {
   return [=](OpBuilder &b, Location loc, ValueRange a) -> SmallVector<Value> {
-    auto op = b.create<AttentionOp>(loc, a[0].getType(), a[0], a[1], a[2]);
+    auto op = b.create<AttentionOp>(loc, a[0].getType(),
+                                    AttentionOp::lseType(a[0].getType()), a[0],
+                                    a[1], a[2]);
     op.setCausal(causal);
-    return {op};
+    return {op.getResult()};
   };
 }
 

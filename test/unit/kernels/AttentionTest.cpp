@@ -30,7 +30,7 @@ struct Shape {
 };
 
 struct Reference {
-  std::vector<double> o, dq, dk, dv;
+  std::vector<double> o, lse, dq, dk, dv;
 };
 
 /// The attention of every slice, and its gradients against `dout`.
@@ -39,8 +39,9 @@ Reference reference(const std::vector<float> &q, const std::vector<float> &k,
                     Shape s, bool causal) {
   const int64_t t = s.t, d = s.d, n = s.slices * t * d;
   const double scale = 1.0 / std::sqrt(double(d));
-  Reference r{std::vector<double>(n), std::vector<double>(n),
-              std::vector<double>(n), std::vector<double>(n)};
+  Reference r{std::vector<double>(n), std::vector<double>(s.slices * t),
+              std::vector<double>(n), std::vector<double>(n),
+              std::vector<double>(n)};
   std::vector<double> p(t * t), ds(t * t);
   for (int64_t sl = 0; sl < s.slices; ++sl) {
     const int64_t base = sl * t * d;
@@ -63,6 +64,7 @@ Reference reference(const std::vector<float> &q, const std::vector<float> &k,
       }
       for (int64_t j = 0; j < t; ++j)
         p[i * t + j] /= sum;
+      r.lse[sl * t + i] = mx + std::log(sum);
       for (int64_t c = 0; c < d; ++c) {
         double x = 0;
         for (int64_t j = 0; j < t; ++j)
@@ -119,17 +121,20 @@ TEST(AttentionTest, MatchesTheFormulaAndItsGradients) {
                          k = randomVector(n, 2, 1.5f),
                          v = randomVector(n, 3, 1.0f),
                          dout = randomVector(n, 4, 1.0f);
-      std::vector<float> o(n), dq(n), dk(n), dv(n);
-      dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), s.slices, s.t,
-                        s.d, causal);
-      dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(),
-                             dq.data(), dk.data(), dv.data(), s.slices, s.t,
-                             s.d, causal);
+      std::vector<float> o(n), lse(s.slices * s.t), dq(n), dk(n), dv(n);
+      dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                        s.slices, s.t, s.d, causal);
+      // The gradient from the forward's own O and log-sum-exp, as a
+      // program passes them.
+      dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                             dout.data(), dq.data(), dk.data(), dv.data(),
+                             s.slices, s.t, s.d, causal);
       Reference want = reference(q, k, v, dout, s, causal);
       std::string at = "slices " + std::to_string(s.slices) + ", t " +
                        std::to_string(s.t) + ", d " + std::to_string(s.d) +
                        (causal ? ", causal" : "");
       EXPECT_LT(relativeError(o, want.o), 2e-6) << "O at " << at;
+      EXPECT_LT(relativeError(lse, want.lse), 2e-6) << "lse at " << at;
       EXPECT_LT(relativeError(dq, want.dq), 2e-6) << "dQ at " << at;
       EXPECT_LT(relativeError(dk, want.dk), 2e-6) << "dK at " << at;
       EXPECT_LT(relativeError(dv, want.dv), 2e-6) << "dV at " << at;
@@ -144,13 +149,22 @@ TEST(AttentionTest, ACausalFirstTokenSeesOnlyItself) {
                      k = randomVector(t * d, 6, 3.0f),
                      v = randomVector(t * d, 7, 1.0f),
                      dout = randomVector(t * d, 8, 1.0f);
-  std::vector<float> o(t * d), dq(t * d), dk(t * d), dv(t * d);
-  dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), 1, t, d, 1);
-  dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(), dq.data(),
-                         dk.data(), dv.data(), 1, t, d, 1);
+  std::vector<float> o(t * d), lse(t), dq(t * d), dk(t * d), dv(t * d);
+  dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), lse.data(), 1, t, d,
+                    1);
+  dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dout.data(), dq.data(), dk.data(), dv.data(), 1, t, d,
+                         1);
+  // Its log-sum-exp is its one score.
+  double score = 0;
+  for (int64_t c = 0; c < d; ++c)
+    score += double(q[c]) * k[c];
+  EXPECT_NEAR(lse[0], score / std::sqrt(double(d)), 1e-5);
   for (int64_t c = 0; c < d; ++c) {
     EXPECT_FLOAT_EQ(o[c], v[c]);
-    EXPECT_EQ(dq[c], 0.0f);
+    // P = [1, 0, ...] and D = dO . O = dP's only term: dS is 0 up to the
+    // rounding of O and of exp(s - lse).
+    EXPECT_NEAR(dq[c], 0.0f, 1e-5);
   }
 }
 

@@ -632,12 +632,12 @@ TEST(CudaKernelTest, CrossEntropyOverClassBlocksFromTheirStats) {
 }
 
 using AttentionForward = void (*)(const float *, const float *, const float *,
-                                  float *, int64_t, int64_t, int64_t, int32_t,
-                                  dtk_stream);
+                                  float *, float *, int64_t, int64_t, int64_t,
+                                  int32_t, dtk_stream);
 using AttentionBackward = void (*)(const float *, const float *, const float *,
-                                   const float *, float *, float *, float *,
-                                   float *, int64_t, int64_t, int64_t, int32_t,
-                                   dtk_stream);
+                                   const float *, const float *, const float *,
+                                   float *, float *, float *, float *, int64_t,
+                                   int64_t, int64_t, int32_t, dtk_stream);
 
 /// Rounds every element to the nearest bf16 (ties to even): what a bf16
 /// program's widened operands hold.
@@ -666,19 +666,25 @@ void checkAttention(AttentionForward gpuForward, AttentionBackward gpuBackward,
   };
   std::vector<float> q = input(11), k = input(12), v = input(13),
                      dout = input(14);
-  std::vector<float> o(n), dq(n), dk(n), dv(n);
-  dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices, t, d,
-                    causal);
-  dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(), dq.data(),
-                         dk.data(), dv.data(), slices, t, d, causal);
-  DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n), gdk(n),
-      gdv(n), scratch(static_cast<size_t>(2 * slices * t));
-  gpuForward(gq.get(), gk.get(), gv.get(), go.get(), slices, t, d, causal,
-             nullptr);
-  gpuBackward(gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
-              gdv.get(), scratch.get(), slices, t, d, causal, nullptr);
+  size_t rows = size_t(slices * t);
+  std::vector<float> o(n), lse(rows), dq(n), dk(n), dv(n);
+  dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), lse.data(), slices,
+                    t, d, causal);
+  dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dout.data(), dq.data(), dk.data(), dv.data(), slices,
+                         t, d, causal);
+  // Each side's gradient from its own forward's O and log-sum-exp, as a
+  // program runs them.
+  DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), glse(rows),
+      gdq(n), gdk(n), gdv(n), scratch(2 * rows);
+  gpuForward(gq.get(), gk.get(), gv.get(), go.get(), glse.get(), slices, t, d,
+             causal, nullptr);
+  gpuBackward(gq.get(), gk.get(), gv.get(), go.get(), glse.get(), gdout.get(),
+              gdq.get(), gdk.get(), gdv.get(), scratch.get(), slices, t, d,
+              causal, nullptr);
   ASSERT_EQ(dtk_cuda_last_error(), nullptr);
   expectClose(go.read(), o, forward, "o");
+  expectClose(glse.read(), lse, forward, "lse");
   expectClose(gdq.read(), dq, backward, "dq");
   expectClose(gdk.read(), dk, backward, "dk");
   expectClose(gdv.read(), dv, backward, "dv");
@@ -747,17 +753,20 @@ TEST(CudaKernelTest, Bf16AttentionGivesTheSameBitsEveryRun) {
       scratch(size_t(2 * slices * t));
   std::vector<std::vector<float>> runs[2];
   for (auto &run : runs) {
-    DeviceBuffer<float> go(n), gdq(n), gdk(n), gdv(n);
-    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
-                            d, 1, nullptr);
-    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), gdout.get(),
-                                 gdq.get(), gdk.get(), gdv.get(),
-                                 scratch.get(), slices, t, d, 1, nullptr);
+    DeviceBuffer<float> go(n), glse(size_t(slices * t)), gdq(n), gdk(n), gdv(n);
+    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), glse.get(),
+                            slices, t, d, 1, nullptr);
+    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), go.get(),
+                                 glse.get(), gdout.get(), gdq.get(), gdk.get(),
+                                 gdv.get(), scratch.get(), slices, t, d, 1,
+                                 nullptr);
     ASSERT_EQ(dtk_cuda_last_error(), nullptr);
-    run = {go.read(), gdq.read(), gdk.read(), gdv.read()};
+    run = {go.read(), glse.read(), gdq.read(), gdk.read(), gdv.read()};
   }
   for (size_t i = 0; i < runs[0].size(); ++i)
-    EXPECT_EQ(std::memcmp(runs[0][i].data(), runs[1][i].data(), n * 4), 0)
+    EXPECT_EQ(std::memcmp(runs[0][i].data(), runs[1][i].data(),
+                          runs[0][i].size() * 4),
+              0)
         << "output " << i;
 }
 
@@ -771,6 +780,15 @@ std::vector<uint16_t> bf16Bits(const std::vector<float> &x) {
     bits[i] = uint16_t(b >> 16);
   }
   return bits;
+}
+
+std::vector<float> widenedBf16(const std::vector<uint16_t> &bits) {
+  std::vector<float> x(bits.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t b = uint32_t(bits[i]) << 16;
+    std::memcpy(&x[i], &b, 4);
+  }
+  return x;
 }
 
 TEST(CudaKernelTest, ABf16ProductWritesItsResultInBf16) {
@@ -1207,17 +1225,24 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
                        k = roundedToBf16(randomVector(n, 32)),
                        v = roundedToBf16(randomVector(n, 33)),
                        dout = roundedToBf16(randomVector(n, 34));
-    DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n), gdk(n),
-        gdv(n), scratch(size_t(2 * slices * t));
+    size_t rows = size_t(slices * t);
+    DeviceBuffer<float> gq(q), gk(k), gv(v), gdout(dout), go(n), glse(rows),
+        gdq(n), gdk(n), gdv(n), scratch(2 * rows);
     DeviceBuffer<uint16_t> hq(bf16Bits(q)), hk(bf16Bits(k)), hv(bf16Bits(v)),
         hdout(bf16Bits(dout));
-    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), slices, t,
-                            d, causal, nullptr);
-    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), gdout.get(),
-                                 gdq.get(), gdk.get(), gdv.get(), scratch.get(),
-                                 slices, t, d, causal, nullptr);
+    dtk_cuda_attention_bf16(gq.get(), gk.get(), gv.get(), go.get(), glse.get(),
+                            slices, t, d, causal, nullptr);
+    // The gradient takes O back as the program keeps it: in bf16.
+    std::vector<float> kept = roundedToBf16(go.read());
+    DeviceBuffer<float> fo(kept);
+    DeviceBuffer<uint16_t> ho(bf16Bits(kept));
+    dtk_cuda_attention_grad_bf16(gq.get(), gk.get(), gv.get(), fo.get(),
+                                 glse.get(), gdout.get(), gdq.get(), gdk.get(),
+                                 gdv.get(), scratch.get(), slices, t, d, causal,
+                                 nullptr);
     std::vector<std::vector<float>> want = {go.read(), gdq.read(), gdk.read(),
                                             gdv.read()};
+    std::vector<float> wantLse = glse.read();
     for (int in : {DTK_CUDA_F32, DTK_CUDA_BF16})
       for (int out : {DTK_CUDA_F32, DTK_CUDA_BF16}) {
         if (in == DTK_CUDA_F32 && out == DTK_CUDA_F32)
@@ -1227,6 +1252,7 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
         const void *aq = half ? (void *)hq.get() : (void *)gq.get(),
                    *ak = half ? (void *)hk.get() : (void *)gk.get(),
                    *av = half ? (void *)hv.get() : (void *)gv.get(),
+                   *ao = half ? (void *)ho.get() : (void *)fo.get(),
                    *adout = half ? (void *)hdout.get() : (void *)gdout.get();
         DeviceBuffer<float> f32[4] = {
             DeviceBuffer<float>(n), DeviceBuffer<float>(n),
@@ -1234,18 +1260,22 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
         DeviceBuffer<uint16_t> b16[4] = {
             DeviceBuffer<uint16_t>(n), DeviceBuffer<uint16_t>(n),
             DeviceBuffer<uint16_t>(n), DeviceBuffer<uint16_t>(n)};
+        DeviceBuffer<float> lse(rows);
         auto result = [&](int r) -> void * {
           return out == DTK_CUDA_BF16 ? (void *)b16[r].get()
                                       : (void *)f32[r].get();
         };
-        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, result(0), in, out,
-                                                slices, t, d, causal, nullptr),
+        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, result(0),
+                                                lse.get(), in, out, slices, t,
+                                                d, causal, nullptr),
                   0);
         ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
-                      aq, ak, av, adout, result(1), result(2), result(3), in,
-                      out, scratch.get(), slices, t, d, causal, nullptr),
+                      aq, ak, av, ao, glse.get(), adout, result(1), result(2),
+                      result(3), in, out, scratch.get(), slices, t, d, causal,
+                      nullptr),
                   0);
         ASSERT_EQ(dtk_cuda_last_error(), nullptr);
+        EXPECT_EQ(lse.read(), wantLse);
         for (int r = 0; r < 4; ++r) {
           if (out == DTK_CUDA_BF16)
             EXPECT_EQ(b16[r].read(), bf16Bits(roundedToBf16(want[size_t(r)])))
@@ -1258,9 +1288,10 @@ TEST(CudaKernelTest, Bf16AttentionReadsAndWritesBf16AsItsConversionsWould) {
   // A typed pairing takes no other width, and says so rather than falling
   // back (the plan promised bf16 buffers).
   DeviceBuffer<uint16_t> x(size_t(2 * 64 * 48));
+  DeviceBuffer<float> lse(size_t(2 * 64));
   EXPECT_EQ(dtk_cuda_attention_bf16_typed(x.get(), x.get(), x.get(), x.get(),
-                                          DTK_CUDA_BF16, DTK_CUDA_BF16, 2, 64,
-                                          48, 1, nullptr),
+                                          lse.get(), DTK_CUDA_BF16,
+                                          DTK_CUDA_BF16, 2, 64, 48, 1, nullptr),
             1);
 }
 
@@ -1300,30 +1331,38 @@ TEST(CudaKernelTest, AttentionPipelineAndWarpRowsGiveTheSameBits) {
       const std::pair<int, int> settings[] = {
           {1, 32}, {0, 32}, {1, 16}, {0, 16}};
       std::vector<std::vector<uint16_t>> results[4];
+      std::vector<float> lses[4];
       for (int i = 0; i < 4; ++i) {
         auto [pipeline, rows] = settings[i];
         dtk_cuda_attention_pipeline(pipeline);
         dtk_cuda_attention_warp_rows(rows);
         DeviceBuffer<uint16_t> o(n), dq(n), dk(n), dv(n);
-        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, o.get(), in,
-                                                DTK_CUDA_BF16, slices, t, d,
+        DeviceBuffer<float> lse(size_t(slices * t));
+        ASSERT_EQ(dtk_cuda_attention_bf16_typed(aq, ak, av, o.get(), lse.get(),
+                                                in, DTK_CUDA_BF16, slices, t, d,
                                                 causal, nullptr),
                   0);
+        // O back as the gradient's inputs are stored.
+        DeviceBuffer<float> fo(widenedBf16(o.read()));
+        const void *ao = half ? (void *)o.get() : (void *)fo.get();
         ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
-                      aq, ak, av, adout, dq.get(), dk.get(), dv.get(), in,
-                      DTK_CUDA_BF16, scratch.get(), slices, t, d, causal,
-                      nullptr),
+                      aq, ak, av, ao, lse.get(), adout, dq.get(), dk.get(),
+                      dv.get(), in, DTK_CUDA_BF16, scratch.get(), slices, t, d,
+                      causal, nullptr),
                   0);
         ASSERT_EQ(dtk_cuda_last_error(), nullptr);
         results[i] = {o.read(), dq.read(), dk.read(), dv.read()};
+        lses[i] = lse.read();
       }
       dtk_cuda_attention_pipeline(1);
       dtk_cuda_attention_warp_rows(32);
-      for (int i = 1; i < 4; ++i)
-        for (int r = 0; r < 4; ++r)
-          EXPECT_EQ(results[i][size_t(r)], results[0][size_t(r)])
+      for (int i = 1; i < 4; ++i) {
+        EXPECT_EQ(lses[i], lses[0]) << "lse, in " << in << ", setting " << i;
+        for (size_t r = 0; r < results[0].size(); ++r)
+          EXPECT_EQ(results[i][r], results[0][r])
               << "in " << in << ", pipeline " << settings[i].first
               << ", warp rows " << settings[i].second << ", result " << r;
+      }
     }
   }
 }
@@ -1332,7 +1371,8 @@ TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the head
   // transposes around attention ("layouts"): dO read where the [B, T, H, D]
-  // gradient lies, O written into [B, T, H, D], and dQ, dK, dV written
+  // gradient lies, O written into [B, T, H, D] and read back from there by
+  // the gradient, and dQ, dK, dV written
   // straight into their [B, T, 3 H D] concat give the contiguous kernels'
   // bits, moved as the transposes and the concat would move them.
   const int64_t b = 2, t = 200, h = 3, d = 64, c = h * d;
@@ -1356,15 +1396,15 @@ TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   };
   DeviceBuffer<uint16_t> gq(q), gk(k), gv(v), gdout(dout), go(n), gdq(n),
       gdk(n), gdv(n);
-  DeviceBuffer<float> scratch(size_t(2 * slices * t));
+  DeviceBuffer<float> scratch(size_t(2 * slices * t)), glse(size_t(slices * t));
   ASSERT_EQ(dtk_cuda_attention_bf16_typed(
-                gq.get(), gk.get(), gv.get(), go.get(), DTK_CUDA_BF16,
-                DTK_CUDA_BF16, slices, t, d, 1, nullptr),
+                gq.get(), gk.get(), gv.get(), go.get(), glse.get(),
+                DTK_CUDA_BF16, DTK_CUDA_BF16, slices, t, d, 1, nullptr),
             0);
   ASSERT_EQ(dtk_cuda_attention_grad_bf16_typed(
-                gq.get(), gk.get(), gv.get(), gdout.get(), gdq.get(), gdk.get(),
-                gdv.get(), DTK_CUDA_BF16, DTK_CUDA_BF16, scratch.get(), slices,
-                t, d, 1, nullptr),
+                gq.get(), gk.get(), gv.get(), go.get(), glse.get(), gdout.get(),
+                gdq.get(), gdk.get(), gdv.get(), DTK_CUDA_BF16, DTK_CUDA_BF16,
+                scratch.get(), slices, t, d, 1, nullptr),
             0);
   std::vector<uint16_t> wantO(n), wantGrads(size_t(b * t * 3 * c)),
       doutMerged(n);
@@ -1375,29 +1415,32 @@ TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   merged(dout, c, 0, doutMerged);
 
   DeviceBuffer<uint16_t> hdout(doutMerged), ho(n), grads(wantGrads.size());
+  DeviceBuffer<float> lse(size_t(slices * t));
   dtk_attention_layout heads{1, t * d, 0, d}, btc{h, t * c, d, c},
       bt3c{h, t * 3 * c, d, 3 * c};
   dtk_attention_layout forward[4] = {heads, heads, heads, btc};
-  ASSERT_EQ(dtk_cuda_attention_bf16_strided(
-                gq.get(), gk.get(), gv.get(), ho.get(), DTK_CUDA_BF16,
-                DTK_CUDA_BF16, forward, slices, t, d, 1, nullptr),
+  ASSERT_EQ(dtk_cuda_attention_bf16_strided(gq.get(), gk.get(), gv.get(),
+                                            ho.get(), lse.get(), DTK_CUDA_BF16,
+                                            DTK_CUDA_BF16, forward, slices, t,
+                                            d, 1, nullptr),
             0);
-  dtk_attention_layout backward[7] = {heads, heads, heads, btc,
-                                      bt3c,  bt3c,  bt3c};
+  dtk_attention_layout backward[8] = {heads, heads, heads, btc,
+                                      btc,   bt3c,  bt3c,  bt3c};
   uint16_t *g = grads.get();
   ASSERT_EQ(dtk_cuda_attention_grad_bf16_strided(
-                gq.get(), gk.get(), gv.get(), hdout.get(), g, g + c, g + 2 * c,
-                DTK_CUDA_BF16, DTK_CUDA_BF16, backward, scratch.get(), slices,
-                t, d, 1, nullptr),
+                gq.get(), gk.get(), gv.get(), ho.get(), lse.get(), hdout.get(),
+                g, g + c, g + 2 * c, DTK_CUDA_BF16, DTK_CUDA_BF16, backward,
+                scratch.get(), slices, t, d, 1, nullptr),
             0);
   ASSERT_EQ(dtk_cuda_last_error(), nullptr);
   EXPECT_EQ(ho.read(), wantO);
+  EXPECT_EQ(lse.read(), glse.read());
   EXPECT_EQ(grads.read(), wantGrads);
   // Rows not 16-byte aligned: refused, nothing launched.
   dtk_attention_layout odd[4] = {heads, heads, heads, {h, t * c, d, c + 4}};
   EXPECT_EQ(dtk_cuda_attention_bf16_strided(
-                gq.get(), gk.get(), gv.get(), ho.get(), DTK_CUDA_BF16,
-                DTK_CUDA_BF16, odd, slices, t, d, 1, nullptr),
+                gq.get(), gk.get(), gv.get(), ho.get(), lse.get(),
+                DTK_CUDA_BF16, DTK_CUDA_BF16, odd, slices, t, d, 1, nullptr),
             1);
 }
 

@@ -169,13 +169,14 @@ TEST(ParallelTest, AttentionAndItsGradientsAreTheSameOnAnyThreadCount) {
       for (int threads : {2, 3})
         expectSameBits(
             [&] {
-              std::vector<float> o(n), dq(n), dk(n), dv(n);
-              dtk_attention_f32(q.data(), k.data(), v.data(), o.data(), slices,
-                                t, d, causal);
-              dtk_attention_grad_f32(q.data(), k.data(), v.data(), dout.data(),
-                                     dq.data(), dk.data(), dv.data(), slices,
-                                     t, d, causal);
-              return std::vector<std::vector<float>>{o, dq, dk, dv};
+              std::vector<float> o(n), lse(slices * t), dq(n), dk(n), dv(n);
+              dtk_attention_f32(q.data(), k.data(), v.data(), o.data(),
+                                lse.data(), slices, t, d, causal);
+              dtk_attention_grad_f32(q.data(), k.data(), v.data(), o.data(),
+                                     lse.data(), dout.data(), dq.data(),
+                                     dk.data(), dv.data(), slices, t, d,
+                                     causal);
+              return std::vector<std::vector<float>>{o, lse, dq, dk, dv};
             },
             threads);
   }

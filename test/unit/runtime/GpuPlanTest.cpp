@@ -259,11 +259,11 @@ TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
   // Attention on bf16 tensor cores reading Q, K, V where their bf16
   // sources lie and writing O into its narrowing's buffer.
   Expected<Plan> p =
-      readPlan(planOf(R"({"op": "attention", "p": [0, 64, 128, 192],
+      readPlan(planOf(R"({"op": "attention", "p": [0, 64, 128, 192, 512],
                  "i": [1, 2, 32, 1], "bf16": true, "in": "bf16",
-                 "out": "bf16", "cpu_p": [256, 320, 384, 448]},
+                 "out": "bf16", "cpu_p": [256, 320, 384, 448, 512]},
                 {"op": "attention_grad",
-                 "p": [0, 64, 128, 192, 256, 320, 384],
+                 "p": [0, 64, 128, 192, 512, 256, 320, 384, 448],
                  "i": [1, 2, 32, 1], "bf16": true, "out": "bf16"})"),
                kManifest, dpTp(), 0);
   ASSERT_TRUE(bool(p)) << p.error().message();
@@ -276,14 +276,18 @@ TEST(GpuPlanTest, Bf16AttentionMayReadAndWriteBf16) {
   EXPECT_EQ(t[1].result, Operands::BF16);
   // Only the bf16 kernels, and only bf16.
   for (const char *bad :
-       {R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
-            "in": "bf16"})",
+       {R"({"op": "attention", "p": [0, 64, 128, 192, 512],
+            "i": [1, 2, 32, 1], "in": "bf16"})",
+        R"({"op": "attention", "p": [0, 64, 128, 192, 512],
+            "i": [1, 2, 32, 1], "tf32": true, "out": "bf16"})",
+        R"({"op": "attention", "p": [0, 64, 128, 192, 512],
+            "i": [1, 2, 32, 1], "bf16": true, "in": "f16"})",
+        R"({"op": "attention_grad",
+            "p": [0, 64, 128, 192, 512, 256, 320, 384, 448],
+            "i": [1, 2, 32, 1], "bf16": true, "out": "f16"})",
+        // The log-sum-exp's pointer is not optional.
         R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
-            "tf32": true, "out": "bf16"})",
-        R"({"op": "attention", "p": [0, 64, 128, 192], "i": [1, 2, 32, 1],
-            "bf16": true, "in": "f16"})",
-        R"({"op": "attention_grad", "p": [0, 64, 128, 192, 256, 320, 384],
-            "i": [1, 2, 32, 1], "bf16": true, "out": "f16"})"}) {
+            "bf16": true})"}) {
     Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
     EXPECT_FALSE(bool(r)) << bad;
   }

@@ -60,6 +60,11 @@ inline bool typedAttentionWidth(int64_t d) {
   return d == 32 || d == 64 || d == 128;
 }
 
+/// The operands of attention (or its gradient) `op` that hold activations:
+/// all but the gradient's log-sum-exp, which is f32 whatever the program's
+/// precision.
+llvm::SmallVector<mlir::Value> activationOperands(mlir::Operation *op);
+
 /// Whether attention (or its gradient) `op` can run on the bf16 kernels
 /// reading and writing bf16: every input widened from bf16, heads of a
 /// width those kernels take.
@@ -92,14 +97,20 @@ struct ZeroCopyCandidates {
     mlir::Operation *op;
     llvm::SmallVector<std::pair<mlir::Value, mlir::Operation *>> into;
     /// For bf16 attention, which writes with strides: per result (as
-    /// `into`), the head merge (isHeadTranspose) that alone reads its
-    /// narrowing, which the kernels could write into instead; empty unless
+    /// `into`), the head merge (isHeadTranspose) that reads its narrowing
+    /// (alone, or with `savedReads`), which the kernels could write into
+    /// instead; empty unless
     /// every result has one. And `concat`, when the merges' results are
     /// all the inputs of one concat along the last dimension that alone
     /// reads them (dQ, dK and dV back into one [B, T, 3C] gradient): the
     /// kernels could write into that directly.
     llvm::SmallVector<mlir::Operation *> merges;
     mlir::Operation *concat = nullptr;
+    /// For a forward attention with a merge: the widenings of its narrowed
+    /// O that only attention gradients read (as their `result`). On the GPU
+    /// they read O where the merge's buffer holds it, so that buffer must
+    /// live until they run.
+    llvm::SmallVector<mlir::Operation *> savedReads;
   };
   llvm::SmallVector<Writer> writers;
   /// Head splits (isHeadTranspose) whose result only forAttention widenings

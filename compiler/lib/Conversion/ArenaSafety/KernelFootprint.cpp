@@ -263,18 +263,21 @@ const llvm::StringMap<Row> &table() {
                                             s.mul({blocks, 4, rows, kF32}),
                                             kF32, logits};
         }};
-    // (q, k, v, o, slices, t, d, causal)
-    t["dtk_attention_f32"] = {8, [](Sizes &s) {
-                                int64_t all = s.mul(
-                                    {s.arg(4), s.arg(5), s.arg(6), kF32});
-                                return llvm::SmallVector<int64_t>(4, all);
-                              }};
-    // (q, k, v, dout, dq, dk, dv, slices, t, d, causal)
-    t["dtk_attention_grad_f32"] = {11, [](Sizes &s) {
-                                     int64_t all = s.mul(
-                                         {s.arg(7), s.arg(8), s.arg(9), kF32});
-                                     return llvm::SmallVector<int64_t>(7, all);
-                                   }};
+    // (q, k, v, o, lse, slices, t, d, causal)
+    t["dtk_attention_f32"] = {
+        9, [](Sizes &s) {
+          int64_t all = s.mul({s.arg(5), s.arg(6), s.arg(7), kF32});
+          int64_t rows = s.mul({s.arg(5), s.arg(6), kF32});
+          return llvm::SmallVector<int64_t>{all, all, all, all, rows};
+        }};
+    // (q, k, v, o, lse, dout, dq, dk, dv, slices, t, d, causal)
+    t["dtk_attention_grad_f32"] = {
+        13, [](Sizes &s) {
+          int64_t all = s.mul({s.arg(9), s.arg(10), s.arg(11), kF32});
+          int64_t rows = s.mul({s.arg(9), s.arg(10), kF32});
+          return llvm::SmallVector<int64_t>{all, all, all, all, rows,
+                                            all, all, all, all};
+        }};
     // The collectives of runtime/include/dtrt/collectives.h; `dtype` is the
     // runtime's element type number.
     auto bytes = [](Sizes &s, unsigned dtype) -> int64_t {

@@ -1696,7 +1696,8 @@ private:
     call("dtk_attention_f32",
          {pointerOf(a.getQuery()), pointerOf(a.getKey()),
           pointerOf(a.getValue()), pointerOf(a.getResult()),
-          i64(product(s) / (t * d)), i64(t), i64(d), i32(a.getCausal())});
+          pointerOf(a.getLse()), i64(product(s) / (t * d)), i64(t), i64(d),
+          i32(a.getCausal())});
     return success();
   }
 
@@ -1707,7 +1708,8 @@ private:
     int64_t t = s[s.size() - 2], d = s.back();
     call("dtk_attention_grad_f32",
          {pointerOf(a.getQuery()), pointerOf(a.getKey()),
-          pointerOf(a.getValue()), pointerOf(a.getResultGrad()),
+          pointerOf(a.getValue()), pointerOf(a.getResult()),
+          pointerOf(a.getLse()), pointerOf(a.getResultGrad()),
           pointerOf(a.getQueryGrad()), pointerOf(a.getKeyGrad()),
           pointerOf(a.getValueGrad()), i64(product(s) / (t * d)), i64(t),
           i64(d), i32(a.getCausal())});

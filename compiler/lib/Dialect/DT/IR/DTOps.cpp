@@ -874,15 +874,38 @@ static LogicalResult verifyAttentionOperands(Operation *op,
   return success();
 }
 
+RankedTensorType AttentionOp::lseType(Type result) {
+  auto type = llvm::cast<RankedTensorType>(result);
+  Builder b(type.getContext());
+  Type element = type.getElementType().isF64() ? Type(b.getF64Type())
+                                               : Type(b.getF32Type());
+  return RankedTensorType::get(type.getShape().drop_back(), element);
+}
+
+/// `lse` has the type lseType gives for `result`.
+static LogicalResult verifyLse(Operation *op, Value result, Value lse) {
+  if (lse.getType() != AttentionOp::lseType(result.getType()))
+    return op->emitOpError("the log-sum-exp must be ")
+           << AttentionOp::lseType(result.getType())
+           << ": the result's shape less its head dimension, in f32 (f64 for "
+              "f64)";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttentionOperands(
-      *this, {getQuery(), getKey(), getValue(), getResult()});
+  if (failed(verifyAttentionOperands(
+          *this, {getQuery(), getKey(), getValue(), getResult()})))
+    return failure();
+  return verifyLse(*this, getResult(), getLse());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(),
-                                         getResultGrad(), getQueryGrad(),
-                                         getKeyGrad(), getValueGrad()});
+  if (failed(verifyAttentionOperands(*this, {getQuery(), getKey(), getValue(),
+                                             getResult(), getResultGrad(),
+                                             getQueryGrad(), getKeyGrad(),
+                                             getValueGrad()})))
+    return failure();
+  return verifyLse(*this, getResult(), getLse());
 }
 
 //===----------------------------------------------------------------------===//

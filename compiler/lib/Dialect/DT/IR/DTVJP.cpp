@@ -519,14 +519,20 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &b, ValueRange grads,
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ValueRange grads,
                                     ArrayRef<bool> needed,
                                     SmallVectorImpl<Value> &out) {
+  // The log-sum-exp is a statistic for the gradient, which nothing
+  // differentiates through (its adjoint would be P K / sqrt(D)).
+  if (grads.size() > 1 && grads[1])
+    return emitOpError("the log-sum-exp of attention has no gradient rule; "
+                       "only its result O may reach the loss");
   Value g = grads[0];
   if (!g || llvm::none_of(needed, [](bool n) { return n; })) {
     out.append(3, Value());
     return success();
   }
-  Type t = getType();
+  Type t = getResult().getType();
   auto grad = b.create<AttentionGradOp>(getLoc(), t, t, t, getQuery(), getKey(),
-                                        getValue(), g, getCausal());
+                                        getValue(), getResult(), getLse(), g,
+                                        getCausal());
   for (auto [i, r] : llvm::enumerate(grad.getResults()))
     out.push_back(needed[i] ? r : Value());
   return success();

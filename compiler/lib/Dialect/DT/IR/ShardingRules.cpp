@@ -579,17 +579,20 @@ static Dims attentionDims(ShardingRule &r, Value q) {
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule r;
   Dims dims = attentionDims(r, getQuery());
+  // The log-sum-exp's rows go with the queries' (it has no head dimension).
+  Dims rows(dims.begin(), dims.end() - 1);
   r.operands = {dims, dims, dims};
-  r.results = {dims};
+  r.results = {dims, rows};
   return r;
 }
 
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule r;
   Dims dims = attentionDims(r, getQuery());
-  r.operands = {dims, dims, dims, dims};
+  Dims rows(dims.begin(), dims.end() - 1);
+  r.operands = {dims, dims, dims, dims, rows, dims};
   r.results = {dims, dims, dims};
-  r.setLinear(Linearity::Separate, {false, false, false, true});
+  r.setLinear(Linearity::Separate, {false, false, false, false, false, true});
   return r;
 }
 

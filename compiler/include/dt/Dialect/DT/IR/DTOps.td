@@ -806,33 +806,51 @@ def DT_AttentionOp : DT_Op<"attention", [ShardableOp, Pure, DifferentiableOp,
     AllTypesMatch<["query", "key", "value", "result"]>]> {
   let summary = "scaled dot-product attention";
   let description = [{
-    `softmax(q k^T / sqrt(D) [+ causal mask]) v` over `[..., H, T, D]` operands.
+    `softmax(q k^T / sqrt(D) [+ causal mask]) v` over `[..., H, T, D]` operands, and
+    each query row's log-sum-exp `lse = log sum_j exp(q k_j^T / sqrt(D))` over the keys
+    it sees, `[..., H, T]`, in f32 (f64 for f64 operands) whatever the operands' type:
+    what `dt.attention_grad` needs to rebuild the probabilities without a pass over the
+    keys for their maxima and sums (FlashAttention-2's saved statistics).
 
     ```mlir
-    %o = dt.attention %q, %k, %v {causal} : tensor<4x4x128x32xf32>
+    %o, %lse = dt.attention %q, %k, %v {causal} : tensor<4x4x128x32xf32>, tensor<4x4x128xf32>
     ```
   }];
   let arguments = (ins DT_FloatTensor:$query, DT_FloatTensor:$key, DT_FloatTensor:$value,
                        UnitAttr:$causal);
-  let results = (outs DT_FloatTensor:$result);
-  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` type($result)";
+  let results = (outs DT_FloatTensor:$result, DT_FloatTensor:$lse);
+  let assemblyFormat =
+      "$query `,` $key `,` $value attr-dict `:` type($result) `,` type($lse)";
+  let extraClassDeclaration = [{
+    /// The log-sum-exp's type for a result of type `result`: its shape less
+    /// the head dimension, in f32 (f64 for f64).
+    static mlir::RankedTensorType lseType(mlir::Type result);
+  }];
   let hasVerifier = 1;
 }
 
 def DT_AttentionGradOp : DT_Op<"attention_grad", [ShardableOp, Pure,
-    AllTypesMatch<["query", "key", "value", "result_grad", "query_grad", "key_grad",
-                   "value_grad"]>]> {
+    AllTypesMatch<["query", "key", "value", "result", "result_grad", "query_grad",
+                   "key_grad", "value_grad"]>]> {
   let summary = "the gradients of dt.attention";
   let description = [{
-    The adjoints of query, key and value given the adjoint of the output; the attention
-    probabilities are recomputed.
+    The adjoints of query, key and value given the forward's result O, its log-sum-exp
+    and the adjoint dO of O. The probabilities are recomputed as `exp(s - lse)` from the
+    scores s, and each row's `D = sum_j P_j dP_j` as `rowsum(dO * O)` (FlashAttention-2),
+    so no pass over the keys precedes the gradients' own.
+
+    ```mlir
+    %dq, %dk, %dv = dt.attention_grad %q, %k, %v, %o, %lse, %do {causal}
+        : tensor<4x4x128x32xf32>, tensor<4x4x128xf32>
+    ```
   }];
   let arguments = (ins DT_FloatTensor:$query, DT_FloatTensor:$key, DT_FloatTensor:$value,
+                       DT_FloatTensor:$result, DT_FloatTensor:$lse,
                        DT_FloatTensor:$result_grad, UnitAttr:$causal);
   let results = (outs DT_FloatTensor:$query_grad, DT_FloatTensor:$key_grad,
                       DT_FloatTensor:$value_grad);
-  let assemblyFormat = "$query `,` $key `,` $value `,` $result_grad attr-dict `:` "
-                       "type($result_grad)";
+  let assemblyFormat = "$query `,` $key `,` $value `,` $result `,` $lse `,` $result_grad "
+                       "attr-dict `:` type($result_grad) `,` type($lse)";
   let hasVerifier = 1;
 }
 
