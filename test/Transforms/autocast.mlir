@@ -94,3 +94,19 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Attention computes in bf16, but its log-sum-exp stays f32: the statistics'
+// precision, which its gradient reads back.
+// CHECK-LABEL: func.func @loss
+// CHECK: dt.attention %{{.*}} : tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>
+module attributes {dt.precision = "bf16"} {
+  dt.global param @q : tensor<1x2x4x8xf32> {init = {kind = "constant", value = 0.5 : f64}}
+  func.func @loss() -> tensor<f32> {
+    %q = dt.load @q : tensor<1x2x4x8xf32>
+    %o, %lse = dt.attention %q, %q, %q {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+    %s = dt.reduce_sum %o [0, 1, 2, 3] : tensor<1x2x4x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

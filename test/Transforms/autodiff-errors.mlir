@@ -26,3 +26,15 @@ func.func @loss() -> tensor<f32> {
   %c = dt.count_correct %l, %y : tensor<1x2xf32>, tensor<1xi32> -> tensor<f32>
   return %c : tensor<f32>
 }
+
+// -----
+
+dt.global param @q : tensor<1x2x4x8xf32> {init = {kind = "constant", value = 1.0 : f64}}
+func.func @loss() -> tensor<f32> {
+  %q = dt.load @q : tensor<1x2x4x8xf32>
+  // The log-sum-exp is a statistic for the gradient, not a value to train on.
+  // expected-error @+1 {{the log-sum-exp of attention has no gradient rule}}
+  %o, %lse = dt.attention %q, %q, %q : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %s = dt.reduce_sum %lse [0, 1, 2] : tensor<1x2x4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -134,3 +134,21 @@ func.func @loss() -> tensor<f32> {
   // CHECK: return
   return %l : tensor<f32>
 }
+
+// -----
+
+// Attention's gradient takes the forward's result and log-sum-exp back
+// (FlashAttention-2's saved state), beside Q, K, V and the result's adjoint.
+dt.global param @q : tensor<1x2x4x8xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+
+// CHECK-LABEL: func.func @grad_step()
+func.func @loss() -> tensor<f32> {
+  %q = dt.load @q : tensor<1x2x4x8xf32>
+  // CHECK: %[[Q:.*]] = dt.load @q
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = dt.attention %[[Q]], %[[Q]], %[[Q]] {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %o, %lse = dt.attention %q, %q, %q {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %s = dt.reduce_sum %o [0, 1, 2, 3] : tensor<1x2x4x8xf32> -> tensor<f32>
+  // CHECK: dt.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %[[LSE]], %{{.*}} {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  // CHECK: dt.store %{{.*}}, @"grad/q"
+  return %s : tensor<f32>
+}
