@@ -417,8 +417,6 @@ std::vector<int64_t> maxPoolChoices(const Conv2dShape &s, const Tensor &x) {
   return at;
 }
 
-/// Attention over [batch*heads, T, D] slices; returns P (probabilities) per
-/// slice.
 /// Attention's scores s (scaled by 1 / sqrt(d)) for slice `bh` into `p`,
 /// t x t, -inf where the causal mask hides a key.
 void attentionScores(const Tensor &q, const Tensor &k, bool causal, int64_t bh,

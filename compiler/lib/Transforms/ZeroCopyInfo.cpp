@@ -380,6 +380,7 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     if (!adjacent(chain)) {
       writer.merges.clear();
       writer.concat = nullptr;
+      writer.savedReads.clear();
     }
     c.writers.push_back(std::move(writer));
   }
