@@ -152,3 +152,24 @@ func.func @loss() -> tensor<f32> {
   // CHECK: dt.store %{{.*}}, @"grad/q"
   return %s : tensor<f32>
 }
+
+// -----
+
+// Q, K and V transposed into heads: the gradient transposes them again from
+// the same [B, T, H, D] tensors (marked recomputed, so CSE keeps the copies)
+// instead of keeping the forward's transposed copies until backward.
+dt.global param @x : tensor<1x4x2x8xf32> {init = {kind = "normal", mean = 0.0 : f64, std = 0.1 : f64}}
+
+// CHECK-LABEL: func.func @grad_step()
+func.func @loss() -> tensor<f32> {
+  // CHECK: %[[X:.*]] = dt.load @x
+  // CHECK: %[[T:.*]] = dt.transpose %[[X]] [0, 2, 1, 3]
+  // CHECK: %[[O:.*]], %[[LSE:.*]] = dt.attention %[[T]], %[[T]], %[[T]]
+  %x = dt.load @x : tensor<1x4x2x8xf32>
+  %t = dt.transpose %x [0, 2, 1, 3] : tensor<1x4x2x8xf32> -> tensor<1x2x4x8xf32>
+  %o, %lse = dt.attention %t, %t, %t {causal} : tensor<1x2x4x8xf32>, tensor<1x2x4xf32>
+  %s = dt.reduce_sum %o [0, 1, 2, 3] : tensor<1x2x4x8xf32> -> tensor<f32>
+  // CHECK: %[[AGAIN:.*]] = dt.transpose %[[X]] [0, 2, 1, 3] {dt.recomputed = ""}
+  // CHECK-NEXT: dt.attention_grad %[[AGAIN]], %[[AGAIN]], %[[AGAIN]], %[[O]], %[[LSE]]
+  return %s : tensor<f32>
+}

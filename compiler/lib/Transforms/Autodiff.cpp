@@ -10,7 +10,9 @@
 //   2. Reverse sweep. Walking the body backwards from the loss (adjoint 1),
 //      each active op builds its VJP through DifferentiableOpInterface at the
 //      end of the function; adjoints reaching one value from several uses are
-//      summed.
+//      summed. An attention gradient transposes Q, K and V into heads again
+//      rather than keeping the forward's transposed copies
+//      (retakeHeadTransposes).
 //   3. Gradients. The adjoint of every parameter load (summed over loads of one
 //      parameter) is stored into `grad/P`, or added to it under gradient
 //      accumulation. The loss is stored into `out/loss`. A frozen parameter
@@ -170,6 +172,45 @@ private:
   SmallVector<Operation *> copies;
 };
 
+/// Gives the attention gradients built after `after` (up to `end`) head
+/// transposes of their own for Q, K and V: each operand that is a forward
+/// head transpose ([B, T, H, D] to [B, H, T, D]) read by no other backward
+/// op is transposed again from the same tensor just before the gradient
+/// (marked recomputed, so that CSE keeps the copy). The memory is the same:
+/// the untransposed tensor lives until backward instead of its transposed
+/// copy. And each transpose then has one attention for its reader, so on a
+/// GPU neither launches: the bf16 kernels read the heads where the
+/// untransposed tensor holds them (dt/Target's CudaZeroCopy, head reads),
+/// which they cannot do for a copy that two attentions read.
+void retakeHeadTransposes(Operation *after, Operation *end,
+                          const llvm::DenseSet<Operation *> &forward) {
+  Operation *first = after ? after->getNextNode() : &end->getBlock()->front();
+  for (Operation *op = first; op != end; op = op->getNextNode()) {
+    auto grad = llvm::dyn_cast<AttentionGradOp>(op);
+    if (!grad)
+      continue;
+    llvm::SmallDenseMap<Operation *, Operation *> copies;
+    for (OpOperand &use : grad->getOpOperands().take_front(3)) {
+      auto transpose = use.get().getDefiningOp<TransposeOp>();
+      if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3} ||
+          !forward.contains(transpose) ||
+          transpose->hasAttr(names::kRecomputedAttr) ||
+          llvm::any_of(transpose->getUsers(), [&](Operation *user) {
+            return user != grad && !forward.contains(user);
+          }))
+        continue;
+      Operation *&copy = copies[transpose];
+      if (!copy) {
+        OpBuilder b(grad);
+        copy = b.clone(*transpose);
+        copy->setAttr(names::kRecomputedAttr,
+                      b.getStringAttr(layerOf(transpose->getLoc())));
+      }
+      use.set(copy->getResult(0));
+    }
+  }
+}
+
 struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -264,6 +305,7 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
       }
     };
     markBackward(forward.back(), -1);
+    llvm::DenseSet<Operation *> forwardOps(forward.begin(), forward.end());
     Recomputer recompute(module, forward);
     for (Operation *op : llvm::reverse(forward)) {
       Operation *before = ret->getPrevNode();
@@ -292,6 +334,8 @@ struct AutodiffPass : public dt::impl::AutodiffBase<AutodiffPass> {
       for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
         if (g)
           accumulate(v, g);
+      if (llvm::isa<AttentionOp>(op))
+        retakeHeadTransposes(before, ret, forwardOps);
       markBackward(before, stageOf(op));
     }
 

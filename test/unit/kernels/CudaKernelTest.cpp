@@ -1370,7 +1370,8 @@ TEST(CudaKernelTest, AttentionPipelineAndWarpRowsGiveTheSameBits) {
 TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   REQUIRE_GPU();
   // What a bf16 program's GPU plan relies on when it leaves out the head
-  // transposes around attention ("layouts"): dO read where the [B, T, H, D]
+  // transposes around attention ("layouts"): Q, K and V read where the
+  // [B, T, 3 H D] qkv product's heads lie, dO where the [B, T, H, D]
   // gradient lies, O written into [B, T, H, D] and read back from there by
   // the gradient, and dQ, dK, dV written
   // straight into their [B, T, 3 H D] concat give the contiguous kernels'
@@ -1413,23 +1414,28 @@ TEST(CudaKernelTest, StridedBf16AttentionReadsAndWritesHeadsWhereTheyLie) {
   merged(gdk.read(), 3 * c, c, wantGrads);
   merged(gdv.read(), 3 * c, 2 * c, wantGrads);
   merged(dout, c, 0, doutMerged);
+  std::vector<uint16_t> qkvMerged(size_t(b * t * 3 * c));
+  merged(q, 3 * c, 0, qkvMerged);
+  merged(k, 3 * c, c, qkvMerged);
+  merged(v, 3 * c, 2 * c, qkvMerged);
 
-  DeviceBuffer<uint16_t> hdout(doutMerged), ho(n), grads(wantGrads.size());
+  DeviceBuffer<uint16_t> hdout(doutMerged), ho(n), grads(wantGrads.size()),
+      qkv(qkvMerged);
+  const uint16_t *hq = qkv.get(), *hk = hq + c, *hv = hq + 2 * c;
   DeviceBuffer<float> lse(size_t(slices * t));
   dtk_attention_layout heads{1, t * d, 0, d}, btc{h, t * c, d, c},
       bt3c{h, t * 3 * c, d, 3 * c};
-  dtk_attention_layout forward[4] = {heads, heads, heads, btc};
-  ASSERT_EQ(dtk_cuda_attention_bf16_strided(gq.get(), gk.get(), gv.get(),
-                                            ho.get(), lse.get(), DTK_CUDA_BF16,
-                                            DTK_CUDA_BF16, forward, slices, t,
-                                            d, 1, nullptr),
+  dtk_attention_layout forward[4] = {bt3c, bt3c, bt3c, btc};
+  ASSERT_EQ(dtk_cuda_attention_bf16_strided(hq, hk, hv, ho.get(), lse.get(),
+                                            DTK_CUDA_BF16, DTK_CUDA_BF16,
+                                            forward, slices, t, d, 1, nullptr),
             0);
-  dtk_attention_layout backward[8] = {heads, heads, heads, btc,
-                                      btc,   bt3c,  bt3c,  bt3c};
+  dtk_attention_layout backward[8] = {bt3c, bt3c, bt3c, btc,
+                                      btc,  bt3c, bt3c, bt3c};
   uint16_t *g = grads.get();
   ASSERT_EQ(dtk_cuda_attention_grad_bf16_strided(
-                gq.get(), gk.get(), gv.get(), ho.get(), lse.get(), hdout.get(),
-                g, g + c, g + 2 * c, DTK_CUDA_BF16, DTK_CUDA_BF16, backward,
+                hq, hk, hv, ho.get(), lse.get(), hdout.get(), g, g + c,
+                g + 2 * c, DTK_CUDA_BF16, DTK_CUDA_BF16, backward,
                 scratch.get(), slices, t, d, 1, nullptr),
             0);
   ASSERT_EQ(dtk_cuda_last_error(), nullptr);
