@@ -176,9 +176,10 @@ private:
 /// transposes of their own for Q, K and V: each operand that is a forward
 /// head transpose ([B, T, H, D] to [B, H, T, D]) read by no other backward
 /// op is transposed again from the same tensor just before the gradient
-/// (marked recomputed, so that CSE keeps the copy). The memory is the same:
-/// the untransposed tensor lives until backward instead of its transposed
-/// copy. And each transpose then has one attention for its reader, so on a
+/// (marked recomputed, so that CSE keeps the copy). The memory is about the
+/// same: the untransposed tensor lives until backward instead of its
+/// transposed copy, which exists again only around the gradient. And each
+/// transpose then has one attention for its reader, so on a
 /// GPU neither launches: the bf16 kernels read the heads where the
 /// untransposed tensor holds them (dt/Target's CudaZeroCopy, head reads),
 /// which they cannot do for a copy that two attentions read.
