@@ -277,8 +277,9 @@ RUN
 cat > "$out/run-kernel-profile.sh" <<'RUN'
 #!/bin/sh
 # Nsight Compute (ncu, on the GPU machine's image) on one launch each of GPT-2's
-# hand-written kernels that the profile puts first: attention's three, the layer
-# norm's input gradient and the embedding's gradient. Each report (speed of light,
+# hand-written kernels that the profile puts first: attention's three and its
+# gradient's row statistics, the layer norm's input gradient and the
+# embedding's gradient. Each report (speed of light,
 # occupancy, warp stalls, instruction mix and the source lines the stalls sample)
 # goes to ncu-KERNEL.txt in $OUT, else logs/. Launches run eagerly, outside graphs.
 cd "$(dirname "$0")"
@@ -286,8 +287,8 @@ export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 logs=${OUT:-logs}
 mkdir -p "$logs"
 status=0
-for kernel in forwardKernel queryGradKernel keyGradKernel layerNormGradWarps \
-    embeddingGradShared; do
+for kernel in forwardKernel queryGradKernel keyGradKernel attentionRowStats \
+    layerNormGradWarps embeddingGradShared; do
   rm -rf ckpt/ncu
   DTRT_CUDA_GRAPHS=0 timeout 120 ncu --set full --kernel-name "regex:$kernel" \
     --launch-count 1 ./gpt2_124m_gpu --backend cuda --steps 1 --checkpoint-every 0 \
