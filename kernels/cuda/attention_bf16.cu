@@ -728,7 +728,7 @@ Layouts layoutsOf(const dtk_attention_layout *layouts, int count) {
 Layouts contiguous(int64_t t, int64_t d, int count) {
   Layouts out{};
   for (int i = 0; i < count; ++i)
-    out.of[i] = dtk_attention_layout{1, t * d, 0, d};
+    out.of[i] = dtk::packedRows(t, d);
   return out;
 }
 
