@@ -109,24 +109,43 @@ for binary in dt-cuda-kernel-tests dt-cuda-fused-tests dt-cuda-comm-tests dt-cud
     esac
   done
 done
+cat > "$out/find-libs.sh" <<'RUN'
+# Sourced by the run scripts: the GPU machine's NCCL and cuDNN are Python wheels'
+# (nvidia-nccl-cu13, nvidia-cudnn-cu13, beside torch) unless the toolkit has them.
+# cuDNN opens its engines' libraries and NVRTC by name: its folder and the
+# toolkit's go on the loader's path.
+wheel() { python3 -c "import nvidia.$1 as n; print(list(n.__path__)[0])" 2>/dev/null || true; }
+if [ -z "${DT_NCCL_LIBRARY:-}" ]; then
+  w=$(wheel nccl)
+  [ -n "$w" ] && [ -f "$w/lib/libnccl.so.2" ] && export DT_NCCL_LIBRARY="$w/lib/libnccl.so.2"
+fi
+if [ -z "${DT_CUDNN_LIBRARY:-}" ]; then
+  w=$(wheel cudnn)
+  if [ -n "$w" ] && [ -f "$w/lib/libcudnn.so.9" ]; then
+    export DT_CUDNN_LIBRARY="$w/lib/libcudnn.so.9"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$w/lib"
+  fi
+fi
+w=$(wheel cuda_nvrtc)
+for dir in ${w:+"$w/lib"} /usr/local/cuda/lib64; do
+  if [ -d "$dir" ]; then export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"; fi
+done
+RUN
 cat > "$out/run-tests.sh" <<'RUN'
 #!/bin/sh
 # dt's GPU tests, where this folder was carried to.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" DT_FUSED_GOLDEN="$PWD/golden"
+. ./find-libs.sh
+echo "NCCL: ${DT_NCCL_LIBRARY:-the loader's libnccl.so.2}"
+echo "cuDNN: ${DT_CUDNN_LIBRARY:-the loader's libcudnn.so.9}"
 # A kernel that hangs fails its run instead of spending the device time.
 limit=${TEST_TIMEOUT:-300}
 status=0
 timeout "$limit" ./dt-cuda-kernel-tests "$@" || status=1
 timeout "$limit" ./dt-cuda-fused-tests || status=1
 timeout "$limit" ./dt-cuda-executor-tests || status=1
-# NCCL over one rank, and the host engine: the machine's NCCL is a Python wheel's
-# (nvidia-nccl-cu13) unless the toolkit has one.
-if [ -z "${DT_NCCL_LIBRARY:-}" ]; then
-  wheel=$(python3 -c "import nvidia.nccl as n; print(list(n.__path__)[0])" 2>/dev/null || true)
-  [ -n "$wheel" ] && [ -f "$wheel/lib/libnccl.so.2" ] && export DT_NCCL_LIBRARY="$wheel/lib/libnccl.so.2"
-fi
-echo "NCCL: ${DT_NCCL_LIBRARY:-the loader's libnccl.so.2}"
+# NCCL over one rank, and the host engine.
 timeout "$limit" ./dt-cuda-comm-tests || status=1
 exit $status
 RUN
@@ -140,6 +159,7 @@ cat > "$out/run-gpt-tiny.sh" <<'RUN'
 # runs on the CPU between the copies), within 1e-3.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 steps=${STEPS:-50}
 rm -rf runs ckpt
 status=0
@@ -203,6 +223,7 @@ cat > "$out/run-layers.sh" <<'RUN'
 # pooling kernels and its batch norms give the CPU's losses within 1e-3 relative.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 steps=${STEPS:-16}
 status=0
 mkdir -p runs
@@ -229,6 +250,7 @@ cat > "$out/run-sharded.sh" <<'RUN'
 cd "$(dirname "$0")"
 here=$PWD
 export LD_LIBRARY_PATH="$here:$here/ompi/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 export OPAL_PREFIX="$here/ompi" PMIX_PREFIX="$here/ompi/pmix2" \
   PMIX_MCA_mca_base_component_path="$here/ompi/pmix2/lib/pmix"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -261,6 +283,7 @@ cat > "$out/run-gpt2.sh" <<'RUN'
 # PyTorch on this GPU (bench/run_gpt2_gpu.py).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 python3 run_gpt2_gpu.py ./gpt2_124m_gpu --steps "${STEPS:-30}" --batch 16
 RUN
 cat > "$out/run-gpt2-profile.sh" <<'RUN'
@@ -268,6 +291,7 @@ cat > "$out/run-gpt2-profile.sh" <<'RUN'
 # Where a GPT-2 step's GPU time goes: every launch timed (DTRT_CUDA_PROFILE=1).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 # (It ends with a checkpoint, which a second run would refuse to overwrite.)
 rm -rf ckpt/profile
 DTRT_CUDA_PROFILE=1 ./gpt2_124m_gpu --backend cuda --steps "${STEPS:-4}" \
@@ -281,16 +305,18 @@ cat > "$out/run-kernel-profile.sh" <<'RUN'
 # gradient's row statistics, the layer norm's input gradient and the
 # embedding's gradient. Each report (speed of light,
 # occupancy, warp stalls, instruction mix and the source lines the stalls sample)
-# goes to ncu-KERNEL.txt in $OUT, else logs/. Launches run eagerly, outside graphs.
+# goes to ncu-KERNEL.txt in $OUT, else logs/. Launches run eagerly, outside graphs,
+# and attention on dt's kernels (not cuDNN's).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 logs=${OUT:-logs}
 mkdir -p "$logs"
 status=0
 for kernel in forwardKernel queryGradKernel keyGradKernel attentionRowStats \
     layerNormGradWarps embeddingGradShared; do
   rm -rf ckpt/ncu
-  DTRT_CUDA_GRAPHS=0 timeout 120 ncu --set full --kernel-name "regex:$kernel" \
+  DTRT_CUDA_GRAPHS=0 DTRT_CUDA_ATTENTION=dt timeout 120 ncu --set full --kernel-name "regex:$kernel" \
     --launch-count 1 ./gpt2_124m_gpu --backend cuda --steps 1 --checkpoint-every 0 \
     --checkpoint-dir ckpt/ncu --log-dir runs/ncu > "$logs/ncu-$kernel.txt" 2>&1 || status=1
   grep -E "Duration|Registers Per|Achieved Occupancy|Executed Ipc A" "$logs/ncu-$kernel.txt" \
@@ -304,17 +330,19 @@ cat > "$out/run-variants.sh" <<'RUN'
 # engine (DTRT_CUDA_PRODUCTS: cuBLAS's classic API, cuBLASLt's heuristic,
 # cuBLASLt timed: the default), and its generated kernels taking one element at a time
 # (dtc --gpu-unroll=1) against vector groups and four at a time, and its
-# attention loading each tile once the last is done
+# attention on dt's kernels instead of cuDNN's (DTRT_CUDA_ATTENTION=dt), those
+# loading each tile once the last is done
 # (DTRT_CUDA_ATTENTION_PIPELINE=0) or with warps of 16 query rows
 # (DTRT_CUDA_ATTENTION_WARP_ROWS=16). The same losses within rounding, and the
 # tokens/s of each.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+. ./find-libs.sh
 status=0
-variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE [WARP_ROWS]]
+variant() {  # NAME PROGRAM ENGINE [ATTENTION_PIPELINE [WARP_ROWS [ATTENTION]]]
   rm -rf "ckpt/variant-$1"
   DTRT_CUDA_PRODUCTS=$3 DTRT_CUDA_ATTENTION_PIPELINE=${4:-1} \
-    DTRT_CUDA_ATTENTION_WARP_ROWS=${5:-32} \
+    DTRT_CUDA_ATTENTION_WARP_ROWS=${5:-32} DTRT_CUDA_ATTENTION=${6:-auto} \
     "./$2" --backend cuda --steps "${STEPS:-10}" \
     --log-every 5 --eval-every 0 --checkpoint-every 0 \
     --checkpoint-dir "ckpt/variant-$1" --log-dir "runs/variant-$1" \
@@ -325,8 +353,9 @@ variant cublas gpt2_124m_gpu cublas
 variant lt gpt2_124m_gpu lt
 variant tuned gpt2_124m_gpu tuned
 variant tuned-unroll1 gpt2_124m_gpu_unroll1 tuned
-variant tuned-attention-unpipelined gpt2_124m_gpu tuned 0
-variant tuned-attention-16-rows gpt2_124m_gpu tuned 1 16
+variant tuned-attention-dt gpt2_124m_gpu tuned 1 32 dt
+variant tuned-attention-unpipelined gpt2_124m_gpu tuned 0 32 dt
+variant tuned-attention-16-rows gpt2_124m_gpu tuned 1 16 dt
 exit $status
 RUN
 cat > "$out/run-all.sh" <<'RUN'

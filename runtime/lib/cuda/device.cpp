@@ -123,13 +123,19 @@ public:
     if (e == cudaSuccess) {
       // The products' algorithms are chosen while the arena holds nothing:
       // timing them (DTRT_CUDA_PRODUCTS=tuned, the default) runs them
-      // there, and then it is cleared again.
+      // there, as cuDNN's attention runs once, and then it is cleared
+      // again.
       if (Status s = executor_->tuneProducts(static_cast<char *>(p)); !s) {
         cudaFree(p);
         return s.error();
       }
-      if (executor_->blas().engine() == ProductEngine::Tuned)
-        e = cudaMemset(p, 0, bytes);
+      // cuDNN's attention plans compile their kernels now, not inside the
+      // first step's CUDA graph capture.
+      if (Status s = executor_->prepareAttention(static_cast<char *>(p)); !s) {
+        cudaFree(p);
+        return s.error();
+      }
+      e = cudaMemset(p, 0, bytes);
     }
     if (e != cudaSuccess) {
       size_t freeBytes = 0, total = 0;

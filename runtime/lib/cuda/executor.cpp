@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace dtrt::cuda {
 
@@ -75,6 +76,49 @@ std::vector<dtk_attention_layout> layoutsOf(const Thunk &t) {
       layouts.push_back(dtk_attention_layout{l[0], l[1], l[2], l[3]});
     }
   return layouts;
+}
+
+/// A bf16 attention (or gradient) launch as cuDNN's SDPA takes it, or why
+/// not: cuDNN reads and writes 16-bit tensors only, and every operand must
+/// split its slices into the same batches and heads.
+Expected<Sdpa> sdpaOf(const Thunk &t) {
+  if (t.in != Operands::BF16 || t.result != Operands::BF16)
+    return Error("its operands or results are f32 in the arena");
+  Sdpa a;
+  a.backward = t.kind == Thunk::AttentionGrad;
+  int64_t slices = t.i[0];
+  a.t = t.i[1];
+  a.d = t.i[2];
+  a.causal = t.i[3] != 0;
+  a.type = Operands::BF16;
+  // The plan's layouts, but the log-sum-exp's (always [slices, t]); none:
+  // every operand [slices, t, d].
+  std::vector<std::array<int64_t, 4>> layouts;
+  size_t operands = a.backward ? 8 : 4;
+  for (size_t i = 0; i < t.layouts.size(); ++i)
+    if (i != 4)
+      layouts.push_back(t.layouts[i]);
+  if (layouts.empty())
+    layouts.assign(operands, {1, a.t * a.d, 0, a.d});
+  if (layouts.size() != operands)
+    return Error("its layouts do not match its operands");
+  int64_t heads = 1;
+  for (const auto &l : layouts)
+    heads = std::max(heads, l[0]);
+  if (slices % heads != 0)
+    return Error(fmt::format("its {} slices are not whole batches of {} heads",
+                             slices, heads));
+  a.batch = slices / heads;
+  a.heads = heads;
+  for (const auto &[lh, batch, head, row] : layouts) {
+    if (lh == heads)
+      a.strides.push_back({batch, head, row});
+    else if (lh == 1) // slice s at s * batch: batch b, head h at (bH + h) batch
+      a.strides.push_back({batch * heads, batch, row});
+    else
+      return Error("its operands split their slices into different heads");
+  }
+  return a;
 }
 
 } // namespace
@@ -205,6 +249,7 @@ Executor::~Executor() {
   if (commStream_)
     cudaStreamDestroy(commStream_);
   blas_.reset();
+  cudnn_.reset(); // its handle works on stream_
   if (scratch_)
     cudaFree(scratch_);
   if (stream_)
@@ -425,6 +470,9 @@ std::string Executor::describe(const Thunk &t) const {
   // Attention reading or writing bf16 where the conversions around it
   // would have.
   if ((t.kind == Thunk::Attention || t.kind == Thunk::AttentionGrad) &&
+      cudnnPlans_.count(&t))
+    return fmt::format("{} ({})", kindName(t.kind), attentionEngine_);
+  if ((t.kind == Thunk::Attention || t.kind == Thunk::AttentionGrad) &&
       (t.in != Operands::F32 || t.result != Operands::F32))
     return fmt::format("{} ({} in, {} out)", kindName(t.kind),
                        t.in == Operands::F32 ? "f32" : "bf16",
@@ -496,6 +544,77 @@ Status Executor::tuneProducts(char *deviceMemory) {
              products, seconds, reused,
              kept.empty() ? "" : fmt::format("; kept in {}", kept));
   return Status::ok();
+}
+
+Status Executor::prepareAttention(char *deviceMemory) {
+  std::string mode = "auto";
+  if (const char *v = std::getenv("DTRT_CUDA_ATTENTION"); v && *v)
+    mode = v;
+  if (mode != "auto" && mode != "cudnn" && mode != "dt")
+    return Error(
+        fmt::format("DTRT_CUDA_ATTENTION={} is not auto, cudnn or dt", mode));
+  std::vector<const Thunk *> calls;
+  for (const auto &[name, thunks] : entries_)
+    for (const Thunk &t : thunks)
+      if ((t.kind == Thunk::Attention || t.kind == Thunk::AttentionGrad) &&
+          t.operands == Operands::BF16)
+        calls.push_back(&t);
+  if (mode == "dt" || calls.empty())
+    return Status::ok();
+  auto start = std::chrono::steady_clock::now();
+  // Where cuDNN is missing or refuses, dt's kernels run: said once, with
+  // the first reason, unless DTRT_CUDA_ATTENTION=cudnn asks for cuDNN only.
+  auto refuse = [&](const std::string &why) -> Status {
+    if (mode == "cudnn")
+      return Error(fmt::format("DTRT_CUDA_ATTENTION=cudnn: {}", why));
+    fmt::print(stderr, "note: attention runs on dt's kernels: {}\n", why);
+    cudnnPlans_.clear();
+    return Status::ok();
+  };
+  Expected<std::unique_ptr<Cudnn>> cudnn = Cudnn::open(stream_);
+  if (!cudnn)
+    return refuse(cudnn.error().message());
+  cudnn_ = std::move(*cudnn);
+  for (const Thunk *t : calls) {
+    Expected<Sdpa> a = sdpaOf(*t);
+    Expected<int> plan = a ? cudnn_->prepare(*a) : Expected<int>(a.error());
+    if (!plan)
+      return refuse(fmt::format("cuDNN does not take {} {}: {}",
+                                kindName(t->kind), t->range,
+                                plan.error().message()));
+    cudnnPlans_[t] = *plan;
+  }
+  if (Status s = cudnn_->allocateWorkspace(); !s)
+    return refuse(s.error().message());
+  // Each plan runs once now, on its first call's operands (whatever the
+  // arena holds): cuDNN initialises some of its engines at their first
+  // run, which must not fall inside a CUDA graph's capture.
+  char *arena = deviceMemory - deviceFrom_;
+  std::set<int> warmed;
+  for (const auto &[t, plan] : cudnnPlans_)
+    if (warmed.insert(plan).second)
+      if (Status s = runCudnn(*t, plan, arena); !s)
+        return refuse(s.error().message());
+  if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
+    return refuse(fmt::format("cuDNN's attention failed on its first run: {}",
+                              cudaGetErrorString(e)));
+  attentionEngine_ = cudnn_->version();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  fmt::print(stderr,
+             "note: attention runs on {}'s fused kernels: {} launches, {} "
+             "plans built in {:.1f} s (DTRT_CUDA_ATTENTION=dt runs dt's "
+             "own)\n",
+             attentionEngine_, calls.size(), cudnn_->plans(), seconds);
+  return Status::ok();
+}
+
+Status Executor::runCudnn(const Thunk &t, int plan, char *arena) {
+  std::vector<void *> pointers;
+  for (int64_t offset : t.p)
+    pointers.push_back(arena + offset);
+  return cudnn_->run(plan, pointers);
 }
 
 void Executor::printProfile() const {
@@ -677,6 +796,8 @@ Status Executor::launch(const Thunk &t, char *arena) {
     dtk_cuda_count_correct_f32(f32(0), i32(1), f32(2), scratch, i[0], i[1], s);
     return Status::ok();
   case Thunk::Attention:
+    if (auto plan = cudnnPlans_.find(&t); plan != cudnnPlans_.end())
+      return runCudnn(t, plan->second, arena);
     if (!t.layouts.empty()) {
       std::vector<dtk_attention_layout> layouts = layoutsOf(t);
       if (dtk_cuda_attention_bf16_strided(
@@ -701,6 +822,8 @@ Status Executor::launch(const Thunk &t, char *arena) {
                                     i[0], i[1], i[2], int32_t(i[3]), s);
     return Status::ok();
   case Thunk::AttentionGrad:
+    if (auto plan = cudnnPlans_.find(&t); plan != cudnnPlans_.end())
+      return runCudnn(t, plan->second, arena);
     if (!t.layouts.empty()) {
       std::vector<dtk_attention_layout> layouts = layoutsOf(t);
       if (dtk_cuda_attention_grad_bf16_strided(

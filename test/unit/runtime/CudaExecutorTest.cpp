@@ -5,20 +5,26 @@
 //===----------------------------------------------------------------------===//
 //
 // What the executor does around a launch, beyond the kernel or library call:
-// here, a padded product's zeroing (dt/Target's CudaPadding.h). Plans are
+// a padded product's zeroing (dt/Target's CudaPadding.h), and attention on
+// cuDNN's fused kernels (dtrt/cuda/cudnn.h) against dt's own. Plans are
 // written by hand, arenas filled with NaN where nothing should be read, and
 // the entry point runs as a program's does (captured as a CUDA graph).
-// Without a GPU each test is skipped, saying so.
+// Without a GPU each test is skipped, saying so; without cuDNN, the cuDNN
+// tests too.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtrt/cuda/cudnn.h"
 #include "dtrt/cuda/executor.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -129,6 +135,164 @@ TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
   for (int64_t l = k; l < k8; ++l)
     for (int64_t j = 0; j < w; ++j)
       ASSERT_EQ(host[size_t(e / 2 + l * w + j)], 0) << l << ", " << j;
+}
+
+/// GPT-2's attention in small: B = 2, H = 3, T = 256, D = 64, causal. Q, K
+/// and V lie in the [B, T, 3C] qkv product's heads, O and dO in [B, T, C],
+/// and dQ, dK, dV go into their [B, T, 3C] concat: the layouts of a bf16
+/// program's plan (test/dtc/gpu-plan-zero-copy.test).
+struct SmallAttention {
+  static constexpr int64_t b = 2, h = 3, t = 256, d = 64, c = h * d;
+  static constexpr int64_t slices = b * h;
+  // Byte offsets in the arena, 256 apart at least.
+  static constexpr int64_t qkv = 0, o = qkv + b * t * 3 * c * 2,
+                           lse = o + b * t * c * 2, dout = lse + slices * t * 4,
+                           grads = dout + b * t * c * 2,
+                           end = grads + b * t * 3 * c * 2;
+
+  static dtrt::cuda::Sdpa sdpa(bool backward) {
+    dtrt::cuda::Sdpa a;
+    a.backward = backward;
+    a.batch = b;
+    a.heads = h;
+    a.t = t;
+    a.d = d;
+    std::array<int64_t, 3> bt3c{t * 3 * c, d, 3 * c}, btc{t * c, d, c};
+    a.strides = {bt3c, bt3c, bt3c, btc};
+    if (backward)
+      a.strides.insert(a.strides.end(), {btc, bt3c, bt3c, bt3c});
+    return a;
+  }
+
+  static std::string plan() {
+    auto layout = [](int64_t heads, int64_t batch, int64_t head, int64_t row) {
+      return "[" + std::to_string(heads) + ", " + std::to_string(batch) + ", " +
+             std::to_string(head) + ", " + std::to_string(row) + "]";
+    };
+    std::string bt3c = layout(h, t * 3 * c, d, 3 * c),
+                btc = layout(h, t * c, d, c), rows = layout(1, t, 0, 1);
+    std::string q = std::to_string(qkv), k = std::to_string(qkv + 2 * c),
+                v = std::to_string(qkv + 4 * c);
+    std::string shape = "[" + std::to_string(slices) + ", " +
+                        std::to_string(t) + ", " + std::to_string(d) + ", 1]";
+    return R"({"version": 1, "arena_bytes": )" + std::to_string(end) +
+           R"(, "scratch_bytes": )" + std::to_string(2 * slices * t * 4) +
+           R"(, "entries": {"grad_step": [
+      {"op": "attention", "bf16": true, "in": "bf16", "out": "bf16",
+       "p": [)" +
+           q + ", " + k + ", " + v + ", " + std::to_string(o) + ", " +
+           std::to_string(lse) + R"(], "i": )" + shape + R"(,
+       "layouts": [)" +
+           bt3c + ", " + bt3c + ", " + bt3c + ", " + btc + ", " + rows + R"(]},
+      {"op": "attention_grad", "bf16": true, "in": "bf16", "out": "bf16",
+       "p": [)" +
+           q + ", " + k + ", " + v + ", " + std::to_string(o) + ", " +
+           std::to_string(lse) + ", " + std::to_string(dout) + ", " +
+           std::to_string(grads) + ", " + std::to_string(grads + 2 * c) + ", " +
+           std::to_string(grads + 4 * c) + R"(], "i": )" + shape + R"(,
+       "layouts": [)" +
+           bt3c + ", " + bt3c + ", " + bt3c + ", " + btc + ", " + rows + ", " +
+           btc + ", " + bt3c + ", " + bt3c + ", " + bt3c + R"(]}]}})";
+  }
+};
+
+TEST(CudnnAttentionTest, DescribesTheAttentionAndGradientGraphs) {
+  // Without a GPU, cuDNN still checks every tensor's and operation's
+  // attributes as dt sets them; the graph and its plan need a device.
+  for (bool backward : {false, true}) {
+    dtrt::Status s =
+        dtrt::cuda::Cudnn::describe(SmallAttention::sdpa(backward));
+    if (!s &&
+        s.error().message().find("cannot load cuDNN") != std::string::npos)
+      GTEST_SKIP() << s.error().message();
+    EXPECT_TRUE(bool(s)) << (backward ? "gradient: " : "forward: ")
+                         << s.error().message();
+  }
+}
+
+/// Runs SmallAttention's plan with DTRT_CUDA_ATTENTION=`engine` on an arena
+/// holding `host`, and returns the arena after it, or why not.
+std::string runAttention(const char *engine, std::vector<uint16_t> &host,
+                         std::string &which) {
+  setenv("DTRT_CUDA_ATTENTION", engine, 1);
+  auto executor =
+      dtrt::cuda::Executor::create(kNoKernels, SmallAttention::plan());
+  unsetenv("DTRT_CUDA_ATTENTION");
+  if (!executor)
+    return executor.error().message();
+  char *device = nullptr;
+  if (cudaMalloc(&device, size_t((*executor)->arenaBytes())) != cudaSuccess)
+    return "cannot allocate the arena";
+  cudaMemcpy(device, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
+  setenv("DTRT_CUDA_ATTENTION", engine, 1);
+  dtrt::Status s = (*executor)->prepareAttention(device);
+  unsetenv("DTRT_CUDA_ATTENTION");
+  which = (*executor)->attentionEngine();
+  if (s)
+    s = (*executor)->run("grad_step", device);
+  if (s)
+    s = (*executor)->synchronize();
+  cudaMemcpy(host.data(), device, host.size() * 2, cudaMemcpyDeviceToHost);
+  cudaFree(device);
+  return s ? "" : s.error().message();
+}
+
+TEST(CudnnAttentionTest, GivesWhatDtsKernelsGiveWhereTheyLie) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  using A = SmallAttention;
+  // Q, K, V and dO random in [-2, 2), rounded to bf16; everything else NaN,
+  // which any read past what attention should read would carry into a
+  // result.
+  std::vector<uint16_t> host(size_t(A::end / 2), kNaN);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  for (int64_t i = 0; i < A::b * A::t * 3 * A::c; ++i)
+    host[size_t(A::qkv / 2 + i)] = bf16(uniform(rng));
+  for (int64_t i = 0; i < A::b * A::t * A::c; ++i)
+    host[size_t(A::dout / 2 + i)] = bf16(uniform(rng));
+  std::vector<uint16_t> mine = host, theirs = host;
+  std::string engine;
+  std::string failed = runAttention("dt", mine, engine);
+  ASSERT_EQ(failed, "");
+  EXPECT_EQ(engine, "dt's kernels");
+  failed = runAttention("cudnn", theirs, engine);
+  if (failed.find("cannot load cuDNN") != std::string::npos)
+    GTEST_SKIP() << failed;
+  ASSERT_EQ(failed, "");
+  EXPECT_NE(engine.find("cuDNN 9."), std::string::npos) << engine;
+
+  // O and the gradients in bf16: within a few of bf16's roundings of the
+  // largest value (the sums run in other orders, P rounds to bf16 in
+  // both); lse in f32 closer.
+  auto compare = [&](const char *what, int64_t at, int64_t rows, int64_t width,
+                     int64_t pitch) {
+    float largest = 0, worst = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j) {
+        size_t i = size_t(at / 2 + r * pitch + j);
+        float want = fromBf16(mine[i]), got = fromBf16(theirs[i]);
+        ASSERT_TRUE(std::isfinite(got)) << what << " row " << r << " col " << j;
+        largest = std::max(largest, std::abs(want));
+        worst = std::max(worst, std::abs(got - want));
+      }
+    EXPECT_LE(worst, 0.02f * largest + 1e-3f)
+        << what << ": largest " << largest << ", worst difference " << worst;
+  };
+  compare("O", A::o, A::b * A::t, A::c, A::c);
+  compare("dQ dK dV", A::grads, A::b * A::t, 3 * A::c, 3 * A::c);
+  float worst = 0;
+  for (int64_t i = 0; i < A::slices * A::t; ++i) {
+    float want, got;
+    std::memcpy(&want, &mine[size_t(A::lse / 2 + 2 * i)], 4);
+    std::memcpy(&got, &theirs[size_t(A::lse / 2 + 2 * i)], 4);
+    worst = std::max(worst, std::abs(got - want));
+  }
+  EXPECT_LE(worst, 2e-3f) << "lse";
+  // Nothing outside the results changed.
+  for (int64_t i = 0; i < A::end / 2; ++i)
+    if (std::isnan(fromBf16(mine[size_t(i)])))
+      ASSERT_TRUE(std::isnan(fromBf16(theirs[size_t(i)]))) << "byte " << 2 * i;
 }
 
 } // namespace

@@ -21,6 +21,7 @@
 
 #include "dtrt/cuda/blas.h"
 #include "dtrt/cuda/collectives.h"
+#include "dtrt/cuda/cudnn.h"
 #include "dtrt/cuda/library.h"
 #include "dtrt/cuda/plan.h"
 
@@ -88,6 +89,16 @@ public:
   /// DTRT_CUDA_PRODUCTS=tuned the products run there, timed. Says on stderr
   /// how long tuning took.
   Status tuneProducts(char *deviceMemory);
+  /// Builds cuDNN's plans for the plan's bf16 attentions and their
+  /// gradients (DTRT_CUDA_ATTENTION: auto, the default, where cuDNN loads
+  /// and takes them, falling back to dt's kernels and saying why; cudnn,
+  /// failing instead; dt, never), before the first step, which may be
+  /// captured as a CUDA graph. `deviceMemory` is where the arena starts:
+  /// each plan runs once there, writing its results over what it holds.
+  Status prepareAttention(char *deviceMemory);
+  /// Which attention runs ("cuDNN 9.19.0", "dt's kernels"), for the
+  /// run's notes.
+  const std::string &attentionEngine() const { return attentionEngine_; }
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
   /// with CUDA events (serialising the stream) and this prints the launches
@@ -177,6 +188,12 @@ private:
   std::string collectivesNote_;
   std::unique_ptr<KernelLibrary> library_;
   std::unique_ptr<Blas> blas_;
+  /// cuDNN's attention (dtrt/cuda/cudnn.h), and the plan each attention
+  /// launch runs there; a launch without one runs dt's kernels.
+  std::unique_ptr<Cudnn> cudnn_;
+  std::map<const Thunk *, int> cudnnPlans_;
+  std::string attentionEngine_ = "dt's kernels";
+  Status runCudnn(const Thunk &t, int plan, char *arena);
   std::vector<std::pair<std::string, std::vector<Thunk>>> entries_;
   cudaStream_t stream_ = nullptr;
   char *scratch_ = nullptr;
