@@ -9,8 +9,9 @@
 // as one fused kernel. Its scaled-dot-product attention is such a pattern:
 // the graphs below are the ones cuDNN's own frontend (cudnn-frontend's
 // SDPA nodes) emits for a causal attention with the softmax statistics
-// kept for training, and its gradient from them. The header's comment says
-// what the graphs compute; sdpa_graph.cpp builds them.
+// kept for training, and its gradient from them (Cudnn::build). The
+// header's comment says what they compute. Sdpa::of, which reads a plan's
+// launch, needs no cuDNN and is built everywhere.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,14 +19,64 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <tuple>
 
 namespace dtrt::cuda {
 
 bool Sdpa::operator<(const Sdpa &o) const {
-  return std::tie(backward, batch, heads, t, d, causal, type, strides) <
-         std::tie(o.backward, o.batch, o.heads, o.t, o.d, o.causal, o.type,
-                  o.strides);
+  return std::tie(backward, batch, heads, t, d, causal, type, deterministic,
+                  strides) < std::tie(o.backward, o.batch, o.heads, o.t, o.d,
+                                      o.causal, o.type, o.deterministic,
+                                      o.strides);
+}
+
+Expected<Sdpa> Sdpa::of(const Thunk &t) {
+  if (t.in != Operands::BF16 || t.result != Operands::BF16)
+    return Error("its operands or results are f32 in the arena");
+  for (int64_t offset : t.p)
+    if (offset % 16 != 0)
+      return Error("an operand does not start 16-byte aligned");
+  Sdpa a;
+  a.backward = t.kind == Thunk::AttentionGrad;
+  int64_t slices = t.i[0];
+  a.t = t.i[1];
+  a.d = t.i[2];
+  a.causal = t.i[3] != 0;
+  a.type = Operands::BF16;
+  // The plan's layouts, but the log-sum-exp's (always [slices, t]); none:
+  // every operand [slices, t, d].
+  std::vector<std::array<int64_t, 4>> layouts;
+  size_t operands = a.backward ? 8 : 4;
+  for (size_t i = 0; i < t.layouts.size(); ++i)
+    if (i != 4)
+      layouts.push_back(t.layouts[i]);
+  if (layouts.empty())
+    layouts.assign(operands, {1, a.t * a.d, 0, a.d});
+  if (layouts.size() != operands)
+    return Error("its layouts do not match its operands");
+  int64_t heads = 1;
+  for (const auto &l : layouts)
+    heads = std::max(heads, l[0]);
+  if (slices % heads != 0)
+    return Error(fmt::format("its {} slices are not whole batches of {} heads",
+                             slices, heads));
+  a.batch = slices / heads;
+  a.heads = heads;
+  for (const auto &[lh, batch, head, row] : layouts) {
+    if (lh == heads)
+      a.strides.push_back({batch, head, row});
+    else if (lh == 1) // slice s at s * batch: batch b, head h at (bH + h) batch
+      a.strides.push_back({batch * heads, batch, row});
+    else
+      return Error("its operands split their slices into different heads");
+  }
+  // One head a batch: its stride is the batch's (a layout's 0 for it is
+  // not one cuDNN takes).
+  if (heads == 1)
+    for (auto &stride : a.strides)
+      stride[1] = stride[0];
+  return a;
 }
 
 } // namespace dtrt::cuda
@@ -34,15 +85,11 @@ bool Sdpa::operator<(const Sdpa &o) const {
 
 #include "cudnn_api.h"
 
-#include <fmt/format.h>
-
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <tuple>
 
 namespace dtrt::cuda {
 
@@ -431,10 +478,7 @@ Status Cudnn::build(const Sdpa &a, Graph &g) {
     CudnnDescriptor &one = gb.scalar(kOne);
     CudnnDescriptor &softmaxSum =
         gb.tensor(kSoftmaxSum, CUDNN_DATA_FLOAT, row, rowStrides);
-    CudnnDescriptor &dqAccum = gb.tensor(
-        kDqAccum, CUDNN_DATA_FLOAT, {b, h, s, d}, {h * s * d, s * d, d, 1});
     g.softmaxSumBytes = roundUp(b * h * s * 4);
-    g.dqAccumBytes = roundUp(b * h * s * d * 4);
     // D = rowsum(dO o O).
     CudnnDescriptor &t0 = f32({b, h, s, d}, {h * s * d, s * d, h * d, 1}),
                     &t1 = f32(row, rowStrides);
@@ -471,9 +515,16 @@ Status Cudnn::build(const Sdpa &a, Graph &g) {
     const auto &[kb, kh, kr] = a.strides[1];
     CudnnDescriptor &kView = f32({b, h, s, d}, {kb, kh, kr, 1});
     gb.reshape(kt, kView);
-    gb.matmul(dS, kView, dqAccum);
-    gb.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dqAccum, nullptr,
-                 dQ);
+    if (a.deterministic) {
+      gb.matmul(dS, kView, dQ);
+    } else {
+      CudnnDescriptor &dqAccum = gb.tensor(
+          kDqAccum, CUDNN_DATA_FLOAT, {b, h, s, d}, {h * s * d, s * d, d, 1});
+      g.dqAccumBytes = roundUp(b * h * s * d * 4);
+      gb.matmul(dS, kView, dqAccum);
+      gb.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dqAccum, nullptr,
+                   dQ);
+    }
   }
   if (std::string why = gb.failure(); !why.empty())
     return Error(why);
@@ -639,10 +690,13 @@ Status Cudnn::run(int plan, const std::vector<void *> &pointers) {
       data.push_back(const_cast<float *>(&g.negInf));
     }
     if (g.a.backward) {
-      uids.insert(uids.end(), {kOne, kDqAccum, kSoftmaxSum});
+      uids.insert(uids.end(), {kOne, kSoftmaxSum});
       data.insert(data.end(), {static_cast<void *>(const_cast<float *>(&g.one)),
-                               static_cast<void *>(ws),
                                static_cast<void *>(ws + g.dqAccumBytes)});
+      if (!g.a.deterministic) {
+        uids.push_back(kDqAccum);
+        data.push_back(ws);
+      }
       ws += g.dqAccumBytes + g.softmaxSumBytes;
     }
     auto pack = std::make_unique<CudnnDescriptor>(

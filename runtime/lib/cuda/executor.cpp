@@ -78,49 +78,6 @@ std::vector<dtk_attention_layout> layoutsOf(const Thunk &t) {
   return layouts;
 }
 
-/// A bf16 attention (or gradient) launch as cuDNN's SDPA takes it, or why
-/// not: cuDNN reads and writes 16-bit tensors only, and every operand must
-/// split its slices into the same batches and heads.
-Expected<Sdpa> sdpaOf(const Thunk &t) {
-  if (t.in != Operands::BF16 || t.result != Operands::BF16)
-    return Error("its operands or results are f32 in the arena");
-  Sdpa a;
-  a.backward = t.kind == Thunk::AttentionGrad;
-  int64_t slices = t.i[0];
-  a.t = t.i[1];
-  a.d = t.i[2];
-  a.causal = t.i[3] != 0;
-  a.type = Operands::BF16;
-  // The plan's layouts, but the log-sum-exp's (always [slices, t]); none:
-  // every operand [slices, t, d].
-  std::vector<std::array<int64_t, 4>> layouts;
-  size_t operands = a.backward ? 8 : 4;
-  for (size_t i = 0; i < t.layouts.size(); ++i)
-    if (i != 4)
-      layouts.push_back(t.layouts[i]);
-  if (layouts.empty())
-    layouts.assign(operands, {1, a.t * a.d, 0, a.d});
-  if (layouts.size() != operands)
-    return Error("its layouts do not match its operands");
-  int64_t heads = 1;
-  for (const auto &l : layouts)
-    heads = std::max(heads, l[0]);
-  if (slices % heads != 0)
-    return Error(fmt::format("its {} slices are not whole batches of {} heads",
-                             slices, heads));
-  a.batch = slices / heads;
-  a.heads = heads;
-  for (const auto &[lh, batch, head, row] : layouts) {
-    if (lh == heads)
-      a.strides.push_back({batch, head, row});
-    else if (lh == 1) // slice s at s * batch: batch b, head h at (bH + h) batch
-      a.strides.push_back({batch * heads, batch, row});
-    else
-      return Error("its operands split their slices into different heads");
-  }
-  return a;
-}
-
 } // namespace
 
 Expected<std::unique_ptr<Executor>>
@@ -571,12 +528,23 @@ Status Executor::prepareAttention(char *deviceMemory) {
     cudnnPlans_.clear();
     return Status::ok();
   };
+  // DTRT_CUDA_DETERMINISTIC=1: cuDNN's gradient sums dQ in a fixed order,
+  // so that two runs (a resumed one too) give the same bits, as dt's kernels
+  // do.
+  std::string fixed = "0";
+  if (const char *v = std::getenv("DTRT_CUDA_DETERMINISTIC"); v && *v)
+    fixed = v;
+  if (fixed != "0" && fixed != "1")
+    return Error(
+        fmt::format("DTRT_CUDA_DETERMINISTIC={} is not 0 or 1", fixed));
   Expected<std::unique_ptr<Cudnn>> cudnn = Cudnn::open(stream_);
   if (!cudnn)
     return refuse(cudnn.error().message());
   cudnn_ = std::move(*cudnn);
   for (const Thunk *t : calls) {
-    Expected<Sdpa> a = sdpaOf(*t);
+    Expected<Sdpa> a = Sdpa::of(*t);
+    if (a)
+      a->deterministic = fixed == "1";
     Expected<int> plan = a ? cudnn_->prepare(*a) : Expected<int>(a.error());
     if (!plan)
       return refuse(fmt::format("cuDNN does not take {} {}: {}",

@@ -199,21 +199,24 @@ struct SmallAttention {
 TEST(CudnnAttentionTest, DescribesTheAttentionAndGradientGraphs) {
   // Without a GPU, cuDNN still checks every tensor's and operation's
   // attributes as dt sets them; the graph and its plan need a device.
-  for (bool backward : {false, true}) {
-    dtrt::Status s =
-        dtrt::cuda::Cudnn::describe(SmallAttention::sdpa(backward));
+  const char *graphs[] = {"forward", "gradient", "deterministic gradient"};
+  for (int graph = 0; graph < 3; ++graph) {
+    dtrt::cuda::Sdpa a = SmallAttention::sdpa(graph > 0);
+    a.deterministic = graph == 2;
+    dtrt::Status s = dtrt::cuda::Cudnn::describe(a);
     if (!s &&
         s.error().message().find("cannot load cuDNN") != std::string::npos)
       GTEST_SKIP() << s.error().message();
-    EXPECT_TRUE(bool(s)) << (backward ? "gradient: " : "forward: ")
-                         << s.error().message();
+    EXPECT_TRUE(bool(s)) << graphs[graph] << ": " << s.error().message();
   }
 }
 
-/// Runs SmallAttention's plan with DTRT_CUDA_ATTENTION=`engine` on an arena
-/// holding `host`, and returns the arena after it, or why not.
+/// Runs SmallAttention's plan with DTRT_CUDA_ATTENTION=`engine` (and
+/// DTRT_CUDA_DETERMINISTIC=`deterministic`) on an arena holding `host`,
+/// which it leaves as the run left the arena; returns why it failed, or "".
 std::string runAttention(const char *engine, std::vector<uint16_t> &host,
-                         std::string &which) {
+                         std::string &which, const char *deterministic = "0") {
+  setenv("DTRT_CUDA_DETERMINISTIC", deterministic, 1);
   setenv("DTRT_CUDA_ATTENTION", engine, 1);
   auto executor =
       dtrt::cuda::Executor::create(kNoKernels, SmallAttention::plan());
@@ -227,6 +230,7 @@ std::string runAttention(const char *engine, std::vector<uint16_t> &host,
   setenv("DTRT_CUDA_ATTENTION", engine, 1);
   dtrt::Status s = (*executor)->prepareAttention(device);
   unsetenv("DTRT_CUDA_ATTENTION");
+  unsetenv("DTRT_CUDA_DETERMINISTIC");
   which = (*executor)->attentionEngine();
   if (s)
     s = (*executor)->run("grad_step", device);
@@ -251,7 +255,7 @@ TEST(CudnnAttentionTest, GivesWhatDtsKernelsGiveWhereTheyLie) {
     host[size_t(A::qkv / 2 + i)] = bf16(uniform(rng));
   for (int64_t i = 0; i < A::b * A::t * A::c; ++i)
     host[size_t(A::dout / 2 + i)] = bf16(uniform(rng));
-  std::vector<uint16_t> mine = host, theirs = host;
+  std::vector<uint16_t> mine = host, theirs = host, fixed = host, again = host;
   std::string engine;
   std::string failed = runAttention("dt", mine, engine);
   ASSERT_EQ(failed, "");
@@ -293,6 +297,14 @@ TEST(CudnnAttentionTest, GivesWhatDtsKernelsGiveWhereTheyLie) {
   for (int64_t i = 0; i < A::end / 2; ++i)
     if (std::isnan(fromBf16(mine[size_t(i)])))
       ASSERT_TRUE(std::isnan(fromBf16(theirs[size_t(i)]))) << "byte " << 2 * i;
+
+  // cuDNN's deterministic gradient (DTRT_CUDA_DETERMINISTIC=1): as close,
+  // and the same bits twice.
+  ASSERT_EQ(runAttention("cudnn", fixed, engine, "1"), "");
+  ASSERT_EQ(runAttention("cudnn", again, engine, "1"), "");
+  EXPECT_EQ(fixed, again);
+  theirs = fixed;
+  compare("dQ dK dV, deterministic", A::grads, A::b * A::t, 3 * A::c, 3 * A::c);
 }
 
 } // namespace

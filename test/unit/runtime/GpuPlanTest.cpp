@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dtrt/cuda/cudnn.h"
 #include "dtrt/cuda/plan.h"
 
 #include <gtest/gtest.h>
@@ -367,6 +368,79 @@ TEST(GpuPlanTest, LaunchesCarryTheirSpansNameAndCost) {
   // Without a span: named after the kernel, no cost.
   EXPECT_EQ(t[2].range, "grad_step_k1");
   EXPECT_EQ(t[2].bytes, 0);
+}
+
+TEST(GpuPlanTest, ABf16AttentionIsDescribedToCuDnnWhereItsOperandsLie) {
+  // GPT-2's layouts (2 batches of 3 heads of 64, 256 rows): Q, K, V in the
+  // [B, T, 3C] qkv product, O and dO in [B, T, C], dQ, dK, dV into their
+  // [B, T, 3C] concat; lse (the fifth) is [slices, t] and not an operand's
+  // layout. cuDNN gets each operand's batch, head and row strides.
+  const char *bt3c = "[3, 147456, 64, 576]", *btc = "[3, 49152, 64, 192]";
+  std::string layouts = std::string("[") + bt3c + ", " + bt3c + ", " + bt3c +
+                        ", " + btc + ", [1, 256, 0, 1]";
+  Expected<Plan> p = readPlan(
+      planOf(R"({"op": "attention", "bf16": true, "in": "bf16", "out": "bf16",
+                 "p": [0, 128, 256, 1024, 2048], "i": [6, 256, 64, 1],
+                 "layouts": )" +
+             layouts + R"(]},
+             {"op": "attention_grad", "bf16": true, "in": "bf16",
+              "out": "bf16", "p": [0, 128, 256, 1024, 2048, 3072, 4096,
+              4224, 4352], "i": [6, 256, 64, 1], "layouts": )" +
+             layouts + ", " + btc + ", " + bt3c + ", " + bt3c + ", " + bt3c +
+             "]}"),
+      "", dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &thunks = p->entries.front().second;
+  ASSERT_EQ(thunks.size(), 2u);
+  Expected<Sdpa> forward = Sdpa::of(thunks[0]), grad = Sdpa::of(thunks[1]);
+  ASSERT_TRUE(bool(forward)) << forward.error().message();
+  ASSERT_TRUE(bool(grad)) << grad.error().message();
+  EXPECT_FALSE(forward->backward);
+  EXPECT_TRUE(grad->backward);
+  EXPECT_EQ(forward->batch, 2);
+  EXPECT_EQ(forward->heads, 3);
+  EXPECT_EQ(forward->t, 256);
+  EXPECT_EQ(forward->d, 64);
+  EXPECT_TRUE(forward->causal);
+  using S = std::array<int64_t, 3>;
+  S qkv{147456, 64, 576}, merged{49152, 64, 192};
+  EXPECT_EQ(forward->strides, (std::vector<S>{qkv, qkv, qkv, merged}));
+  EXPECT_EQ(grad->strides,
+            (std::vector<S>{qkv, qkv, qkv, merged, merged, qkv, qkv, qkv}));
+
+  // Without layouts every operand is [slices, t, d]: one head a batch,
+  // split as the other operands split theirs.
+  Expected<Plan> packed =
+      readPlan(planOf(R"({"op": "attention", "bf16": true, "in": "bf16",
+                 "out": "bf16", "p": [0, 128, 256, 1024, 2048],
+                 "i": [6, 256, 64, 0]})"),
+               "", dpTp(), 0);
+  ASSERT_TRUE(bool(packed)) << packed.error().message();
+  Expected<Sdpa> plain = Sdpa::of(only(*packed));
+  ASSERT_TRUE(bool(plain)) << plain.error().message();
+  EXPECT_EQ(plain->batch, 6);
+  EXPECT_EQ(plain->heads, 1);
+  EXPECT_FALSE(plain->causal);
+  EXPECT_EQ(plain->strides[0], (S{256 * 64, 256 * 64, 64}));
+
+  // What cuDNN cannot take: f32 results, an operand not 16-byte aligned.
+  Expected<Plan> f32 =
+      readPlan(planOf(R"({"op": "attention", "bf16": true, "in": "bf16",
+                 "p": [0, 128, 256, 1024, 2048], "i": [6, 256, 64, 1]})"),
+               "", dpTp(), 0);
+  ASSERT_TRUE(bool(f32)) << f32.error().message();
+  Expected<Sdpa> refused = Sdpa::of(only(*f32));
+  ASSERT_FALSE(bool(refused));
+  EXPECT_NE(refused.error().message().find("f32"), std::string::npos);
+  Expected<Plan> odd =
+      readPlan(planOf(R"({"op": "attention", "bf16": true, "in": "bf16",
+                 "out": "bf16", "p": [0, 136, 256, 1024, 2048],
+                 "i": [6, 256, 64, 1]})"),
+               "", dpTp(), 0);
+  ASSERT_TRUE(bool(odd)) << odd.error().message();
+  refused = Sdpa::of(only(*odd));
+  ASSERT_FALSE(bool(refused));
+  EXPECT_NE(refused.error().message().find("aligned"), std::string::npos);
 }
 
 } // namespace

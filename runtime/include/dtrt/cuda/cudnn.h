@@ -26,6 +26,7 @@
 #define DTRT_CUDA_CUDNN_H
 
 #include "dtrt/cuda/blas.h" // Operands
+#include "dtrt/cuda/plan.h" // Thunk
 #include "dtrt/error.h"
 
 #include <cuda_runtime.h>
@@ -47,9 +48,20 @@ struct Sdpa {
   bool causal = true;
   /// BF16 or F16: every operand but lse, which is f32 [batch, heads, t].
   Operands type = Operands::BF16;
+  /// The gradient's dQ summed in a fixed order (cuDNN's deterministic
+  /// graph, which writes dQ directly), rather than with atomics into an f32
+  /// buffer, which is faster but differs from run to run in the last bits.
+  bool deterministic = false;
   /// Each operand's batch, head and row strides, in elements (d is
   /// contiguous): q, k, v, o, then for the gradient dO, dQ, dK, dV.
   std::vector<std::array<int64_t, 3>> strides;
+
+  /// A bf16 attention (or gradient) launch of a GPU plan as cuDNN takes
+  /// it, or why not: cuDNN reads and writes 16-bit tensors only (in and
+  /// out bf16), and every operand's layout must split the slices into the
+  /// same batches and heads (a layout of one head a batch is [slices, t, d]
+  /// and splits as any other).
+  static Expected<Sdpa> of(const Thunk &t);
 
   bool operator<(const Sdpa &o) const;
 };
