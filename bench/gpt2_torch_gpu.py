@@ -9,14 +9,19 @@ step. Prints one JSON line: tokens/s over the measured steps, MFU in llm.c's and
 PaLM's conventions (bench/../shared notes gpu-figures.md), peak memory, losses.
 
     gpt2_torch_gpu.py [--batch B ...] [--steps S] [--warmup W] [--no-compile]
+                      [--profile-steps P]
 
 With several --batch values it keeps the first that fits in memory (give them
 largest first: "the largest micro-batch that fits"). Tokens are random: the
-throughput does not depend on them.
+throughput does not depend on them. With --profile-steps, that many more steps
+run under torch.profiler after the measured ones, and stderr gets their GPU
+time a step by kind (attention, products, Triton's generated kernels, the rest)
+and the longest kernels: what dt's DTRT_CUDA_PROFILE gives for its side.
 """
 import argparse
 import json
 import math
+import sys
 import time
 
 import torch
@@ -71,6 +76,50 @@ def peak_tflops(name):
     return None
 
 
+def kind(name):
+    """A kernel's kind, by the names PyTorch's libraries give theirs."""
+    n = name.lower()
+    if any(k in n for k in ("flash", "fmha", "attention", "sdpa", "cudnn")):
+        return "attention"
+    if any(k in n for k in ("gemm", "cutlass", "xmma", "nvjet", "cublas")):
+        return "products"
+    if n.startswith("triton"):
+        return "triton"
+    return "other"
+
+
+def profile(step, steps):
+    """GPU time a step by kernel kind, and the longest kernels, to stderr."""
+    from torch.profiler import ProfilerActivity
+    with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for s in range(steps):
+            step(s)
+        torch.cuda.synchronize()
+
+    def device_us(e):
+        for attr in ("self_device_time_total", "self_cuda_time_total"):
+            if hasattr(e, attr):
+                return getattr(e, attr)
+        return 0.0
+
+    rows = [(device_us(e) / steps / 1e3, e.count // steps, e.key)
+            for e in prof.key_averages() if device_us(e) > 0]
+    rows.sort(reverse=True)
+    kinds = {}
+    for ms, count, name in rows:
+        k = kinds.setdefault(kind(name), [0.0, 0])
+        k[0] += ms
+        k[1] += count
+    total = sum(ms for ms, _, _ in rows)
+    print(f"PyTorch profile: {total:.2f} ms of GPU time a step over {steps} steps",
+          file=sys.stderr)
+    for k, (ms, count) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {k:10s} {ms:8.2f} ms in {count} launches", file=sys.stderr)
+    for ms, count, name in rows[:30]:
+        print(f"  {ms:8.3f} ms {count:4d}x {kind(name):9s} {name[:110]}",
+              file=sys.stderr)
+
+
 def run(batch, args):
     torch.manual_seed(0)
     model = GPT().cuda()
@@ -87,18 +136,24 @@ def run(batch, args):
                            device="cuda", generator=gen)
     losses = []
     times = []
-    for s in range(args.warmup + args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        x, y = tokens[s, :, :-1], tokens[s, :, 1:]
+
+    def step(s):
+        x, y = tokens[s % len(tokens), :, :-1], tokens[s % len(tokens), :, 1:]
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step_fn(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())  # synchronises
+        return loss.item()  # synchronises
+
+    for s in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        losses.append(step(s))
         times.append(time.perf_counter() - t0)
+    if args.profile_steps > 0:
+        profile(step, args.profile_steps)
     n = sum(p.numel() for p in model.parameters())
     measured = sum(times[args.warmup:])
     tokens_per_s = batch * CTX * args.steps / measured
@@ -126,6 +181,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--profile-steps", type=int, default=0)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     for batch in args.batch:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPT-2 124M on one GPU, dt against PyTorch, side by side in one run on the same GPU.
 
-    run_gpt2_gpu.py PROGRAM [--steps S] [--batch B]
+    run_gpt2_gpu.py PROGRAM [--steps S] [--batch B] [--profile-steps P]
 
 PROGRAM is bench/gpt2_124m_gpu.dt compiled by dtc (with its GPU code); run where
 gpt2_torch_gpu.py and the program's token shard are. dt trains S steps with
@@ -27,6 +27,8 @@ def main():
     ap.add_argument("program")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--profile-steps", type=int, default=3,
+                    help="steps of the peer to profile after its measured ones")
     args = ap.parse_args()
     log = os.path.abspath("runs/gpt2_124m_gpu")
     subprocess.run([args.program, "--backend", "cuda", "--steps", str(args.steps),
@@ -35,9 +37,12 @@ def main():
     records = [json.loads(l) for l in open(os.path.join(log, "metrics.jsonl")) if l.strip()]
     steps = [r for r in records if "loss" in r]
     rate = statistics.median(r["tokens_per_s"] for r in steps[5:])
+    # The peer's profile (--profile-steps: after its measured steps) goes to
+    # stderr, beside dt's.
     peer = subprocess.run([sys.executable, os.path.join(HERE, "gpt2_torch_gpu.py"),
-                           "--batch", str(args.batch)], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
+                           "--batch", str(args.batch), "--profile-steps",
+                           str(args.profile_steps)], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
     torch = json.loads(peer)
     peak = torch["peak_tflops"]  # the device's dense bf16 peak, from its name
     dt = {"side": "dt", "batch": args.batch, "tokens_per_s": rate,

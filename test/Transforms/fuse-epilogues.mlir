@@ -177,3 +177,92 @@ func.func @columns_moved(%x: tensor<6x8xf32>, %w: tensor<4x8xf32>, %b: tensor<2x
   }
   return %y : tensor<12x2xf32>
 }
+
+// -----
+
+// Pattern: h = narrow(mm); fused(h, b16) { add(widen(a0), widen(a1)) ... }
+//          => h = narrow(mm_bias(x, w, widen(b16))); fused(h) { widen(a0) ... }
+// A bf16 program narrows the product before its regions widen it and add the bf16
+// bias: the bias goes into the product's f32 sums, widened, before the one rounding.
+// The narrowing and its reshape move after the bias; the region that only added it
+// (before a split) is gone, and the residual's region reads the narrowed sum.
+dt.global param @qkv.b : tensor<24xf32> {init = {kind = "constant", value = 0.0 : f64}}
+// CHECK-LABEL: func.func @narrowed
+func.func @narrowed(%x: tensor<6x8xf32>, %w: tensor<24x8xf32>, %res: tensor<2x3x24xbf16>)
+    -> (tensor<2x3x24xbf16>, tensor<2x3x24xbf16>) {
+  // CHECK: %[[B:.*]] = dt.load @qkv.b
+  // CHECK-NEXT: %[[B16:.*]] = dt.fused(%[[B]]) : (tensor<24xf32>) -> tensor<24xbf16>
+  // CHECK: %[[W:.*]] = dt.fused(%[[B16]]) : (tensor<24xbf16>) -> tensor<24xf32> {
+  // CHECK-NEXT: ^bb0(%[[BA:.*]]: tensor<24xbf16>):
+  // CHECK-NEXT:   %[[BW:.*]] = dt.convert %[[BA]] : tensor<24xbf16> to tensor<24xf32>
+  // CHECK-NEXT:   dt.yield %[[BW]]
+  // CHECK: %[[MM:.*]] = dt.matmul_bias %{{.*}}, %{{.*}}, %[[W]] {transpose_rhs}
+  // CHECK-NEXT: %[[H:.*]] = dt.fused(%[[MM]]) : (tensor<6x24xf32>) -> tensor<6x24xbf16>
+  // CHECK: %[[R:.*]] = dt.reshape %[[H]] : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  // CHECK-NEXT: %[[Y:.*]] = dt.fused(%[[R]], %{{.*}}) : (tensor<2x3x24xbf16>, tensor<2x3x24xbf16>) -> tensor<2x3x24xbf16> {
+  // CHECK-NEXT: ^bb0(%[[P:.*]]: tensor<2x3x24xbf16>, %[[Q:.*]]: tensor<2x3x24xbf16>):
+  // CHECK-NEXT:   %[[PW:.*]] = dt.convert %[[P]] : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+  // CHECK-NEXT:   %[[QW:.*]] = dt.convert %[[Q]] : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+  // CHECK-NEXT:   %[[S:.*]] = dt.add %[[PW]], %[[QW]]
+  // CHECK: return %[[R]], %[[Y]]
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<6x8xf32>, tensor<24x8xf32> -> tensor<6x24xf32>
+  %h = dt.fused(%mm) : (tensor<6x24xf32>) -> tensor<6x24xbf16> {
+  ^bb0(%a: tensor<6x24xf32>):
+    %n = dt.convert %a : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  %r = dt.reshape %h : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  %b = dt.load @qkv.b : tensor<24xf32>
+  %b16 = dt.fused(%b) : (tensor<24xf32>) -> tensor<24xbf16> {
+  ^bb0(%a: tensor<24xf32>):
+    %n = dt.convert %a : tensor<24xf32> to tensor<24xbf16>
+    dt.yield %n : tensor<24xbf16>
+  }
+  // Adds the bias and rounds: once the bias is in the product, a round trip.
+  %qkv = dt.fused(%r, %b16) : (tensor<2x3x24xbf16>, tensor<24xbf16>) -> tensor<2x3x24xbf16> {
+  ^bb0(%a0: tensor<2x3x24xbf16>, %a1: tensor<2x3x24xbf16>):
+    %w0 = dt.convert %a0 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %w1 = dt.convert %a1 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %s = dt.add %w0, %w1 : tensor<2x3x24xf32>
+    %n = dt.convert %s : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    dt.yield %n : tensor<2x3x24xbf16>
+  }
+  // Adds the bias, rounds, then adds a residual: the residual's sum stays.
+  %y = dt.fused(%r, %b16, %res) : (tensor<2x3x24xbf16>, tensor<24xbf16>, tensor<2x3x24xbf16>) -> tensor<2x3x24xbf16> {
+  ^bb0(%a0: tensor<2x3x24xbf16>, %a1: tensor<2x3x24xbf16>, %a2: tensor<2x3x24xbf16>):
+    %w0 = dt.convert %a0 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %w1 = dt.convert %a1 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %s = dt.add %w0, %w1 : tensor<2x3x24xf32>
+    %n = dt.convert %s : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    %wn = dt.convert %n : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %w2 = dt.convert %a2 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %t = dt.add %wn, %w2 : tensor<2x3x24xf32>
+    %o = dt.convert %t : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    dt.yield %o : tensor<2x3x24xbf16>
+  }
+  return %qkv, %y : tensor<2x3x24xbf16>, tensor<2x3x24xbf16>
+}
+
+// -----
+
+// A use of the narrowed product that does not add the bias keeps the product as it is.
+// CHECK-LABEL: func.func @narrowed_read_alone
+func.func @narrowed_read_alone(%x: tensor<6x8xf32>, %w: tensor<24x8xf32>, %b16: tensor<24xbf16>)
+    -> (tensor<6x24xbf16>, tensor<6x24xbf16>) {
+  // CHECK-NOT: dt.matmul_bias
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<6x8xf32>, tensor<24x8xf32> -> tensor<6x24xf32>
+  %h = dt.fused(%mm) : (tensor<6x24xf32>) -> tensor<6x24xbf16> {
+  ^bb0(%a: tensor<6x24xf32>):
+    %n = dt.convert %a : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  %y = dt.fused(%h, %b16) : (tensor<6x24xbf16>, tensor<24xbf16>) -> tensor<6x24xbf16> {
+  ^bb0(%a0: tensor<6x24xbf16>, %a1: tensor<6x24xbf16>):
+    %w0 = dt.convert %a0 : tensor<6x24xbf16> to tensor<6x24xf32>
+    %w1 = dt.convert %a1 : tensor<6x24xbf16> to tensor<6x24xf32>
+    %s = dt.add %w0, %w1 : tensor<6x24xf32>
+    %n = dt.convert %s : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  return %h, %y : tensor<6x24xbf16>, tensor<6x24xbf16>
+}

@@ -273,6 +273,12 @@ private:
           SmallVector<int64_t> gpu = p;
           gpu[0] = offsetOf(zero.readFrom(m.getLhs()));
           gpu[1] = offsetOf(zero.readFrom(m.getRhs()));
+          // A 16-bit bias, read where its widening's source lies.
+          bool halfBias = false;
+          if constexpr (std::is_same_v<decltype(m), MatmulBiasOp>) {
+            gpu[2] = offsetOf(zero.readFrom(m.getBias()));
+            halfBias = zero.readFrom(m.getBias()) != m.getBias();
+          }
           Operation *narrowing = zero.narrowingOf(m.getResult());
           if (narrowing)
             gpu.back() = offsetOf(narrowing->getResult(0));
@@ -305,6 +311,8 @@ private:
             t["half"] = half.isBF16() ? "bf16" : "f16";
             if (narrowing)
               t["out"] = t["half"];
+            if (halfBias)
+              t["bias"] = t["half"];
           } else if (allHalfValued({m.getLhs(), m.getRhs()})) {
             t["tf32"] = true;
           }

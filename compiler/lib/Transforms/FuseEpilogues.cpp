@@ -24,6 +24,18 @@
 // Pattern: fused(reshape(mm), b) { add(a0, a1) ... } when the reshape keeps the
 //          rows (MLIRGen's flattened `x[B, T, C] @ w`) => reshape(mm_bias(...))
 //
+// A mixed-precision program narrows the product to 16 bits first, and its
+// regions add the 16-bit bias to the widened 16-bit product:
+//
+//   h = narrow(mm);  fused(h, b16) { s = add(widen(a0), widen(a1)) ... }
+//     => h = narrow(mm_bias(x, w, widen(b16)));  fused(h) { widen(a0) ... }
+//
+// The bias is then added to the f32 sums before the one rounding, as
+// PyTorch's addmm does under autocast, rather than to the rounded product
+// and rounded again; a region that only added the bias goes away (the qkv
+// product's, before its split), which on a GPU is a full pass over the
+// product less (cuBLASLt adds the bias in its epilogue).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
@@ -59,40 +71,6 @@ bool collectUses(Value value, int64_t n, SmallVectorImpl<OpOperand *> &uses) {
     uses.push_back(&use);
   }
   return true;
-}
-
-/// The bias that every use of `mm` adds to it first, or null; `uses` are
-/// those uses, in regions. A bias is a vector of the product's last dimension
-/// and element type, broadcast over its rows.
-Value commonBias(MatmulOp mm, SmallVectorImpl<OpOperand *> &uses) {
-  int64_t n = shapeOf(mm.getResult()).back();
-  Type elem = mm.getType().getElementType();
-  if (mm->use_empty() || !collectUses(mm.getResult(), n, uses))
-    return {};
-  Value bias;
-  for (OpOperand *use : uses) {
-    auto fused = llvm::cast<FusedOp>(use->getOwner());
-    Block &body = fused.getBody().front();
-    BlockArgument product = body.getArgument(use->getOperandNumber());
-    if (product.use_empty())
-      return {};
-    for (Operation *user : product.getUsers()) {
-      auto add = llvm::dyn_cast<AddOp>(user);
-      if (!add)
-        return {};
-      Value other = add.getLhs() == product ? add.getRhs() : add.getLhs();
-      auto arg = llvm::dyn_cast<BlockArgument>(other);
-      if (!arg || arg == product || arg.getOwner() != &body)
-        return {};
-      Value b = fused.getInputs()[arg.getArgNumber()];
-      auto t = llvm::cast<RankedTensorType>(b.getType());
-      if (t.getShape() != ArrayRef<int64_t>{n} || t.getElementType() != elem ||
-          (bias && b != bias))
-        return {};
-      bias = b;
-    }
-  }
-  return bias;
 }
 
 /// Drops what `fused` no longer needs: results that forward one of its
@@ -159,6 +137,106 @@ void followDefinition(Value value) {
     }
 }
 
+/// The region that only narrows `mm` to 16 bits, when that is its one use.
+FusedOp narrowingOf(MatmulOp mm) {
+  if (!mm->hasOneUse())
+    return {};
+  auto fused = llvm::dyn_cast<FusedOp>(*mm->user_begin());
+  if (!fused || fused.isReduction() || fused.getInputs().size() != 1 ||
+      fused.getNumResults() != 1)
+    return {};
+  Block &body = fused.getBody().front();
+  auto convert = llvm::dyn_cast<ConvertOp>(body.front());
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  if (!convert || convert.getInput() != body.getArgument(0) ||
+      yield.getValues().size() != 1 ||
+      yield.getValues().front() != convert.getResult())
+    return {};
+  Type half = convert.getType().getElementType();
+  return half.isBF16() || half.isF16() ? fused : FusedOp();
+}
+
+Type elementOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// `v` widened to f32 from `half` in a region's body: the 16-bit value, or
+/// null.
+Value widenedFrom(Value v, Type half) {
+  auto convert = v.getDefiningOp<ConvertOp>();
+  if (!convert || !convert.getType().getElementType().isF32() ||
+      convert.getInput().getType() != convert.getType().clone(half))
+    return {};
+  return convert.getInput();
+}
+
+/// The bias that every use of the product `p` adds to it first, or null;
+/// `uses` are those uses, in regions. A bias is a vector of the product's
+/// last dimension and element type, broadcast over its rows. With `half`
+/// (a mixed-precision program's narrowed product), the regions add the
+/// widened bias to the widened product, both of that 16-bit type.
+Value commonBias(Value p, Type half, SmallVectorImpl<OpOperand *> &uses) {
+  int64_t n = shapeOf(p).back();
+  Type elem = elementOf(p);
+  if (p.use_empty() || !collectUses(p, n, uses))
+    return {};
+  // The value a region adds: `v` itself, or its widening from `half`.
+  auto added = [&](Value v) { return half ? widenedFrom(v, half) : v; };
+  Value bias;
+  for (OpOperand *use : uses) {
+    auto fused = llvm::cast<FusedOp>(use->getOwner());
+    Block &body = fused.getBody().front();
+    BlockArgument product = body.getArgument(use->getOperandNumber());
+    if (product.use_empty())
+      return {};
+    SmallVector<Value> sums; // what the additions read for the product
+    if (!half)
+      sums.push_back(product);
+    else
+      for (Operation *widening : product.getUsers()) {
+        if (widening->getNumResults() != 1)
+          return {};
+        sums.push_back(widening->getResult(0));
+      }
+    for (Value sum : sums) {
+      if (added(sum) != product || sum.use_empty())
+        return {};
+      for (Operation *user : sum.getUsers()) {
+        auto add = llvm::dyn_cast<AddOp>(user);
+        if (!add)
+          return {};
+        Value other = add.getLhs() == sum ? add.getRhs() : add.getLhs();
+        auto arg = llvm::dyn_cast_or_null<BlockArgument>(added(other));
+        if (!arg || arg == product || arg.getOwner() != &body)
+          return {};
+        Value b = fused.getInputs()[arg.getArgNumber()];
+        auto t = llvm::cast<RankedTensorType>(b.getType());
+        if (t.getShape() != ArrayRef<int64_t>{n} ||
+            t.getElementType() != elem || (bias && b != bias))
+          return {};
+        bias = b;
+      }
+    }
+  }
+  return bias;
+}
+
+/// Erases the ops of `body` nothing reads any more, and a narrowing of a
+/// widening of the same 16-bit value (an exact round trip) becomes that
+/// value.
+void cleanUp(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (auto narrow = llvm::dyn_cast<ConvertOp>(op))
+      if (auto widen = narrow.getInput().getDefiningOp<ConvertOp>())
+        if (widen.getInput().getType() == narrow.getType() &&
+            widen.getType().getElementType().getIntOrFloatBitWidth() >
+                narrow.getType().getElementType().getIntOrFloatBitWidth())
+          narrow.getResult().replaceAllUsesWith(widen.getInput());
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty())
+      op.erase();
+}
+
 struct FuseEpiloguesPass
     : public dt::impl::FuseEpiloguesBase<FuseEpiloguesPass> {
   void runOnOperation() override {
@@ -169,9 +247,64 @@ struct FuseEpiloguesPass
     fn.walk([&](MatmulOp mm) { products.push_back(mm); });
     for (MatmulOp mm : products) {
       SmallVector<OpOperand *> uses;
-      if (Value bias = commonBias(mm, uses))
+      if (Value bias = commonBias(mm.getResult(), Type(), uses)) {
         fold(mm, bias, uses);
+        continue;
+      }
+      uses.clear();
+      if (FusedOp narrowing = narrowingOf(mm))
+        if (Value bias = commonBias(narrowing.getResult(0),
+                                    elementOf(narrowing.getResult(0)), uses))
+          foldHalf(mm, narrowing, bias, uses);
     }
+  }
+
+  /// The mixed-precision fold: `mm` with the widened 16-bit `bias`, and the
+  /// regions that `uses` enter read the narrowed sum without adding it.
+  void foldHalf(MatmulOp mm, FusedOp narrowing, Value bias,
+                ArrayRef<OpOperand *> uses) {
+    // The widened bias, then the product, after both the product and the
+    // bias; the narrowing (and its reshapes) follow, before every use,
+    // which reads the bias too.
+    OpBuilder b(mm);
+    Operation *def = bias.getDefiningOp();
+    if (def && def->getBlock() == mm->getBlock() && mm->isBeforeInBlock(def))
+      b.setInsertionPointAfter(def);
+    auto biasType = llvm::cast<RankedTensorType>(bias.getType());
+    auto wideType = biasType.clone(b.getF32Type());
+    auto wide = b.create<FusedOp>(mm.getLoc(), TypeRange{wideType},
+                                  ValueRange{bias}, DenseI64ArrayAttr());
+    Block *body = b.createBlock(&wide.getBody(), {}, {biasType}, {mm.getLoc()});
+    auto widen =
+        b.create<ConvertOp>(mm.getLoc(), wideType, body->getArgument(0));
+    b.create<YieldOp>(mm.getLoc(), ValueRange{widen.getResult()});
+    b.setInsertionPointAfter(wide);
+    auto folded = b.create<MatmulBiasOp>(
+        mm.getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(), wide.getResult(0),
+        mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
+    folded->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+    mm.getResult().replaceAllUsesWith(folded.getResult());
+    mm.erase();
+    if (narrowing->isBeforeInBlock(folded))
+      narrowing->moveAfter(folded);
+    followDefinition(narrowing.getResult(0));
+
+    llvm::SetVector<Operation *> users;
+    for (OpOperand *use : uses) {
+      auto fused = llvm::cast<FusedOp>(use->getOwner());
+      Block &regionBody = fused.getBody().front();
+      BlockArgument product = regionBody.getArgument(use->getOperandNumber());
+      for (Operation *widening : product.getUsers())
+        for (Operation *add :
+             llvm::make_early_inc_range(widening->getUsers())) {
+          add->getResult(0).replaceAllUsesWith(widening->getResult(0));
+          add->erase();
+        }
+      cleanUp(regionBody);
+      users.insert(fused);
+    }
+    for (Operation *fused : users)
+      simplify(llvm::cast<FusedOp>(fused));
   }
 
   /// Replaces `mm` by the product with `bias` and removes the additions

@@ -92,15 +92,20 @@ llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
         if (widening(&op))
           narrowed.insert(&op);
   // Drop a widening with a use other than a product's lhs or rhs, or used
-  // with an operand that is not narrowed alike, until none changes.
+  // with an operand that is not narrowed alike, until none changes. A
+  // product's bias of its operands' 16-bit type is read so too (cuBLASLt's
+  // epilogue).
   for (bool changed = true; changed;) {
     changed = false;
     for (Operation *op : llvm::to_vector(narrowed)) {
       SmallVector<OpOperand *> uses;
       usesOf(op->getResult(0), uses);
       bool keep = !uses.empty() && llvm::all_of(uses, [&](OpOperand *use) {
-        return use->getOperandNumber() < 2 &&
-               narrowedOperands(use->getOwner(), narrowed);
+        Type half = narrowedOperands(use->getOwner(), narrowed);
+        if (use->getOperandNumber() < 2)
+          return bool(half);
+        return llvm::isa<MatmulBiasOp>(use->getOwner()) &&
+               use->getOperandNumber() == 2 && half && half == widening(op);
       });
       if (!keep) {
         narrowed.erase(op);

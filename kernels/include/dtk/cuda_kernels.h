@@ -43,6 +43,13 @@ void dtk_cuda_softmax_f32(const float *x, float *y, int64_t outer, int64_t n,
 /* The element types of the _typed kernels' data. */
 enum { DTK_CUDA_F32 = 0, DTK_CUDA_BF16 = 1, DTK_CUDA_F16 = 2 };
 
+/* dtk_cuda_fill_rows_f32 with the bias and C of any of those types (the
+ * bias's values rounded to C's type: exact for a 16-bit bias in a C of its
+ * type, or an f32 C); `add` needs an f32 C (else nothing is written). */
+void dtk_cuda_fill_rows_typed(const void *bias, int bias_type, void *c,
+                              int c_type, int64_t rows, int64_t n, int add,
+                              dtk_stream stream);
+
 void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);

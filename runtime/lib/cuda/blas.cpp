@@ -308,26 +308,17 @@ Blas::~Blas() {
 }
 
 Blas::Key Blas::keyOf(const Product &p, const void *a, const void *b,
-                      const void *c, const float *bias) const {
-  return Key{p.batch,
-             p.m,
-             p.n,
-             p.k,
+                      const void *c, const void *bias) const {
+  return Key{p.batch, p.m, p.n, p.k,
              int(p.transA) | int(p.transB) << 1 | int(p.accumulate) << 2,
-             int(p.operands),
-             int(p.result),
-             bias != nullptr,
-             alignment(a),
-             alignment(b),
-             alignment(c),
-             bias ? alignment(bias) : 0,
-             p.lda,
-             p.ldb,
-             p.ldc};
+             int(p.operands), int(p.result),
+             // 0: none; 1: f32 (as before 16-bit biases were); 2 on: 16-bit.
+             bias ? 1 + int(p.bias) : 0, alignment(a), alignment(b),
+             alignment(c), bias ? alignment(bias) : 0, p.lda, p.ldb, p.ldc};
 }
 
 Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
-                                      const void *b, void *c, const float *bias,
+                                      const void *b, void *c, const void *bias,
                                       bool timed) {
   Key key = keyOf(p, a, b, c, bias);
   auto found = choices_.find(key);
@@ -350,7 +341,7 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
       int32_t(cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N));
   if (bias) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS));
-    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(dataType(p.bias)));
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(bias));
   }
   auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType type,
@@ -479,7 +470,7 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
 }
 
 Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
-                   const void *b, void *c, const float *bias) {
+                   const void *b, void *c, const void *bias) {
   const float one = 1.0f, zero = 0.0f;
   const float *beta = p.accumulate ? &one : &zero;
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
@@ -500,14 +491,19 @@ Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
 }
 
 Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
-                        const float *bias) {
+                        const void *bias) {
   bool accumulate = p.accumulate;
   if (bias) {
     // The bias broadcast into C (added to it when the product accumulates),
     // then C += the product.
-    dtk_cuda_fill_rows_f32(bias, static_cast<float *>(c), p.batch * p.m, p.n,
-                           int(p.accumulate),
-                           reinterpret_cast<dtk_stream>(stream_));
+    auto type = [](Operands o) {
+      return o == Operands::BF16  ? DTK_CUDA_BF16
+             : o == Operands::F16 ? DTK_CUDA_F16
+                                  : DTK_CUDA_F32;
+    };
+    dtk_cuda_fill_rows_typed(bias, type(p.bias), c, type(p.result),
+                             p.batch * p.m, p.n, int(p.accumulate),
+                             reinterpret_cast<dtk_stream>(stream_));
     accumulate = true;
   }
   ColumnMajor cm = columnMajor(p);
@@ -544,11 +540,14 @@ Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
 
 namespace {
 
-Status check(const Product &p, const float *bias) {
+Status check(const Product &p, const void *bias) {
   if (p.result != Operands::F32 && p.result != p.operands)
     return Error("a product's 16-bit result must have its operands' type");
-  if (bias && p.result != Operands::F32)
-    return Error("a product with a bias must have an f32 result");
+  if (bias && p.bias != Operands::F32 && p.bias != p.operands)
+    return Error("a product's bias must be f32 or its operands' 16-bit type");
+  if (bias && p.result != Operands::F32 && p.accumulate)
+    return Error("a product with a bias and a 16-bit result cannot "
+                 "accumulate");
   if ((p.lda || p.ldb || p.ldc) && (p.batch != 1 || bias))
     return Error("a product with row pitches must be of one batch, without "
                  "a bias");
@@ -563,7 +562,7 @@ Status check(const Product &p, const float *bias) {
 } // namespace
 
 Status Blas::matmul(const Product &p, const void *a, const void *b, void *c,
-                    const float *bias) {
+                    const void *bias) {
   if (Status s = check(p, bias); !s)
     return s;
   if (lt_) {
@@ -581,7 +580,7 @@ Status Blas::matmul(const Product &p, const void *a, const void *b, void *c,
 }
 
 Status Blas::tune(const Product &p, const void *a, const void *b, void *c,
-                  const float *bias) {
+                  const void *bias) {
   if (Status s = check(p, bias); !s)
     return s;
   if (!lt_)

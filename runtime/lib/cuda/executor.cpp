@@ -441,6 +441,7 @@ Product Executor::productOf(const Thunk &t) {
   const std::vector<int64_t> &i = t.i;
   Product p{i[0],      i[1],  i[2],       i[3],    i[4] != 0,
             i[5] != 0, false, t.operands, t.result};
+  p.bias = t.bias;
   if (!t.ld.empty()) {
     p.lda = t.ld[0];
     p.ldb = t.ld[1];
@@ -471,8 +472,7 @@ Status Executor::tuneProducts(char *deviceMemory) {
                         arena + t.p[2]);
       else if (t.kind == Thunk::MatmulBias)
         s = blas_->tune(productOf(t), arena + t.p[0], arena + t.p[1],
-                        arena + t.p[3],
-                        reinterpret_cast<const float *>(arena + t.p[2]));
+                        arena + t.p[3], arena + t.p[2]);
       else
         continue;
       if (!s)
@@ -526,6 +526,7 @@ Status Executor::prepareAttention(char *deviceMemory) {
       return Error(fmt::format("DTRT_CUDA_ATTENTION=cudnn: {}", why));
     fmt::print(stderr, "note: attention runs on dt's kernels: {}\n", why);
     cudnnPlans_.clear();
+    cudnn_.reset(); // and its workspace
     return Status::ok();
   };
   // DTRT_CUDA_DETERMINISTIC=1: cuDNN's gradient sums dQ in a fixed order,
@@ -661,8 +662,8 @@ Status Executor::launch(const Thunk &t, char *arena) {
                          arena + t.p[2]);
   case Thunk::MatmulBias:
     // cuBLASLt adds the bias in its epilogue.
-    return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1], f32(3),
-                         f32(2));
+    return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1],
+                         arena + t.p[3], arena + t.p[2]);
   case Thunk::Softmax:
     dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
     return Status::ok();

@@ -300,12 +300,22 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
                            t.value("grad_in", std::string("?")) + "'");
         thunk.gradIn = *grad;
       }
+      bool product =
+          info->kind == Thunk::Matmul || info->kind == Thunk::MatmulBias;
+      // A 16-bit product's bias, read in the operands' type where its
+      // widening's source lies (cuBLASLt's epilogue takes it so).
+      if (t.contains("bias")) {
+        if (info->kind != Thunk::MatmulBias || half.empty() ||
+            t.value("bias", "") != half)
+          return planError("'" + op + "' reads a bias of type '" +
+                           t.value("bias", std::string("?")) + "'");
+        thunk.bias = *sixteen(half);
+      }
       if (t.contains("out")) {
         std::optional<Operands> out = sixteen(t.value("out", ""));
-        bool product =
-            info->kind == Thunk::Matmul && out && t.value("out", "") == half;
+        bool productOut = product && out && t.value("out", "") == half;
         bool attention = bf16Attention && out == Operands::BF16;
-        if (!out || !(product || attention || norm ||
+        if (!out || !(productOut || attention || norm ||
                       info->kind == Thunk::CrossEntropyGrad ||
                       info->kind == Thunk::CrossEntropyWithGrad))
           return planError("'" + op + "' writes a result of type '" +

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """zero_copies.py PLAN.json: what a mixed-precision GPU plan leaves out
 (compiler/lib/Target/CudaZeroCopy.h). Prints, for grad_step, the products that
-read their 16-bit operands where they lie or write a 16-bit result, the loss
+read their 16-bit operands (and bias) where they lie or write a 16-bit result, the loss
 launches that read 16-bit logits or write a 16-bit gradient, how many
 generated kernels still run over the logits, and how many attention, layer
 norm and RMS norm launches read and write 16-bit data where the conversions
@@ -13,12 +13,13 @@ import json
 import sys
 
 plan = json.load(open(sys.argv[1]))["entries"]["grad_step"]
-products = [t for t in plan if t["op"] == "matmul"]
+products = [t for t in plan if t["op"] in ("matmul", "matmul_bias")]
 for t in plan:
     if "cpu_p" in t:
         assert len(t["cpu_p"]) == len(t["p"]) and t["cpu_p"] != t["p"], t
 print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} rerouted, "
-      f"{sum(t.get('out') == 'bf16' for t in products)} writing bf16")
+      f"{sum(t.get('out') == 'bf16' for t in products)} writing bf16, "
+      f"{sum(t.get('bias') == 'bf16' for t in products)} adding a bf16 bias")
 def pitches(t):
     return f", rows {t['ld']} apart" if "ld" in t else ""
 for t in plan:

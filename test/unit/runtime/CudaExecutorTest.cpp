@@ -46,6 +46,14 @@ uint16_t bf16(float f) {
   return uint16_t(w >> 16);
 }
 
+/// f to the nearest bf16 (ties to even), as cuBLAS rounds its sums.
+uint16_t bf16Rounded(float f) {
+  uint32_t w;
+  std::memcpy(&w, &f, 4);
+  w += 0x7fff + ((w >> 16) & 1);
+  return uint16_t(w >> 16);
+}
+
 float fromBf16(uint16_t h) {
   uint32_t w = uint32_t(h) << 16;
   float f;
@@ -135,6 +143,70 @@ TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
   for (int64_t l = k; l < k8; ++l)
     for (int64_t j = 0; j < w; ++j)
       ASSERT_EQ(host[size_t(e / 2 + l * w + j)], 0) << l << ", " << j;
+}
+
+TEST(CudaExecutorTest, ABf16ProductAddsItsBf16BiasBeforeItsOneRounding) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  // A bf16 program's Linear layer on the GPU (dt-fuse-epilogues' mixed-
+  // precision fold): C[37 x 24] = A[37 x 40] B^T + bias, B stored [24 x 40],
+  // the bias read as bf16 where it lies and added to the f32 sums before
+  // the one rounding to bf16. Through cuBLASLt's epilogue, through
+  // cuBLASLt timed, and through the classic API (the bias filled into C
+  // first).
+  const int64_t m = 37, n = 24, k = 40;
+  const int64_t a = 0, b = 4096, bias = 8192, c = 8448, arena = 10496;
+  std::string plan = R"({"version": 1, "arena_bytes": )" +
+                     std::to_string(arena) +
+                     R"(, "scratch_bytes": 0, "entries": {"grad_step": [
+      {"op": "matmul_bias", "p": [0, 4096, 8192, 8448], "i": [1, 37, 24, 40, 0, 1],
+       "half": "bf16", "out": "bf16", "bias": "bf16"}]}})";
+  std::vector<uint16_t> host(size_t(arena / 2), kNaN);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < k; ++l)
+      host[size_t(a / 2 + i * k + l)] = bf16(value(i, l, 1));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t l = 0; l < k; ++l)
+      host[size_t(b / 2 + j * k + l)] = bf16(value(j, l, 2));
+  for (int64_t j = 0; j < n; ++j)
+    host[size_t(bias / 2 + j)] = bf16(value(j, j, 3) / 3);
+  for (const char *engine : {"lt", "tuned", "cublas"}) {
+    setenv("DTRT_CUDA_PRODUCTS", engine, 1);
+    auto executor = dtrt::cuda::Executor::create(kNoKernels, plan);
+    unsetenv("DTRT_CUDA_PRODUCTS");
+    ASSERT_TRUE(bool(executor)) << executor.error().message();
+    char *device = nullptr;
+    ASSERT_EQ(cudaMalloc(&device, size_t((*executor)->arenaBytes())),
+              cudaSuccess);
+    std::vector<uint16_t> run = host;
+    ASSERT_EQ(
+        cudaMemcpy(device, run.data(), size_t(arena), cudaMemcpyHostToDevice),
+        cudaSuccess);
+    dtrt::Status s = (*executor)->tuneProducts(device);
+    if (s) // tuning wrote C: the inputs again
+      s = cudaMemcpy(device, run.data(), size_t(arena),
+                     cudaMemcpyHostToDevice) == cudaSuccess
+              ? dtrt::Status::ok()
+              : dtrt::Status(dtrt::Error("copy failed"));
+    if (s)
+      s = (*executor)->run("grad_step", device);
+    if (s)
+      s = (*executor)->synchronize();
+    ASSERT_TRUE(bool(s)) << engine << ": " << s.error().message();
+    ASSERT_EQ(
+        cudaMemcpy(run.data(), device, size_t(arena), cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    cudaFree(device);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        // Exact in f32 (multiples of 1/64 summed), then one rounding.
+        float sum = fromBf16(host[size_t(bias / 2 + j)]);
+        for (int64_t l = 0; l < k; ++l)
+          sum += value(i, l, 1) * value(j, l, 2);
+        ASSERT_EQ(run[size_t(c / 2 + i * n + j)], bf16Rounded(sum))
+            << engine << ": " << i << ", " << j;
+      }
+  }
 }
 
 /// GPT-2's attention in small: B = 2, H = 3, T = 256, D = 64, causal. Q, K

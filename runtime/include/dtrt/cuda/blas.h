@@ -53,6 +53,9 @@ struct Product {
   /// packed (their column counts). A pitch is the plan's "ld", for a
   /// product of one batch whose rows a pitch keeps 16-byte aligned.
   int64_t lda = 0, ldb = 0, ldc = 0;
+  /// The bias's elements, when there is one: f32, or the operands' 16-bit
+  /// type.
+  Operands bias = Operands::F32;
 };
 
 /// A row-major product as cuBLAS's column-major one: C^T = op(B)^T op(A)^T,
@@ -97,9 +100,11 @@ public:
   /// `p` on device pointers. With Operands::TF32, the f32 operands hold
   /// 16-bit values and the product takes TF32 tensor cores; with BF16 or
   /// F16, `a` and `b` point at 16-bit elements. Either way the products are
-  /// exact and summed in f32. `bias` (f32, or null) needs an f32 result.
+  /// exact and summed in f32. `bias` (or null) holds p.bias's elements (f32
+  /// or the operands' type), added to the f32 sums before they are rounded
+  /// to the result's type.
   Status matmul(const Product &p, const void *a, const void *b, void *c,
-                const float *bias = nullptr);
+                const void *bias = nullptr);
   Status matmul(const void *a, const void *b, void *c, int64_t batch, int64_t m,
                 int64_t n, int64_t k, bool transA, bool transB, bool accumulate,
                 Operands operands, Operands result = Operands::F32) {
@@ -113,7 +118,7 @@ public:
   /// its shape and alignments; otherwise chooses as matmul would. Writes
   /// `c` (many times, accumulating or not): it must hold nothing of value.
   Status tune(const Product &p, const void *a, const void *b, void *c,
-              const float *bias = nullptr);
+              const void *bias = nullptr);
 
   /// Timed choices of an earlier run on this kind of GPU and cuBLASLt
   /// (entries of timedChoices(), among others): tune() takes a product's
@@ -142,13 +147,13 @@ private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int,
                          int, int, int, int, int64_t, int64_t, int64_t>;
   Key keyOf(const Product &p, const void *a, const void *b, const void *c,
-            const float *bias) const;
+            const void *bias) const;
   Expected<Choice *> choose(const Product &p, const void *a, const void *b,
-                            void *c, const float *bias, bool timed);
+                            void *c, const void *bias, bool timed);
   Status runLt(const Choice &choice, const Product &p, const void *a,
-               const void *b, void *c, const float *bias);
+               const void *b, void *c, const void *bias);
   Status runClassic(const Product &p, const void *a, const void *b, void *c,
-                    const float *bias);
+                    const void *bias);
 
   std::unique_ptr<Api> api_;
   std::unique_ptr<LtApi> lt_;

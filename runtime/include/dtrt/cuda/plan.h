@@ -94,6 +94,9 @@ struct Thunk {
   /// How a norm gradient's dy is stored: f32, or (the plan's
   /// "grad_in") 16-bit where its widening's source lies.
   Operands gradIn = Operands::F32;
+  /// How a 16-bit product's bias is stored: f32, or (the plan's "bias") in
+  /// the operands' type where its widening's source lies.
+  Operands bias = Operands::F32;
   /// A bf16 attention's operands' layouts (the plan's "layouts": heads,
   /// batch, head and row strides, one per pointer: dtk_attention_layout),
   /// or none: every operand [slices, t, d].
