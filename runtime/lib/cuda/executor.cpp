@@ -424,8 +424,8 @@ std::string Executor::describe(const Thunk &t) const {
                                                    t.pad[0], t.pad[1]),
                        blas_->lastEngine());
   }
-  // Attention reading or writing bf16 where the conversions around it
-  // would have.
+  // Attention on cuDNN's kernels, or reading or writing bf16 where the
+  // conversions around it would have.
   if ((t.kind == Thunk::Attention || t.kind == Thunk::AttentionGrad) &&
       cudnnPlans_.count(&t))
     return fmt::format("{} ({})", kindName(t.kind), attentionEngine_);
