@@ -18,9 +18,13 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 namespace dtrt::cuda {
@@ -567,6 +571,8 @@ Status Executor::prepareAttention(char *deviceMemory) {
   if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess)
     return refuse(fmt::format("cuDNN's attention failed on its first run: {}",
                               cudaGetErrorString(e)));
+  if (Status s = checkCudnn(arena); !s)
+    return refuse(s.error().message());
   attentionEngine_ = cudnn_->version();
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -576,6 +582,161 @@ Status Executor::prepareAttention(char *deviceMemory) {
              "plans built in {:.1f} s (DTRT_CUDA_ATTENTION=dt runs dt's "
              "own)\n",
              attentionEngine_, calls.size(), cudnn_->plans(), seconds);
+  return Status::ok();
+}
+
+namespace {
+
+/// Where operand `i` of attention launch `t` lies: each of its slices x t
+/// rows of d elements, as element offsets from the operand's start (the
+/// plan's layout, or [slices, t, d]).
+std::vector<int64_t> rowStarts(const Thunk &t, size_t i) {
+  int64_t slices = t.i[0], steps = t.i[1], d = t.i[2];
+  std::array<int64_t, 4> l{1, steps * d, 0, d};
+  if (!t.layouts.empty())
+    l = t.layouts[i];
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s < slices; ++s)
+    for (int64_t r = 0; r < steps; ++r)
+      starts.push_back(s / l[0] * l[1] + s % l[0] * l[2] + r * l[3]);
+  return starts;
+}
+
+/// The bf16 values of operand `i` of `t` (its rows' elements in order).
+std::vector<float> readRows(const Thunk &t, size_t i, const char *arena) {
+  std::vector<int64_t> starts = rowStarts(t, i);
+  int64_t d = t.i[2], last = *std::max_element(starts.begin(), starts.end());
+  std::vector<uint16_t> raw(size_t(last + d));
+  cudaMemcpy(raw.data(), arena + t.p[i], raw.size() * 2,
+             cudaMemcpyDeviceToHost);
+  std::vector<float> values;
+  for (int64_t at : starts)
+    for (int64_t c = 0; c < d; ++c) {
+      uint32_t w = uint32_t(raw[size_t(at + c)]) << 16;
+      float f;
+      std::memcpy(&f, &w, 4);
+      values.push_back(f);
+    }
+  return values;
+}
+
+/// Fills operand `i` of `t` (everything from its first row's start to its
+/// last row's end) with bf16 values in [-2, 2).
+void fillRows(const Thunk &t, size_t i, char *arena, std::mt19937 &rng) {
+  std::vector<int64_t> starts = rowStarts(t, i);
+  int64_t last = *std::max_element(starts.begin(), starts.end());
+  std::vector<uint16_t> raw(size_t(last + t.i[2]));
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  for (uint16_t &x : raw) {
+    float f = uniform(rng);
+    uint32_t w;
+    std::memcpy(&w, &f, 4);
+    x = uint16_t(w >> 16);
+  }
+  cudaMemcpy(arena + t.p[i], raw.data(), raw.size() * 2,
+             cudaMemcpyHostToDevice);
+}
+
+/// The largest difference between `got` and `want`, against the largest of
+/// `want`: "" when within a few bf16 roundings, else what is off.
+std::string compareRows(const char *what, const std::vector<float> &got,
+                        const std::vector<float> &want) {
+  float largest = 0, worst = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    largest = std::max(largest, std::abs(want[k]));
+    float d = std::abs(got[k] - want[k]);
+    worst = std::isfinite(got[k]) ? std::max(worst, d)
+                                  : std::numeric_limits<float>::infinity();
+  }
+  if (worst <= 0.02f * largest + 1e-3f)
+    return "";
+  return fmt::format("{} differs from dt's kernels' by up to {} (largest "
+                     "value {})",
+                     what, worst, largest);
+}
+
+} // namespace
+
+Status Executor::checkCudnn(char *arena) {
+  // The first forward, and the gradient that reads what it writes (the
+  // same Q, K, V, O and lse: O and lse must be the forward's for the
+  // gradient to mean anything).
+  const Thunk *forward = nullptr, *grad = nullptr;
+  for (const auto &[name, thunks] : entries_)
+    for (const Thunk &t : thunks)
+      if (cudnnPlans_.count(&t) && t.kind == Thunk::Attention && !forward)
+        forward = &t;
+  if (!forward)
+    return Status::ok();
+  for (const auto &[name, thunks] : entries_)
+    for (const Thunk &t : thunks)
+      if (cudnnPlans_.count(&t) && t.kind == Thunk::AttentionGrad && !grad &&
+          std::equal(forward->p.begin(), forward->p.end(), t.p.begin()))
+        grad = &t;
+  // dt's kernels for `t` (as if cuDNN had not taken it).
+  auto own = [&](const Thunk &t) {
+    int plan = cudnnPlans_.at(&t);
+    cudnnPlans_.erase(&t);
+    Status s = launch(t, arena);
+    cudnnPlans_[&t] = plan;
+    return s;
+  };
+  auto sync = [&](const char *what) -> Status {
+    cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess)
+      return cudaFailure(fmt::format("checking cuDNN's {} failed", what), e);
+    return Status::ok();
+  };
+  auto lse = [&](const Thunk &t) {
+    std::vector<float> v(size_t(t.i[0] * t.i[1]));
+    cudaMemcpy(v.data(), arena + t.p[4], v.size() * 4, cudaMemcpyDeviceToHost);
+    return v;
+  };
+  std::mt19937 rng(20261128);
+  for (size_t i = 0; i < 3; ++i)
+    fillRows(*forward, i, arena, rng);
+  if (Status s = own(*forward); !s)
+    return s;
+  if (Status s = sync("attention"); !s)
+    return s;
+  std::vector<float> o = readRows(*forward, 3, arena), l = lse(*forward);
+  if (Status s = runCudnn(*forward, cudnnPlans_.at(forward), arena); !s)
+    return s;
+  if (Status s = sync("attention"); !s)
+    return s;
+  std::string off =
+      compareRows("its attention's O", readRows(*forward, 3, arena), o);
+  std::vector<float> cudnnLse = lse(*forward);
+  float worst = 0;
+  for (size_t k = 0; k < l.size(); ++k)
+    worst = std::max(worst, std::abs(cudnnLse[k] - l[k]));
+  if (off.empty() && !(worst <= 2e-3f))
+    off = fmt::format("its attention's log-sum-exp differs from dt's "
+                      "kernels' by up to {}",
+                      worst);
+  if (!off.empty() || !grad)
+    return off.empty() ? Status::ok() : Status(Error(off));
+  // The gradient from dt's O and lse (in place again), for a random dO.
+  if (Status s = own(*forward); !s)
+    return s;
+  fillRows(*grad, 5, arena, rng);
+  if (Status s = own(*grad); !s)
+    return s;
+  if (Status s = sync("attention gradient"); !s)
+    return s;
+  std::vector<std::vector<float>> want;
+  for (size_t i = 6; i < 9; ++i)
+    want.push_back(readRows(*grad, i, arena));
+  if (Status s = runCudnn(*grad, cudnnPlans_.at(grad), arena); !s)
+    return s;
+  if (Status s = sync("attention gradient"); !s)
+    return s;
+  const char *names[] = {"its attention gradient's dQ", "dK", "dV"};
+  for (size_t i = 6; i < 9; ++i)
+    if (std::string e =
+            compareRows(names[i - 6], readRows(*grad, i, arena), want[i - 6]);
+        !e.empty())
+      return Error(e);
   return Status::ok();
 }
 

@@ -94,7 +94,10 @@ public:
   /// and takes them, falling back to dt's kernels and saying why; cudnn,
   /// failing instead; dt, never), before the first step, which may be
   /// captured as a CUDA graph. `deviceMemory` is where the arena starts:
-  /// each plan runs once there, writing its results over what it holds.
+  /// each plan runs once there, and the first attention and its gradient
+  /// run on random inputs there by both dt's kernels and cuDNN, which must
+  /// agree within bf16's rounding (else, in auto, dt's kernels run): it
+  /// must hold nothing of value yet.
   Status prepareAttention(char *deviceMemory);
   /// Which attention runs ("cuDNN 9.19.0", "dt's kernels"), for the
   /// run's notes.
@@ -194,6 +197,11 @@ private:
   std::map<const Thunk *, int> cudnnPlans_;
   std::string attentionEngine_ = "dt's kernels";
   Status runCudnn(const Thunk &t, int plan, char *arena);
+  /// The first attention and its gradient, on random inputs in the arena,
+  /// by dt's kernels and by cuDNN's: an Error says how far apart they are
+  /// when beyond bf16's rounding (cuDNN reading the graphs otherwise than
+  /// dt means them).
+  Status checkCudnn(char *arena);
   std::vector<std::pair<std::string, std::vector<Thunk>>> entries_;
   cudaStream_t stream_ = nullptr;
   char *scratch_ = nullptr;
