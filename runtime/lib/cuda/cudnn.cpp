@@ -403,10 +403,6 @@ struct Cudnn::Graph {
   float scale = 0, negInf = 0, one = 1;
 };
 
-struct Cudnn::Descriptor {
-  std::unique_ptr<CudnnDescriptor> pack;
-};
-
 Status Cudnn::build(const Sdpa &a, Graph &g) {
   const CudnnApi &api = *api_;
   size_t version = api.getVersion();
@@ -710,12 +706,10 @@ Status Cudnn::run(int plan, const std::vector<void *> &pointers) {
         .finalize();
     if (!pack->ok())
       return Error(pack->failure());
-    auto d = std::make_unique<Descriptor>();
-    d->pack = std::move(pack);
-    found = packs_.emplace(key, std::move(d)).first;
+    found = packs_.emplace(key, std::move(pack)).first;
   }
   cudnnStatus_t s = api_->execute(static_cast<cudnnHandle_t>(handle_),
-                                  g.plan->get(), found->second->pack->get());
+                                  g.plan->get(), found->second->get());
   if (s != CUDNN_STATUS_SUCCESS)
     return Error(
         fmt::format("cuDNN's attention failed: {}", cudnnFailure(*api_, s)));
@@ -737,7 +731,7 @@ namespace dtrt::cuda {
 
 // Built where the CUDA toolkit has no cuDNN headers: dt's kernels only.
 struct Cudnn::Api {};
-struct Cudnn::Descriptor {};
+class CudnnDescriptor {};
 struct Cudnn::Graph {};
 
 Expected<std::unique_ptr<Cudnn>> Cudnn::open(cudaStream_t) {

@@ -271,10 +271,26 @@ struct SmallAttention {
 TEST(CudnnAttentionTest, DescribesTheAttentionAndGradientGraphs) {
   // Without a GPU, cuDNN still checks every tensor's and operation's
   // attributes as dt sets them; the graph and its plan need a device.
-  const char *graphs[] = {"forward", "gradient", "deterministic gradient"};
-  for (int graph = 0; graph < 3; ++graph) {
-    dtrt::cuda::Sdpa a = SmallAttention::sdpa(graph > 0);
+  // At GPT-2 124M's size too (16 x 12 heads x 1024 x 64, Q, K and V in
+  // the split's [B, T, C] buffers, dQ, dK and dV in the [B, T, 3C] concat:
+  // test/dtc/gpu-plan-zero-copy.test's layouts).
+  dtrt::cuda::Sdpa gpt2 = SmallAttention::sdpa(true);
+  gpt2.batch = 16;
+  gpt2.heads = 12;
+  gpt2.t = 1024;
+  std::array<int64_t, 3> btc{786432, 64, 768}, bt3c{2359296, 64, 2304};
+  gpt2.strides = {btc, btc, btc, btc, btc, bt3c, bt3c, bt3c};
+  const char *graphs[] = {"forward", "gradient", "deterministic gradient",
+                          "GPT-2's forward", "GPT-2's gradient"};
+  for (int graph = 0; graph < 5; ++graph) {
+    dtrt::cuda::Sdpa a = SmallAttention::sdpa(graph == 1 || graph == 2);
     a.deterministic = graph == 2;
+    if (graph >= 3) {
+      a = gpt2;
+      a.backward = graph == 4;
+      if (!a.backward)
+        a.strides.resize(4);
+    }
     dtrt::Status s = dtrt::cuda::Cudnn::describe(a);
     if (!s &&
         s.error().message().find("cannot load cuDNN") != std::string::npos)

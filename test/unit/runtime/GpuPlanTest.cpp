@@ -424,23 +424,21 @@ TEST(GpuPlanTest, ABf16AttentionIsDescribedToCuDnnWhereItsOperandsLie) {
   EXPECT_EQ(plain->strides[0], (S{256 * 64, 256 * 64, 64}));
 
   // What cuDNN cannot take: f32 results, an operand not 16-byte aligned.
-  Expected<Plan> f32 =
-      readPlan(planOf(R"({"op": "attention", "bf16": true, "in": "bf16",
-                 "p": [0, 128, 256, 1024, 2048], "i": [6, 256, 64, 1]})"),
-               "", dpTp(), 0);
-  ASSERT_TRUE(bool(f32)) << f32.error().message();
-  Expected<Sdpa> refused = Sdpa::of(only(*f32));
-  ASSERT_FALSE(bool(refused));
-  EXPECT_NE(refused.error().message().find("f32"), std::string::npos);
-  Expected<Plan> odd =
-      readPlan(planOf(R"({"op": "attention", "bf16": true, "in": "bf16",
-                 "out": "bf16", "p": [0, 136, 256, 1024, 2048],
-                 "i": [6, 256, 64, 1]})"),
-               "", dpTp(), 0);
-  ASSERT_TRUE(bool(odd)) << odd.error().message();
-  refused = Sdpa::of(only(*odd));
-  ASSERT_FALSE(bool(refused));
-  EXPECT_NE(refused.error().message().find("aligned"), std::string::npos);
+  const std::pair<const char *, const char *> refusals[] = {
+      {R"({"op": "attention", "bf16": true, "in": "bf16",
+           "p": [0, 128, 256, 1024, 2048], "i": [6, 256, 64, 1]})",
+       "f32"},
+      {R"({"op": "attention", "bf16": true, "in": "bf16", "out": "bf16",
+           "p": [0, 136, 256, 1024, 2048], "i": [6, 256, 64, 1]})",
+       "aligned"}};
+  for (const auto &[launch, why] : refusals) {
+    Expected<Plan> q = readPlan(planOf(launch), "", dpTp(), 0);
+    ASSERT_TRUE(bool(q)) << q.error().message();
+    Expected<Sdpa> refused = Sdpa::of(only(*q));
+    ASSERT_FALSE(bool(refused)) << launch;
+    EXPECT_NE(refused.error().message().find(why), std::string::npos)
+        << refused.error().message();
+  }
 }
 
 } // namespace

@@ -39,6 +39,8 @@
 
 namespace dtrt::cuda {
 
+class CudnnDescriptor; // runtime/lib/cuda/cudnn_api.h
+
 /// One attention (or its gradient) as cuDNN's SDPA graphs take it.
 struct Sdpa {
   /// The gradient's graph (q, k, v, o, lse, dO -> dQ, dK, dV) or the
@@ -103,7 +105,6 @@ private:
   /// Opens the library and binds its entry points, without a handle.
   static Expected<std::unique_ptr<Cudnn>> load();
   struct Api;
-  struct Descriptor;
   struct Graph;
   Status build(const Sdpa &a, Graph &g);
 
@@ -112,7 +113,8 @@ private:
   void *handle_ = nullptr;
   std::map<Sdpa, int> planOf_;
   std::vector<std::unique_ptr<Graph>> graphs_;
-  std::map<std::pair<int, std::vector<void *>>, std::unique_ptr<Descriptor>>
+  std::map<std::pair<int, std::vector<void *>>,
+           std::unique_ptr<CudnnDescriptor>>
       packs_;
   void *workspace_ = nullptr;
   int64_t workspaceBytes_ = 0;
