@@ -104,7 +104,8 @@ public:
   const std::string &attentionEngine() const { return attentionEngine_; }
 
   /// With DTRT_CUDA_PROFILE=1 in the environment, every launch is timed
-  /// with CUDA events (serialising the stream) and this prints the launches
+  /// with CUDA events (without a graph, but queued as one would run them,
+  /// the stream waited for once an entry point) and this prints the launches
   /// that took longest, summed over the run, to stderr, each with the rate
   /// its span's cost (by the compiler's cost model) gives: TFLOP/s for
   /// products and attention, GB/s for the rest; then the generated kernels
@@ -186,6 +187,9 @@ private:
     }
   };
   std::map<std::string, Profiled> profiled_, generated_;
+  /// Adds the times between each launch's pair of events (the first 2 x
+  /// thunks.size() of events_) to the profile, once the stream is done.
+  Status countProfile(const std::vector<Thunk> &thunks);
 
   std::unique_ptr<DeviceCollectives> collectives_;
   std::string collectivesNote_;
