@@ -161,6 +161,43 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     z.readStrided[split->getResult(0)] = strided;
     z.merged.insert(split);
   }
+  // And where all pieces of a split along the last axis are read so, each
+  // where the split's input holds it, rows as wide as that input's (the
+  // qkv split: Q, K and V where their product wrote them), when nothing
+  // from the split to the last attention reading them writes over it.
+  for (Operation *split : candidates.splitReads) {
+    Value in = split->getOperand(0);
+    int64_t width =
+        llvm::cast<RankedTensorType>(in.getType()).getShape().back();
+    SmallVector<std::pair<Value, Strided>> pieces;
+    size_t last = position[split];
+    bool all = aligned(in) && z.pitchOf(in) == 0;
+    int64_t start = 0;
+    for (Value piece : split->getResults()) {
+      SmallVector<Operation *> heads;
+      readersOf(piece, heads);
+      for (Operation *head : heads) {
+        Value bthd = head->getOperand(0), read = head->getResult(0);
+        all &= z.merged.contains(head) && z.readStrided.count(read) &&
+               start % 8 == 0;
+        Strided strided{in, start, headLayout(bthd, width)};
+        all &= stridesAligned(strided.layout);
+        pieces.push_back({read, strided});
+        SmallVector<Operation *> widenings, readers;
+        readersOf(read, widenings);
+        for (Operation *w : widenings)
+          readersOf(w->getResult(0), readers);
+        for (Operation *reader : readers)
+          last = std::max(last, position.lookup(reader));
+      }
+      start += llvm::cast<RankedTensorType>(piece.getType()).getShape().back();
+    }
+    if (!all || writesBetween(position[split] + 1, last, rangeOf(in)))
+      continue;
+    for (auto &[read, strided] : pieces)
+      z.readStrided[read] = strided;
+    z.merged.insert(split);
+  }
   // The bytes attention (or any op) reads for `operand` on the GPU.
   auto readRange = [&](Value operand) {
     Value v = z.readFrom(operand);

@@ -28,7 +28,10 @@
 // result (a transpose of [B, H, T, D] to [B, T, H, D]), whose buffer the
 // kernel writes with [B, T, H, D] strides (and the concat of dQ, dK and dV
 // after their merges, whose buffer they go to directly), and the head split
-// before dO, whose input the kernel reads untransposed. A gradient takes the
+// before dO (or Q, K, V), whose input the kernel reads untransposed; and when
+// Q, K and V are pieces of one split along the last axis (GPT-2's qkv
+// product), that split too: the kernels read each piece where the product
+// wrote it, in rows as wide as the product's. A gradient takes the
 // forward's O back: where the merge's buffer holds it, with the same strides,
 // when the forward wrote it there.
 //

@@ -356,7 +356,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
   /// merges and concat after those) still reads its operands (or, for a
   /// candidate widening, its source), and has written its other results,
   /// when they are placed, a head split's input is read by the attention
-  /// after it, and a forward attention's merged O by its gradients.
+  /// after it (and so is the input of a split whose pieces those are), and a
+  /// forward attention's merged O by its gradients.
   template <typename Root>
   void extendForZeroCopies(func::FuncOp fn,
                            llvm::DenseMap<Operation *, unsigned> &position,
@@ -422,6 +423,14 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
       for (Value result : w.op->getResults())
         if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
           extend(result, until);
+    }
+    // A split's input, read in place of its pieces for as long as they are
+    // (those extended above).
+    for (Operation *split : c.splitReads) {
+      unsigned until = 0;
+      for (Value piece : split->getResults())
+        until = std::max(until, lastUse.lookup(root(piece)));
+      extend(split->getOperand(0), until);
     }
   }
 

@@ -422,6 +422,28 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     if (reader && isAttention(reader))
       c.headReads.push_back(&op);
   }
+
+  // Splits along the last axis whose pieces only those head splits read.
+  llvm::DenseSet<Operation *> heads(c.headReads.begin(), c.headReads.end());
+  for (Operation &op : block) {
+    auto split = llvm::dyn_cast<SplitOp>(&op);
+    if (!split || !elementOf(split.getInput()).isBF16() ||
+        int64_t(split.getAxis()) !=
+            llvm::cast<RankedTensorType>(split.getInput().getType()).getRank() -
+                1)
+      continue;
+    bool onlyHeads = true;
+    for (Value piece : split.getResults()) {
+      SmallVector<Operation *> readers;
+      readersOf(piece, readers);
+      onlyHeads &=
+          !readers.empty() && llvm::all_of(readers, [&](Operation *reader) {
+            return heads.contains(reader);
+          });
+    }
+    if (onlyHeads)
+      c.splitReads.push_back(split);
+  }
   return c;
 }
 

@@ -9,6 +9,7 @@ around them would have.
 Row pitches ("ld": a product's A, B and C, 0 for packed; the loss's logits and
 dlogits) and a padded product's extents follow a launch's types. Every rerouted launch keeps the CPU's pointers
 in cpu_p, of the same length as p."""
+import collections
 import json
 import sys
 
@@ -63,6 +64,13 @@ for op in ("attention", "attention_grad"):
     for k, layout in sorted(strided):
         print(f"{op}: pointer {k} strided {list(layout)} in "
               f"{sum(t.get('layouts', [None] * 9)[k] == list(layout) for t in launches)}")
+    # K and V in bytes from Q: a qkv split left out reads them a piece apart
+    # in one buffer.
+    apart = collections.Counter((t["p"][1] - t["p"][0], t["p"][2] - t["p"][0])
+                                for t in launches if t.get("layouts"))
+    for (k, v), n in sorted(apart.items()):
+        if abs(k) < 1 << 16 and abs(v) < 1 << 16:
+            print(f"{op}: K and V at Q + {k} and + {v} bytes in {n}")
 for op, keys in (("layer_norm", ("in", "out")),
                  ("layer_norm_grad", ("in", "grad_in", "out")),
                  ("rms_norm", ("in", "out")),

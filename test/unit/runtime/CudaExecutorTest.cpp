@@ -271,15 +271,15 @@ struct SmallAttention {
 TEST(CudnnAttentionTest, DescribesTheAttentionAndGradientGraphs) {
   // Without a GPU, cuDNN still checks every tensor's and operation's
   // attributes as dt sets them; the graph and its plan need a device.
-  // At GPT-2 124M's size too (16 x 12 heads x 1024 x 64, Q, K and V in
-  // the split's [B, T, C] buffers, dQ, dK and dV in the [B, T, 3C] concat:
+  // At GPT-2 124M's size too (16 x 12 heads x 1024 x 64, Q, K and V where
+  // the qkv product wrote them, dQ, dK and dV in the [B, T, 3C] concat:
   // test/dtc/gpu-plan-zero-copy.test's layouts).
   dtrt::cuda::Sdpa gpt2 = SmallAttention::sdpa(true);
   gpt2.batch = 16;
   gpt2.heads = 12;
   gpt2.t = 1024;
   std::array<int64_t, 3> btc{786432, 64, 768}, bt3c{2359296, 64, 2304};
-  gpt2.strides = {btc, btc, btc, btc, btc, bt3c, bt3c, bt3c};
+  gpt2.strides = {bt3c, bt3c, bt3c, btc, btc, bt3c, bt3c, bt3c};
   const char *graphs[] = {"forward", "gradient", "deterministic gradient",
                           "GPT-2's forward", "GPT-2's gradient"};
   for (int graph = 0; graph < 5; ++graph) {

@@ -117,6 +117,12 @@ struct ZeroCopyCandidates {
   /// read, for one bf16 attention: it could read the split's input, a
   /// [B, T, H, D] tensor, with strides (attention's dO).
   llvm::SmallVector<mlir::Operation *> headReads;
+  /// Splits of a bf16 tensor along its last axis whose results only
+  /// headReads splits read (GPT-2's Q, K and V out of the [B, T, 3C] qkv
+  /// product): attention could read each piece where the split's input
+  /// holds it, its rows as wide as the input's, and the split would copy
+  /// nothing (a pass over the product's result a layer).
+  llvm::SmallVector<mlir::Operation *> splitReads;
   /// Narrowings that a product of one batch or the loss's gradient could
   /// write into whose 16-bit rows, 64 elements or more, are not a multiple
   /// of 16 bytes (GPT-2's logits and their gradient, 50 257 wide), with a
