@@ -266,3 +266,111 @@ func.func @narrowed_read_alone(%x: tensor<6x8xf32>, %w: tensor<24x8xf32>, %b16: 
   }
   return %h, %y : tensor<6x24xbf16>, tensor<6x24xbf16>
 }
+
+// -----
+
+// GELU after a narrowed product: one region narrows the f32 sums (the
+// pre-activation, which backward reads) and their GELU, rather than GELU of
+// the rounded sums, as cuBLASLt's GELU_AUX epilogue computes them; the
+// region that widened, took GELU and narrowed again goes.
+// CHECK-LABEL: func.func @gelu_narrowed
+func.func @gelu_narrowed(%x: tensor<6x8xf32>, %w: tensor<24x8xf32>)
+    -> (tensor<2x3x24xbf16>, tensor<2x3x24xbf16>) {
+  // CHECK: %[[MM:.*]] = dt.matmul %{{.*}}, %{{.*}} {transpose_rhs}
+  // CHECK-NEXT: %[[BOTH:.*]]:2 = dt.fused(%[[MM]]) : (tensor<6x24xf32>) -> (tensor<6x24xbf16>, tensor<6x24xbf16>) {
+  // CHECK-NEXT: ^bb0(%[[S:.*]]: tensor<6x24xf32>):
+  // CHECK-NEXT:   %[[PRE:.*]] = dt.convert %[[S]] : tensor<6x24xf32> to tensor<6x24xbf16>
+  // CHECK-NEXT:   %[[G:.*]] = dt.gelu %[[S]] : tensor<6x24xf32>
+  // CHECK-NEXT:   %[[G16:.*]] = dt.convert %[[G]] : tensor<6x24xf32> to tensor<6x24xbf16>
+  // CHECK-NEXT:   dt.yield %[[PRE]], %[[G16]]
+  // CHECK: %[[R:.*]] = dt.reshape %[[BOTH]]#0 : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  // CHECK: %[[A:.*]] = dt.reshape %[[BOTH]]#1 : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  // CHECK-NOT: dt.fused
+  // CHECK: return %[[R]], %[[A]]
+  %mm = dt.matmul %x, %w {transpose_rhs} : tensor<6x8xf32>, tensor<24x8xf32> -> tensor<6x24xf32>
+  %h = dt.fused(%mm) : (tensor<6x24xf32>) -> tensor<6x24xbf16> {
+  ^bb0(%a: tensor<6x24xf32>):
+    %n = dt.convert %a : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  %r = dt.reshape %h : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  %act = dt.fused(%r) : (tensor<2x3x24xbf16>) -> tensor<2x3x24xbf16> {
+  ^bb0(%a: tensor<2x3x24xbf16>):
+    %w0 = dt.convert %a : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %g = dt.gelu %w0 : tensor<2x3x24xf32>
+    %n = dt.convert %g : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    dt.yield %n : tensor<2x3x24xbf16>
+  }
+  return %r, %act : tensor<2x3x24xbf16>, tensor<2x3x24xbf16>
+}
+
+// -----
+
+// GELU's gradient by a narrowed product (backward's dY w^T): the f32 sums
+// times the derivative at the pre-activation, rounded once, right after the
+// product (cuBLASLt's DGELU epilogue), instead of the rounded product times
+// the rounded derivative.
+// CHECK-LABEL: func.func @gelu_grad_narrowed
+func.func @gelu_grad_narrowed(%pre: tensor<2x3x24xbf16>, %dy: tensor<6x8xf32>,
+                              %w: tensor<8x24xf32>) -> tensor<2x3x24xbf16> {
+  // CHECK: %[[MM:.*]] = dt.matmul %{{.*}}, %{{.*}} :
+  // CHECK-NEXT: %[[P:.*]] = dt.reshape %{{.*}} : tensor<2x3x24xbf16> -> tensor<6x24xbf16>
+  // CHECK-NEXT: %[[D:.*]] = dt.fused(%[[MM]], %[[P]]) : (tensor<6x24xf32>, tensor<6x24xbf16>) -> tensor<6x24xbf16> {
+  // CHECK-NEXT: ^bb0(%[[S:.*]]: tensor<6x24xf32>, %[[X:.*]]: tensor<6x24xbf16>):
+  // CHECK-NEXT:   %[[XW:.*]] = dt.convert %[[X]] : tensor<6x24xbf16> to tensor<6x24xf32>
+  // CHECK-NEXT:   %[[DD:.*]] = dt.gelu_deriv %[[XW]]
+  // CHECK-NEXT:   %[[M:.*]] = dt.mul %[[S]], %[[DD]]
+  // CHECK-NEXT:   %[[M16:.*]] = dt.convert %[[M]] : tensor<6x24xf32> to tensor<6x24xbf16>
+  // CHECK-NEXT:   dt.yield %[[M16]]
+  // CHECK: %[[V:.*]] = dt.reshape %[[D]] : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  // CHECK-NOT: dt.fused
+  // CHECK: return %[[V]]
+  %mm = dt.matmul %dy, %w : tensor<6x8xf32>, tensor<8x24xf32> -> tensor<6x24xf32>
+  %h = dt.fused(%mm) : (tensor<6x24xf32>) -> tensor<6x24xbf16> {
+  ^bb0(%a: tensor<6x24xf32>):
+    %n = dt.convert %a : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  %r = dt.reshape %h : tensor<6x24xbf16> -> tensor<2x3x24xbf16>
+  %grad = dt.fused(%pre, %r) : (tensor<2x3x24xbf16>, tensor<2x3x24xbf16>) -> tensor<2x3x24xbf16> {
+  ^bb0(%a0: tensor<2x3x24xbf16>, %a1: tensor<2x3x24xbf16>):
+    %w0 = dt.convert %a0 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %d = dt.gelu_deriv %w0 : tensor<2x3x24xf32>
+    %d16 = dt.convert %d : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    %w1 = dt.convert %a1 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %w2 = dt.convert %d16 : tensor<2x3x24xbf16> to tensor<2x3x24xf32>
+    %m = dt.mul %w1, %w2 : tensor<2x3x24xf32>
+    %n = dt.convert %m : tensor<2x3x24xf32> to tensor<2x3x24xbf16>
+    dt.yield %n : tensor<2x3x24xbf16>
+  }
+  return %grad : tensor<2x3x24xbf16>
+}
+
+// -----
+
+// A narrowed product that something else reads too keeps its rounding: the
+// gradient's region stays as it is.
+// CHECK-LABEL: func.func @gelu_grad_read_twice
+func.func @gelu_grad_read_twice(%pre: tensor<6x24xbf16>, %dy: tensor<6x8xf32>,
+                                %w: tensor<8x24xf32>) -> (tensor<6x24xbf16>, tensor<6x24xbf16>) {
+  // CHECK: %[[H:.*]] = dt.fused(%{{.*}}) : (tensor<6x24xf32>) -> tensor<6x24xbf16>
+  // CHECK: dt.fused(%{{.*}}, %[[H]]) : (tensor<6x24xbf16>, tensor<6x24xbf16>) -> tensor<6x24xbf16>
+  %mm = dt.matmul %dy, %w : tensor<6x8xf32>, tensor<8x24xf32> -> tensor<6x24xf32>
+  %h = dt.fused(%mm) : (tensor<6x24xf32>) -> tensor<6x24xbf16> {
+  ^bb0(%a: tensor<6x24xf32>):
+    %n = dt.convert %a : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  %grad = dt.fused(%pre, %h) : (tensor<6x24xbf16>, tensor<6x24xbf16>) -> tensor<6x24xbf16> {
+  ^bb0(%a0: tensor<6x24xbf16>, %a1: tensor<6x24xbf16>):
+    %w0 = dt.convert %a0 : tensor<6x24xbf16> to tensor<6x24xf32>
+    %d = dt.gelu_deriv %w0 : tensor<6x24xf32>
+    %d16 = dt.convert %d : tensor<6x24xf32> to tensor<6x24xbf16>
+    %w1 = dt.convert %a1 : tensor<6x24xbf16> to tensor<6x24xf32>
+    %w2 = dt.convert %d16 : tensor<6x24xbf16> to tensor<6x24xf32>
+    %m = dt.mul %w1, %w2 : tensor<6x24xf32>
+    %n = dt.convert %m : tensor<6x24xf32> to tensor<6x24xbf16>
+    dt.yield %n : tensor<6x24xbf16>
+  }
+  return %h, %grad : tensor<6x24xbf16>, tensor<6x24xbf16>
+}

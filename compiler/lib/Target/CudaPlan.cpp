@@ -282,6 +282,16 @@ private:
           Operation *narrowing = zero.narrowingOf(m.getResult());
           if (narrowing)
             gpu.back() = offsetOf(narrowing->getResult(0));
+          // GELU in cuBLASLt's epilogue (CudaZeroCopy.h): it writes the
+          // region's activation (or gradient) as C and reads or writes the
+          // pre-activation as its auxiliary matrix, the last pointer.
+          Operation *epilogue = zero.epilogueOf(m);
+          bool geluGrad = epilogue && epilogue->getNumResults() == 1;
+          if (epilogue) {
+            gpu.back() = offsetOf(epilogue->getResult(geluGrad ? 0 : 1));
+            gpu.push_back(offsetOf(geluGrad ? epilogue->getOperand(1)
+                                            : epilogue->getResult(0)));
+          }
           json::Object t = thunk(name, gpu,
                                  {product(a.drop_back(2)), c[r - 2], c[r - 1],
                                   k, int64_t(m.getTransposeLhs()),
@@ -297,7 +307,8 @@ private:
           // Extents rounded up to 16 bytes where the buffers allow
           // (CudaPadding.h): cuBLAS's fast kernels need them.
           if constexpr (std::is_same_v<decltype(m), MatmulOp>)
-            if (auto pad = padProduct(m, zero, narrowed)) {
+            if (auto pad =
+                    epilogue ? std::nullopt : padProduct(m, zero, narrowed)) {
               t["pad"] = json::Array{pad->n, pad->k};
               t["ld"] = json::Array(pad->ld);
               if (!pad->zeros.empty()) {
@@ -307,9 +318,11 @@ private:
                 t["zero"] = std::move(zeros);
               }
             }
+          if (epilogue)
+            t["epilogue"] = geluGrad ? "gelu_grad" : "gelu";
           if (Type half = narrowedOperands(m, narrowed)) {
             t["half"] = half.isBF16() ? "bf16" : "f16";
-            if (narrowing)
+            if (narrowing || epilogue)
               t["out"] = t["half"];
             if (halfBias)
               t["bias"] = t["half"];

@@ -205,6 +205,34 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
     return rangeOf(it == z.readStrided.end() ? v : it->second.at);
   };
 
+  // A product computes its region's GELU in its epilogue when the region's
+  // results (which the product writes in its place) overlap nothing the
+  // product reads, lie 16-byte aligned, in rows of a multiple of 8 elements
+  // (cuBLASLt's leading dimension for the pre-activation).
+  for (const ZeroCopyCandidates::Epilogue &e : candidates.epilogues) {
+    SmallVector<Range> reads;
+    bool fits = true;
+    for (Value operand : e.product->getOperands())
+      reads.push_back(readRange(operand));
+    if (e.grad) {
+      Value pre = e.region->getOperand(1);
+      fits &= aligned(pre) && z.pitchOf(pre) == 0;
+      reads.push_back(rangeOf(viewRoot(pre)));
+    }
+    for (Value result : e.region->getResults()) {
+      fits &= aligned(result) &&
+              llvm::cast<RankedTensorType>(result.getType()).getShape().back() %
+                      8 ==
+                  0;
+      for (Range read : reads)
+        fits &= !overlap(rangeOf(result), read);
+    }
+    if (!fits)
+      continue;
+    z.epilogues[e.product] = e.region;
+    z.epilogueRegions.insert(e.region);
+  }
+
   // An op writes results into its narrowings' buffers when those, which
   // the plan placed when the op's operands might be dead, overlap nothing
   // the op reads (a bypassed widening's buffer is never touched) or writes

@@ -35,6 +35,12 @@
 // forward's O back: where the merge's buffer holds it, with the same strides,
 // when the forward wrote it there.
 //
+// A narrowed product whose GELU, or GELU's gradient, the region right after
+// it computes (dt-fuse-epilogues) computes it in cuBLASLt's epilogue
+// instead: the activation and the pre-activation that backward reads
+// (GELU_AUX), or the gradient from that pre-activation (DGELU), in the
+// region's buffers; the region and the product's f32 sums go.
+//
 // The candidates come from dt/Transforms/ZeroCopyInfo.h, by the ops alone.
 // The memory plan placed buffers for the CPU's order of reads and writes, so
 // each is taken only where the plan proves it safe: nothing between the
@@ -92,6 +98,16 @@ struct ZeroCopies {
   /// writes into and that only products and the loss read (GPT-2's logits
   /// and their gradient).
   llvm::DenseMap<mlir::Value, int64_t> pitched;
+  /// A narrowed product -> the region after it whose results its GELU
+  /// epilogue writes (ZeroCopyCandidates::Epilogue): the region launches
+  /// nothing, and the product's f32 sums are never written.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> epilogues;
+  llvm::DenseSet<mlir::Operation *> epilogueRegions;
+
+  /// The region whose results product `op`'s epilogue writes, or null.
+  mlir::Operation *epilogueOf(mlir::Operation *op) const {
+    return epilogues.lookup(op);
+  }
 
   /// The row pitch of `v`'s rows (through reshapes), or 0: packed.
   int64_t pitchOf(mlir::Value v) const;
@@ -103,7 +119,8 @@ struct ZeroCopies {
 
   /// Whether `op` launches nothing.
   bool skips(mlir::Operation *op) const {
-    return bypassed.count(op) || narrowings.contains(op) || merged.contains(op);
+    return bypassed.count(op) || narrowings.contains(op) ||
+           merged.contains(op) || epilogueRegions.contains(op);
   }
   /// Where a product reads operand `v`: the tensor a bypassed widening
   /// converts, else `v` itself.

@@ -1,4 +1,4 @@
-//===- FuseEpilogues.cpp - fold a product's bias into the product ---------===//
+//===- FuseEpilogues.cpp - fold a bias and GELU into the product ----------===//
 //
 // Part of dt, a compiler for declarative distributed training.
 //
@@ -36,9 +36,25 @@
 // product's, before its split), which on a GPU is a full pass over the
 // product less (cuBLASLt adds the bias in its epilogue).
 //
+// GELU after a narrowed product is taken from the f32 sums too, and so is
+// its gradient by a narrowed product, as cuBLASLt's GELU epilogues compute
+// them (dt/Transforms/ZeroCopyInfo.h's geluEpilogueOf says which form):
+//
+//   h = narrow(mm);  fused(h) { narrow(gelu(widen(a0))) }
+//     => h, a = fused(mm) { narrow(a0), narrow(gelu(a0)) }
+//   d = narrow(mm);  fused(pre, d) { narrow(widen(a1) *
+//                                         widen(narrow(gelu_deriv(widen(a0)))))
+//                                         }
+//     => fused(mm, pre) { narrow(a0 * gelu_deriv(widen(a1))) }
+//
+// Each drops roundings (one forward, two backward). On a GPU the product
+// then writes the region's results itself, and the region and its pass over
+// the product go (CudaZeroCopy.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
+#include "dt/Transforms/ZeroCopyInfo.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -137,8 +153,9 @@ void followDefinition(Value value) {
     }
 }
 
-/// The region that only narrows `mm` to 16 bits, when that is its one use.
-FusedOp narrowingOf(MatmulOp mm) {
+/// The region that only narrows `mm` (a product) to 16 bits, when that is
+/// its one use.
+FusedOp narrowingOf(Operation *mm) {
   if (!mm->hasOneUse())
     return {};
   auto fused = llvm::dyn_cast<FusedOp>(*mm->user_begin());
@@ -237,6 +254,74 @@ void cleanUp(Block &body) {
       op.erase();
 }
 
+/// Erases `op` when nothing reads its results but reshapes that nothing
+/// reads either (erased too).
+void eraseUnread(Operation *op) {
+  for (Operation *user : llvm::make_early_inc_range(op->getUsers()))
+    if (llvm::isa<ReshapeOp>(user))
+      eraseUnread(user);
+  if (op->use_empty())
+    op->erase();
+}
+
+/// `v` = convert(x) to `element`'s type: x, or null.
+Value unconvert(Value v, Type element) {
+  auto convert = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
+  return convert && convert.getType().getElementType() == element
+             ? convert.getInput()
+             : Value();
+}
+
+/// Whether `op` is a region that narrows to `half` the GELU of its one
+/// input widened from `half`: fused(h) { narrow(gelu(widen(h))) }.
+bool isGeluOfWidened(Operation *op, Type half) {
+  auto fused = llvm::dyn_cast<FusedOp>(op);
+  if (!fused || fused.isReduction() || fused.getInputs().size() != 1 ||
+      fused.getNumResults() != 1)
+    return false;
+  Block &body = fused.getBody().front();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  Value narrowed = unconvert(yield.getValues().front(), half);
+  auto gelu = narrowed ? narrowed.getDefiningOp<GeluOp>() : GeluOp();
+  Type f32 = Float32Type::get(op->getContext());
+  return gelu && unconvert(gelu.getInput(), f32) == body.getArgument(0) &&
+         body.getOperations().size() == 4;
+}
+
+/// When `op` is the region of GELU's gradient in a mixed-precision backward
+/// pass that reads `dy` (the narrowed product), of 16-bit type `half`:
+/// fused(pre, dy) { narrow(widen(dy) * widen(narrow(gelu_deriv(widen(pre)))))
+/// }, the pre-activation it reads; else null.
+Value geluGradInput(Operation *op, Value dy, Type half) {
+  auto fused = llvm::dyn_cast<FusedOp>(op);
+  if (!fused || fused.isReduction() || fused.getInputs().size() != 2 ||
+      fused.getNumResults() != 1 || elementOf(fused.getResult(0)) != half)
+    return {};
+  Block &body = fused.getBody().front();
+  Type f32 = Float32Type::get(op->getContext());
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  Value product = unconvert(yield.getValues().front(), half);
+  auto mul = product ? product.getDefiningOp<MulOp>() : MulOp();
+  if (!mul || body.getOperations().size() != 8)
+    return {};
+  for (auto [gradient, derivative] : {std::pair(mul.getLhs(), mul.getRhs()),
+                                      std::pair(mul.getRhs(), mul.getLhs())}) {
+    auto dyArg =
+        llvm::dyn_cast_or_null<BlockArgument>(unconvert(gradient, f32));
+    Value rounded = unconvert(unconvert(derivative, f32), half);
+    auto deriv = rounded ? rounded.getDefiningOp<GeluDerivOp>() : GeluDerivOp();
+    auto preArg = llvm::dyn_cast_or_null<BlockArgument>(
+        deriv ? unconvert(deriv.getInput(), f32) : Value());
+    if (!dyArg || !preArg || dyArg == preArg ||
+        viewRoot(fused.getInputs()[dyArg.getArgNumber()]) != dy)
+      continue;
+    Value pre = fused.getInputs()[preArg.getArgNumber()];
+    if (elementOf(pre) == half && shapeOf(pre) == shapeOf(fused.getResult(0)))
+      return pre;
+  }
+  return {};
+}
+
 struct FuseEpiloguesPass
     : public dt::impl::FuseEpiloguesBase<FuseEpiloguesPass> {
   void runOnOperation() override {
@@ -257,6 +342,101 @@ struct FuseEpiloguesPass
                                     elementOf(narrowing.getResult(0)), uses))
           foldHalf(mm, narrowing, bias, uses);
     }
+    // Then GELU and its gradient after narrowed products, biased or not.
+    SmallVector<Operation *> narrowed;
+    fn.walk([&](Operation *op) {
+      if (llvm::isa<MatmulOp, MatmulBiasOp>(op))
+        narrowed.push_back(op);
+    });
+    for (Operation *mm : narrowed)
+      if (FusedOp narrowing = narrowingOf(mm))
+        if (!foldGelu(mm, narrowing))
+          foldGeluGrad(mm, narrowing);
+  }
+
+  /// GELU of the narrowed product: the regions that compute it (through
+  /// reshapes of the narrowing) are replaced by a second result of one
+  /// region that narrows the product's f32 sums and their GELU. Returns
+  /// whether there was one.
+  bool foldGelu(Operation *mm, FusedOp narrowing) {
+    Type half = elementOf(narrowing.getResult(0));
+    SmallVector<Operation *> readers, gelus;
+    readersOf(narrowing.getResult(0), readers);
+    for (Operation *reader : readers)
+      if (isGeluOfWidened(reader, half))
+        gelus.push_back(reader);
+    if (gelus.empty())
+      return false;
+    Location loc = gelus.front()->getLoc();
+    OpBuilder b(narrowing);
+    Type narrowType = narrowing.getResult(0).getType();
+    auto both =
+        b.create<FusedOp>(loc, TypeRange{narrowType, narrowType},
+                          ValueRange{mm->getResult(0)}, DenseI64ArrayAttr());
+    Block *body =
+        b.createBlock(&both.getBody(), {}, {mm->getResult(0).getType()}, {loc});
+    Value sums = body->getArgument(0);
+    Value pre = b.create<ConvertOp>(loc, narrowType, sums);
+    Value gelu = b.create<ConvertOp>(loc, narrowType,
+                                     b.create<GeluOp>(loc, sums).getResult());
+    b.create<YieldOp>(loc, ValueRange{pre, gelu});
+    narrowing.getResult(0).replaceAllUsesWith(both.getResult(0));
+    narrowing.erase();
+    for (Operation *old : gelus) {
+      b.setInsertionPoint(old);
+      Value view = both.getResult(1);
+      if (view.getType() != old->getResult(0).getType())
+        view = b.create<ReshapeOp>(old->getLoc(), old->getResult(0).getType(),
+                                   view);
+      old->getResult(0).replaceAllUsesWith(view);
+      old->erase();
+    }
+    return true;
+  }
+
+  /// The gradient of GELU by the narrowed product (backward's dY w^T): the
+  /// region that multiplies the widened product by GELU's rounded
+  /// derivative, when the narrowing has no other reader, becomes one that
+  /// multiplies the f32 sums by the derivative, right after the product.
+  void foldGeluGrad(Operation *mm, FusedOp narrowing) {
+    Type half = elementOf(narrowing.getResult(0));
+    SmallVector<Operation *> readers;
+    readersOf(narrowing.getResult(0), readers);
+    Value pre =
+        readers.size() == 1
+            ? geluGradInput(readers.front(), narrowing.getResult(0), half)
+            : Value();
+    // The pre-activation must be there before the product.
+    Operation *preDef = pre ? pre.getDefiningOp() : nullptr;
+    if (!pre || (preDef && (preDef->getBlock() != mm->getBlock() ||
+                            !preDef->isBeforeInBlock(mm))))
+      return;
+    Operation *old = readers.front();
+    Location loc = old->getLoc();
+    OpBuilder b(narrowing);
+    auto productType = llvm::cast<RankedTensorType>(mm->getResult(0).getType());
+    Type preType = productType.clone(half);
+    if (pre.getType() != preType)
+      pre = b.create<ReshapeOp>(loc, preType, pre);
+    auto grad = b.create<FusedOp>(loc, TypeRange{preType},
+                                  ValueRange{mm->getResult(0), pre},
+                                  DenseI64ArrayAttr());
+    Block *body =
+        b.createBlock(&grad.getBody(), {}, {productType, preType}, {loc, loc});
+    Value derivative = b.create<GeluDerivOp>(
+        loc, b.create<ConvertOp>(loc, productType, body->getArgument(1))
+                 .getResult());
+    Value product = b.create<MulOp>(loc, body->getArgument(0), derivative);
+    b.create<YieldOp>(
+        loc,
+        ValueRange{b.create<ConvertOp>(loc, preType, product).getResult()});
+    b.setInsertionPointAfter(grad);
+    Value view = grad.getResult(0);
+    if (view.getType() != old->getResult(0).getType())
+      view = b.create<ReshapeOp>(loc, old->getResult(0).getType(), view);
+    old->getResult(0).replaceAllUsesWith(view);
+    old->erase();
+    eraseUnread(narrowing);
   }
 
   /// The mixed-precision fold: `mm` with the widened 16-bit `bias`, and the

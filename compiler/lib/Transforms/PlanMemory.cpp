@@ -424,6 +424,14 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
           extend(result, until);
     }
+    // A product whose GELU epilogue writes the region after it: what it
+    // reads lives until the region's results are placed.
+    for (const ZeroCopyCandidates::Epilogue &e : c.epilogues)
+      for (Value operand : e.product->getOperands()) {
+        Operation *def = root(operand).getDefiningOp();
+        extendRead(widenings.contains(def) ? def->getOperand(0) : operand,
+                   position[e.region]);
+      }
     // A split's input, read in place of its pieces for as long as they are
     // (those extended above).
     for (Operation *split : c.splitReads) {

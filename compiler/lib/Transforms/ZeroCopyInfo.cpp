@@ -116,6 +116,59 @@ llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
   return narrowed;
 }
 
+/// `v` = convert(x) to `element`'s type: x, or null.
+static Value unconvert(Value v, Type element) {
+  auto convert = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
+  return convert && convert.getType().getElementType() == element
+             ? convert.getInput()
+             : Value();
+}
+
+Operation *geluEpilogueOf(Operation *op, bool &grad) {
+  if (!isProduct(op) || !op->hasOneUse())
+    return nullptr;
+  Value p = op->getResult(0);
+  auto type = llvm::cast<RankedTensorType>(p.getType());
+  auto region = llvm::dyn_cast<FusedOp>(*op->user_begin());
+  if (type.getRank() != 2 || !type.getElementType().isF32() || !region ||
+      region.isReduction() || region.getInputs().front() != p)
+    return nullptr;
+  Type half = elementOf(region.getResult(0)), f32 = type.getElementType();
+  if (!isSixteenBit(half) || llvm::any_of(region.getResultTypes(), [&](Type t) {
+        return t != type.clone(half);
+      }))
+    return nullptr;
+  Block &body = region.getBody().front();
+  Value sums = body.getArgument(0);
+  ValueRange yielded = body.getTerminator()->getOperands();
+  size_t ops = body.getOperations().size();
+  if (region.getInputs().size() == 1 && yielded.size() == 2 && ops == 4) {
+    Value activation = unconvert(yielded[1], half);
+    auto gelu = activation ? activation.getDefiningOp<GeluOp>() : GeluOp();
+    grad = false;
+    return unconvert(yielded[0], half) == sums && gelu &&
+                   gelu.getInput() == sums
+               ? region
+               : nullptr;
+  }
+  if (!llvm::isa<MatmulOp>(op) || region.getInputs().size() != 2 ||
+      elementOf(region.getInputs()[1]) != half || yielded.size() != 1 ||
+      ops != 5)
+    return nullptr;
+  Value product = unconvert(yielded[0], half);
+  auto mul = product ? product.getDefiningOp<MulOp>() : MulOp();
+  Value other = !mul                   ? Value()
+                : mul.getLhs() == sums ? mul.getRhs()
+                : mul.getRhs() == sums ? mul.getLhs()
+                                       : Value();
+  auto derivative = other ? other.getDefiningOp<GeluDerivOp>() : GeluDerivOp();
+  grad = true;
+  return derivative &&
+                 unconvert(derivative.getInput(), f32) == body.getArgument(1)
+             ? region
+             : nullptr;
+}
+
 bool typedAttentionCapable(Operation *op) {
   if (!isAttention(op))
     return false;
@@ -421,6 +474,22 @@ ZeroCopyCandidates::find(func::FuncOp fn,
     Operation *reader = onlyReader(widening->getResult(0));
     if (reader && isAttention(reader))
       c.headReads.push_back(&op);
+  }
+
+  // Products whose GELU (or its gradient) the region right after them
+  // computes, in their operands' 16-bit type.
+  for (Operation &op : block) {
+    bool grad = false;
+    Operation *region = geluEpilogueOf(&op, grad);
+    if (!region ||
+        narrowedOperands(&op, narrowed) != elementOf(region->getResult(0)))
+      continue;
+    bool adjacent = true;
+    for (Operation *between = op.getNextNode(); between != region;
+         between = between->getNextNode())
+      adjacent &= llvm::isa<ReshapeOp>(between);
+    if (adjacent)
+      c.epilogues.push_back({&op, region, grad});
   }
 
   // Splits along the last axis whose pieces only those head splits read.

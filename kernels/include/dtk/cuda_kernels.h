@@ -50,6 +50,13 @@ void dtk_cuda_fill_rows_typed(const void *bias, int bias_type, void *c,
                               int c_type, int64_t rows, int64_t n, int add,
                               dtk_stream stream);
 
+/* GELU (dt.gelu, the tanh approximation) where cuBLASLt's epilogue does not
+ * compute it (dtrt/cuda/blas.h): `out` = gelu(`pre`), or with `grad`, `out`
+ * *= gelu'(`pre`) in place (`out` holds the product); `total` elements, both
+ * of `type`. */
+void dtk_cuda_gelu_typed(const void *pre, void *out, int type, int64_t total,
+                         int grad, dtk_stream stream);
+
 void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);

@@ -308,19 +308,20 @@ Blas::~Blas() {
 }
 
 Blas::Key Blas::keyOf(const Product &p, const void *a, const void *b,
-                      const void *c, const void *bias) const {
+                      const void *c, const void *bias, const void *aux) const {
   return Key{p.batch, p.m, p.n, p.k,
              int(p.transA) | int(p.transB) << 1 | int(p.accumulate) << 2,
              int(p.operands), int(p.result),
              // 0: none; 1: f32 (as before 16-bit biases were); 2 on: 16-bit.
              bias ? 1 + int(p.bias) : 0, alignment(a), alignment(b),
-             alignment(c), bias ? alignment(bias) : 0, p.lda, p.ldb, p.ldc};
+             alignment(c), bias ? alignment(bias) : 0, p.lda, p.ldb, p.ldc,
+             int(p.epilogue), aux ? alignment(aux) : 0};
 }
 
 Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
                                       const void *b, void *c, const void *bias,
-                                      bool timed) {
-  Key key = keyOf(p, a, b, c, bias);
+                                      void *aux, bool timed) {
+  Key key = keyOf(p, a, b, c, bias, aux);
   auto found = choices_.find(key);
   if (found != choices_.end())
     return found->second.get();
@@ -339,10 +340,24 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
       int32_t(cm.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N));
   set(CUBLASLT_MATMUL_DESC_TRANSB,
       int32_t(cm.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N));
+  cublasLtEpilogue_t epilogue =
+      p.epilogue == Epilogue::Gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                           : CUBLASLT_EPILOGUE_GELU_AUX)
+      : p.epilogue == Epilogue::GeluGrad ? CUBLASLT_EPILOGUE_DGELU
+      : bias                             ? CUBLASLT_EPILOGUE_BIAS
+                                         : CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue));
   if (bias) {
-    set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(CUBLASLT_EPILOGUE_BIAS));
     set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(dataType(p.bias)));
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(bias));
+  }
+  // The pre-activation: C's type and rows (column-major: its leading
+  // dimension is our row's length).
+  if (p.epilogue != Epilogue::None) {
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void *>(aux));
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(p.n));
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(out));
   }
   auto layout = [&](cublasLtMatrixLayout_t &l, cudaDataType type,
                     const ColumnMajor::Matrix &x) {
@@ -407,11 +422,14 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
   std::string cacheKey;
   if (timed && candidates.size() > 1 && !identity_.empty()) {
     const auto &[b0, m0, n0, k0, flags, in0, out0, bias0, al, bl, cl, biasl,
-                 lda0, ldb0, ldc0] = key;
+                 lda0, ldb0, ldc0, epilogue0, auxl] = key;
     cacheKey = fmt::format("{} | product {} x {} x {} x {} flags {} types {} "
                            "{} bias {} aligned {} {} {} {} pitches {} {} {}",
                            identity_, b0, m0, n0, k0, flags, in0, out0, bias0,
                            al, bl, cl, biasl, lda0, ldb0, ldc0);
+    // (Keys of products without an epilogue read as before.)
+    if (epilogue0)
+      cacheKey += fmt::format(" epilogue {} aligned {}", epilogue0, auxl);
     auto entry = saved_.find(cacheKey);
     cublasLtMatmulHeuristicResult_t check{};
     std::optional<cublasLtMatmulAlgo_t> algo;
@@ -439,10 +457,10 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
       // One untimed run (the first may load the kernel), then three timed.
       choice->algo = *algo;
       constexpr int kRuns = 3;
-      bool ran = e == cudaSuccess && runLt(*choice, p, a, b, c, bias);
+      bool ran = e == cudaSuccess && runLt(*choice, p, a, b, c, bias, aux);
       ran = ran && cudaEventRecord(begin, stream_) == cudaSuccess;
       for (int r = 0; ran && r < kRuns; ++r)
-        ran = bool(runLt(*choice, p, a, b, c, bias));
+        ran = bool(runLt(*choice, p, a, b, c, bias, aux));
       float ms = 0;
       ran = ran && cudaEventRecord(end, stream_) == cudaSuccess &&
             cudaEventSynchronize(end) == cudaSuccess &&
@@ -470,16 +488,20 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
 }
 
 Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
-                   const void *b, void *c, const void *bias) {
+                   const void *b, void *c, const void *bias, void *aux) {
   const float one = 1.0f, zero = 0.0f;
   const float *beta = p.accumulate ? &one : &zero;
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-  // The shape's descriptor serves every bias of its alignment.
+  // The shape's descriptor serves every bias (and auxiliary matrix) of its
+  // alignment.
   if (bias) {
     const void *pointer = bias;
     s = lt_->descSet(choice.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
                      sizeof(pointer));
   }
+  if (aux && s == CUBLAS_STATUS_SUCCESS)
+    s = lt_->descSet(choice.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                     &aux, sizeof(aux));
   if (s == CUBLAS_STATUS_SUCCESS)
     s = lt_->matmul(lt_->handle, choice.desc, &one, b, choice.first, a,
                     choice.second, beta, c, choice.result, c, choice.result,
@@ -491,7 +513,22 @@ Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
 }
 
 Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
-                        const void *bias) {
+                        const void *bias, void *aux) {
+  if (p.epilogue != Epilogue::None) {
+    // The rounded product, then the epilogue from it (gelu.cu): GELU's
+    // pre-activation goes to `aux`, its gradient's product to C.
+    Product plain = p;
+    plain.epilogue = Epilogue::None;
+    bool grad = p.epilogue == Epilogue::GeluGrad;
+    if (Status s = runClassic(plain, a, b, grad ? c : aux, bias, nullptr); !s)
+      return s;
+    int type = p.result == Operands::BF16  ? DTK_CUDA_BF16
+               : p.result == Operands::F16 ? DTK_CUDA_F16
+                                           : DTK_CUDA_F32;
+    dtk_cuda_gelu_typed(aux, c, type, p.m * p.n, int(grad),
+                        reinterpret_cast<dtk_stream>(stream_));
+    return Status::ok();
+  }
   bool accumulate = p.accumulate;
   if (bias) {
     // The bias broadcast into C (added to it when the product accumulates),
@@ -540,7 +577,7 @@ Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
 
 namespace {
 
-Status check(const Product &p, const void *bias) {
+Status check(const Product &p, const void *bias, const void *aux) {
   if (p.result != Operands::F32 && p.result != p.operands)
     return Error("a product's 16-bit result must have its operands' type");
   if (bias && p.bias != Operands::F32 && p.bias != p.operands)
@@ -551,6 +588,12 @@ Status check(const Product &p, const void *bias) {
   if ((p.lda || p.ldb || p.ldc) && (p.batch != 1 || bias))
     return Error("a product with row pitches must be of one batch, without "
                  "a bias");
+  if (p.epilogue != Epilogue::None &&
+      (!aux || p.batch != 1 || p.accumulate || p.lda || p.ldb || p.ldc ||
+       (p.epilogue == Epilogue::GeluGrad && bias)))
+    return Error("a product with a GELU epilogue needs its auxiliary matrix "
+                 "and must be of one packed batch, not accumulating (and "
+                 "GELU's gradient without a bias)");
   // The classic API's sizes are 32-bit; cuBLASLt takes the same products.
   if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX || p.batch > INT_MAX)
     return Error(fmt::format("a product of {} x {} x {} (batch {}) exceeds "
@@ -562,31 +605,31 @@ Status check(const Product &p, const void *bias) {
 } // namespace
 
 Status Blas::matmul(const Product &p, const void *a, const void *b, void *c,
-                    const void *bias) {
-  if (Status s = check(p, bias); !s)
+                    const void *bias, void *aux) {
+  if (Status s = check(p, bias, aux); !s)
     return s;
   if (lt_) {
     // The heuristic alone here: timing is for tune(), before the program
     // runs (a product may be captured into a CUDA graph).
-    Expected<Choice *> choice = choose(p, a, b, c, bias, false);
+    Expected<Choice *> choice = choose(p, a, b, c, bias, aux, false);
     if (!choice)
       return choice.error();
     lastEngine_ = (*choice)->engine;
     if ((*choice)->useLt)
-      return runLt(**choice, p, a, b, c, bias);
+      return runLt(**choice, p, a, b, c, bias, aux);
   }
   lastEngine_ = "cuBLAS";
-  return runClassic(p, a, b, c, bias);
+  return runClassic(p, a, b, c, bias, aux);
 }
 
 Status Blas::tune(const Product &p, const void *a, const void *b, void *c,
-                  const void *bias) {
-  if (Status s = check(p, bias); !s)
+                  const void *bias, void *aux) {
+  if (Status s = check(p, bias, aux); !s)
     return s;
   if (!lt_)
     return Status::ok();
   Expected<Choice *> choice =
-      choose(p, a, b, c, bias, engine_ == ProductEngine::Tuned);
+      choose(p, a, b, c, bias, aux, engine_ == ProductEngine::Tuned);
   return choice ? Status::ok() : Status(choice.error());
 }
 

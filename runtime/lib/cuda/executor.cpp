@@ -426,7 +426,8 @@ std::string Executor::describe(const Thunk &t) const {
   // Products by shape, operands and library: where cuBLAS's time goes.
   if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
     static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
-    return fmt::format("{} {}{}x{}x{}{}{} {}{}{} ({})",
+    static const char *const epilogues[] = {"", " + gelu", " * gelu'"};
+    return fmt::format("{} {}{}x{}x{}{}{} {}{}{}{} ({})",
                        t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
                        t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],
                        t.i[2], t.i[3], t.i[4] ? " A^T" : "",
@@ -437,7 +438,7 @@ std::string Executor::describe(const Thunk &t) const {
                        t.pad.empty() ? ""
                                      : fmt::format(", padded to n {} k {}",
                                                    t.pad[0], t.pad[1]),
-                       blas_->lastEngine());
+                       epilogues[int(t.epilogue)], blas_->lastEngine());
   }
   // Attention on cuDNN's kernels, or reading or writing bf16 where the
   // conversions around it would have.
@@ -452,11 +453,16 @@ std::string Executor::describe(const Thunk &t) const {
   return kindName(t.kind);
 }
 
+void *Executor::auxOf(const Thunk &t, char *arena) {
+  return t.epilogue == Epilogue::None ? nullptr : arena + t.p.back();
+}
+
 Product Executor::productOf(const Thunk &t) {
   const std::vector<int64_t> &i = t.i;
   Product p{i[0],      i[1],  i[2],       i[3],    i[4] != 0,
             i[5] != 0, false, t.operands, t.result};
   p.bias = t.bias;
+  p.epilogue = t.epilogue;
   if (!t.ld.empty()) {
     p.lda = t.ld[0];
     p.ldb = t.ld[1];
@@ -484,10 +490,10 @@ Status Executor::tuneProducts(char *deviceMemory) {
       Status s = Status::ok();
       if (t.kind == Thunk::Matmul)
         s = blas_->tune(productOf(t), arena + t.p[0], arena + t.p[1],
-                        arena + t.p[2]);
+                        arena + t.p[2], nullptr, auxOf(t, arena));
       else if (t.kind == Thunk::MatmulBias)
         s = blas_->tune(productOf(t), arena + t.p[0], arena + t.p[1],
-                        arena + t.p[3], arena + t.p[2]);
+                        arena + t.p[3], arena + t.p[2], auxOf(t, arena));
       else
         continue;
       if (!s)
@@ -831,11 +837,11 @@ Status Executor::launch(const Thunk &t, char *arena) {
         return cudaFailure("zeroing a padded product's extra terms failed", e);
     }
     return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1],
-                         arena + t.p[2]);
+                         arena + t.p[2], nullptr, auxOf(t, arena));
   case Thunk::MatmulBias:
     // cuBLASLt adds the bias in its epilogue.
     return blas_->matmul(productOf(t), arena + t.p[0], arena + t.p[1],
-                         arena + t.p[3], arena + t.p[2]);
+                         arena + t.p[3], arena + t.p[2], auxOf(t, arena));
   case Thunk::Softmax:
     dtk_cuda_softmax_f32(f32(0), f32(1), i[0], i[1], i[2], s);
     return Status::ok();

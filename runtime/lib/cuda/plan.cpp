@@ -322,7 +322,21 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
                            t.value("out", std::string("?")) + "'");
         thunk.result = *out;
       }
-      if (thunk.p.size() != info->pointers || thunk.i.size() != info->ints ||
+      // GELU (or its gradient) in a 16-bit product's epilogue, with the
+      // pre-activation as one more pointer.
+      if (t.contains("epilogue")) {
+        std::string epilogue = t.value("epilogue", "");
+        if (!product || thunk.result == Operands::F32 ||
+            (epilogue != "gelu" && epilogue != "gelu_grad") ||
+            (epilogue == "gelu_grad" && info->kind != Thunk::Matmul))
+          return planError("'" + op + "' has an epilogue '" + epilogue +
+                           "' it cannot have");
+        thunk.epilogue =
+            epilogue == "gelu" ? Epilogue::Gelu : Epilogue::GeluGrad;
+      }
+      size_t pointers =
+          info->pointers + (thunk.epilogue != Epilogue::None ? 1 : 0);
+      if (thunk.p.size() != pointers || thunk.i.size() != info->ints ||
           thunk.f.size() != info->floats)
         return planError("'" + op + "' has the wrong number of arguments");
       if (t.contains("ld")) {

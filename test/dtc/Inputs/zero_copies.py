@@ -17,10 +17,15 @@ plan = json.load(open(sys.argv[1]))["entries"]["grad_step"]
 products = [t for t in plan if t["op"] in ("matmul", "matmul_bias")]
 for t in plan:
     if "cpu_p" in t:
-        assert len(t["cpu_p"]) == len(t["p"]) and t["cpu_p"] != t["p"], t
+        # A GELU epilogue's pre-activation is one pointer more on the GPU.
+        extra = 1 if "epilogue" in t else 0
+        assert len(t["cpu_p"]) + extra == len(t["p"]) and t["cpu_p"] != t["p"], t
 print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} rerouted, "
       f"{sum(t.get('out') == 'bf16' for t in products)} writing bf16, "
-      f"{sum(t.get('bias') == 'bf16' for t in products)} adding a bf16 bias")
+      f"{sum(t.get('bias') == 'bf16' for t in products)} adding a bf16 bias, "
+      f"{sum(t.get('epilogue') == 'gelu' for t in products)} GELU and "
+      f"{sum(t.get('epilogue') == 'gelu_grad' for t in products)} its gradient "
+      f"in the epilogue")
 def pitches(t):
     return f", rows {t['ld']} apart" if "ld" in t else ""
 for t in plan:

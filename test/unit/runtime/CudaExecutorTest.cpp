@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // What the executor does around a launch, beyond the kernel or library call:
-// a padded product's zeroing (dt/Target's CudaPadding.h), and attention on
+// a padded product's zeroing (dt/Target's CudaPadding.h), a product's bias
+// and GELU in cuBLASLt's epilogue (or after the classic API), and attention on
 // cuDNN's fused kernels (dtrt/cuda/cudnn.h) against dt's own. Plans are
 // written by hand, arenas filled with NaN where nothing should be read, and
 // the entry point runs as a program's does (captured as a CUDA graph).
@@ -64,6 +65,41 @@ float fromBf16(uint16_t h) {
 /// Small multiples of 1/8: exact in bf16, their products' sums in f32.
 float value(int64_t i, int64_t j, int64_t salt) {
   return float((i * 7 + j * 13 + salt) % 17 - 8) / 8.0f;
+}
+
+/// Runs `plan`'s grad_step with DTRT_CUDA_PRODUCTS=`engine` on an arena
+/// holding `arena`, which it leaves as the run left the arena, the products
+/// tuned first (which writes their results: the inputs go in again after);
+/// returns why it failed, or "".
+std::string runProducts(const std::string &plan, const char *engine,
+                        std::vector<uint16_t> &arena) {
+  setenv("DTRT_CUDA_PRODUCTS", engine, 1);
+  auto executor = dtrt::cuda::Executor::create(kNoKernels, plan);
+  unsetenv("DTRT_CUDA_PRODUCTS");
+  if (!executor)
+    return executor.error().message();
+  size_t bytes = arena.size() * 2;
+  char *device = nullptr;
+  if (cudaMalloc(&device, size_t((*executor)->arenaBytes())) != cudaSuccess)
+    return "cannot allocate the arena";
+  auto in = [&] {
+    return cudaMemcpy(device, arena.data(), bytes, cudaMemcpyHostToDevice) ==
+                   cudaSuccess
+               ? dtrt::Status::ok()
+               : dtrt::Status(dtrt::Error("copy failed"));
+  };
+  dtrt::Status s = in();
+  if (s)
+    s = (*executor)->tuneProducts(device);
+  if (s)
+    s = in();
+  if (s)
+    s = (*executor)->run("grad_step", device);
+  if (s)
+    s = (*executor)->synchronize();
+  cudaMemcpy(arena.data(), device, bytes, cudaMemcpyDeviceToHost);
+  cudaFree(device);
+  return s ? "" : s.error().message();
 }
 
 TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
@@ -145,6 +181,21 @@ TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
       ASSERT_EQ(host[size_t(e / 2 + l * w + j)], 0) << l << ", " << j;
 }
 
+/// A Linear layer's bf16 operands in `host`: A [m x k] at byte `a` and B
+/// [n x k] at `b`, value(.., 1) and value(.., 2) times `scale`, and a bias of
+/// n at `bias`, value(j, j, 3) times `biasScale`.
+void putLinear(std::vector<uint16_t> &host, int64_t a, int64_t b, int64_t bias,
+               int64_t m, int64_t n, int64_t k, float scale, float biasScale) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t l = 0; l < k; ++l)
+      host[size_t(a / 2 + i * k + l)] = bf16(value(i, l, 1) * scale);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t l = 0; l < k; ++l)
+      host[size_t(b / 2 + j * k + l)] = bf16(value(j, l, 2) * scale);
+  for (int64_t j = 0; j < n; ++j)
+    host[size_t(bias / 2 + j)] = bf16(value(j, j, 3) * biasScale);
+}
+
 TEST(CudaExecutorTest, ABf16ProductAddsItsBf16BiasBeforeItsOneRounding) {
   if (!haveGpu())
     GTEST_SKIP() << "no GPU on this machine";
@@ -162,41 +213,10 @@ TEST(CudaExecutorTest, ABf16ProductAddsItsBf16BiasBeforeItsOneRounding) {
       {"op": "matmul_bias", "p": [0, 4096, 8192, 8448], "i": [1, 37, 24, 40, 0, 1],
        "half": "bf16", "out": "bf16", "bias": "bf16"}]}})";
   std::vector<uint16_t> host(size_t(arena / 2), kNaN);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t l = 0; l < k; ++l)
-      host[size_t(a / 2 + i * k + l)] = bf16(value(i, l, 1));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t l = 0; l < k; ++l)
-      host[size_t(b / 2 + j * k + l)] = bf16(value(j, l, 2));
-  for (int64_t j = 0; j < n; ++j)
-    host[size_t(bias / 2 + j)] = bf16(value(j, j, 3) / 3);
+  putLinear(host, a, b, bias, m, n, k, 1.0f, 1.0f / 3);
   for (const char *engine : {"lt", "tuned", "cublas"}) {
-    setenv("DTRT_CUDA_PRODUCTS", engine, 1);
-    auto executor = dtrt::cuda::Executor::create(kNoKernels, plan);
-    unsetenv("DTRT_CUDA_PRODUCTS");
-    ASSERT_TRUE(bool(executor)) << executor.error().message();
-    char *device = nullptr;
-    ASSERT_EQ(cudaMalloc(&device, size_t((*executor)->arenaBytes())),
-              cudaSuccess);
     std::vector<uint16_t> run = host;
-    ASSERT_EQ(
-        cudaMemcpy(device, run.data(), size_t(arena), cudaMemcpyHostToDevice),
-        cudaSuccess);
-    dtrt::Status s = (*executor)->tuneProducts(device);
-    if (s) // tuning wrote C: the inputs again
-      s = cudaMemcpy(device, run.data(), size_t(arena),
-                     cudaMemcpyHostToDevice) == cudaSuccess
-              ? dtrt::Status::ok()
-              : dtrt::Status(dtrt::Error("copy failed"));
-    if (s)
-      s = (*executor)->run("grad_step", device);
-    if (s)
-      s = (*executor)->synchronize();
-    ASSERT_TRUE(bool(s)) << engine << ": " << s.error().message();
-    ASSERT_EQ(
-        cudaMemcpy(run.data(), device, size_t(arena), cudaMemcpyDeviceToHost),
-        cudaSuccess);
-    cudaFree(device);
+    ASSERT_EQ(runProducts(plan, engine, run), "") << engine;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         // Exact in f32 (multiples of 1/64 summed), then one rounding.
@@ -206,6 +226,67 @@ TEST(CudaExecutorTest, ABf16ProductAddsItsBf16BiasBeforeItsOneRounding) {
         ASSERT_EQ(run[size_t(c / 2 + i * n + j)], bf16Rounded(sum))
             << engine << ": " << i << ", " << j;
       }
+  }
+}
+
+/// dt.gelu's formula (the tanh approximation) and its derivative, in double.
+double gelu(double x, bool derivative) {
+  const double k = 0.7978845608028654, c = 0.044715;
+  double t = std::tanh(k * (x + c * x * x * x));
+  if (!derivative)
+    return 0.5 * x * (1 + t);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+}
+
+TEST(CudaExecutorTest,
+     GeluEpiloguesWriteTheActivationThePreActivationAndTheGradient) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  // A bf16 MLP's GELU in the products' epilogues (CudaZeroCopy.h), through
+  // cuBLASLt, cuBLASLt timed and the classic API (then gelu.cu after a
+  // rounded product): H[37 x 24] = gelu(A B^T + bias) with the
+  // pre-activation X = A B^T + bias beside it, then G = (A B^T) gelu'(X).
+  // The sums are exact in f32, so X is their one rounding, bit for bit;
+  // H and G are within a rounding or two of bf16 (the classic path rounds
+  // before GELU) of the formula's value in double.
+  const int64_t m = 37, n = 24, k = 40;
+  const int64_t a = 0, b = 4096, bias = 8192, h = 8448, x = 10496, g = 12544,
+                arena = 14592;
+  std::string plan = R"({"version": 1, "arena_bytes": )" +
+                     std::to_string(arena) +
+                     R"(, "scratch_bytes": 0, "entries": {"grad_step": [
+      {"op": "matmul_bias", "p": [0, 4096, 8192, 8448, 10496],
+       "i": [1, 37, 24, 40, 0, 1], "half": "bf16", "out": "bf16",
+       "bias": "bf16", "epilogue": "gelu"},
+      {"op": "matmul", "p": [0, 4096, 12544, 10496], "i": [1, 37, 24, 40, 0, 1],
+       "half": "bf16", "out": "bf16", "epilogue": "gelu_grad"}]}})";
+  std::vector<uint16_t> host(size_t(arena / 2), kNaN);
+  putLinear(host, a, b, bias, m, n, k, 0.5f, 0.25f);
+  for (const char *engine : {"lt", "tuned", "cublas"}) {
+    std::vector<uint16_t> run = host;
+    ASSERT_EQ(runProducts(plan, engine, run), "") << engine;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float product = 0;
+        for (int64_t l = 0; l < k; ++l)
+          product += value(i, l, 1) / 2 * (value(j, l, 2) / 2);
+        float pre = product + fromBf16(host[size_t(bias / 2 + j)]);
+        size_t at = size_t(i * n + j);
+        ASSERT_EQ(run[x / 2 + at], bf16Rounded(pre))
+            << engine << ": pre-activation " << i << ", " << j;
+        double want = gelu(pre, false);
+        ASSERT_NEAR(fromBf16(run[h / 2 + at]), want,
+                    (std::abs(want) + std::abs(pre)) / 128 + 1e-3)
+            << engine << ": activation " << i << ", " << j;
+        want = product * gelu(fromBf16(run[x / 2 + at]), true);
+        ASSERT_NEAR(fromBf16(run[g / 2 + at]), want,
+                    (std::abs(want) + std::abs(product)) / 128 + 1e-3)
+            << engine << ": gradient " << i << ", " << j;
+      }
+    // Nothing else written.
+    for (int64_t at = 0; at < arena / 2; ++at)
+      if (at < h / 2 || at >= (g + m * n * 2) / 2)
+        ASSERT_EQ(run[size_t(at)], host[size_t(at)]) << engine << ": " << at;
   }
 }
 

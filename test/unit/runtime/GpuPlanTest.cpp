@@ -222,6 +222,43 @@ TEST(GpuPlanTest, SixteenBitReadsAndWritesAreCheckedWhenRead) {
   }
 }
 
+TEST(GpuPlanTest, AGeluEpilogueTakesItsPreActivationLast) {
+  // The MLP's products with GELU, and GELU's gradient, in cuBLASLt's
+  // epilogue: 16-bit products writing 16 bits, the pre-activation one
+  // pointer more.
+  Expected<Plan> p =
+      readPlan(planOf(R"({"op": "matmul_bias", "p": [0, 64, 128, 192, 256],
+                 "i": [1, 2, 8, 2, 0, 1], "half": "bf16", "out": "bf16",
+                 "bias": "bf16", "epilogue": "gelu"},
+                {"op": "matmul", "p": [0, 64, 128, 256],
+                 "i": [1, 2, 8, 2, 0, 0], "half": "bf16", "out": "bf16",
+                 "epilogue": "gelu_grad"})"),
+               kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const std::vector<Thunk> &t = p->entries[0].second;
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].epilogue, dtrt::cuda::Epilogue::Gelu);
+  EXPECT_EQ(t[0].p.back(), 256);
+  EXPECT_EQ(t[1].epilogue, dtrt::cuda::Epilogue::GeluGrad);
+  // Not on an f32 result, not GELU's gradient with a bias, nothing else,
+  // and not without the pre-activation's pointer.
+  for (const char *bad :
+       {R"({"op": "matmul", "p": [0, 64, 128, 256], "i": [1, 2, 8, 2, 0, 0],
+            "half": "bf16", "epilogue": "gelu"})",
+        R"({"op": "matmul_bias", "p": [0, 64, 128, 192, 256],
+            "i": [1, 2, 8, 2, 0, 1], "half": "bf16", "out": "bf16",
+            "bias": "bf16", "epilogue": "gelu_grad"})",
+        R"({"op": "matmul", "p": [0, 64, 128, 256], "i": [1, 2, 8, 2, 0, 0],
+            "half": "bf16", "out": "bf16", "epilogue": "relu"})",
+        R"({"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 8, 2, 0, 0],
+            "half": "bf16", "out": "bf16", "epilogue": "gelu"})",
+        R"({"op": "softmax", "p": [0, 64, 128], "i": [1, 2, 1],
+            "epilogue": "gelu"})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}
+
 TEST(GpuPlanTest, APaddedProductsPitchesHoldItsRoundedExtents) {
   // GPT-2's gradient of the logits' input, at 4 x 12 x 6: k = 6 runs as 8,
   // A's columns 6 and 7 and B's rows 6 and 7 zeroed first (CudaPadding.h).

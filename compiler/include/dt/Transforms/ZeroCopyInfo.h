@@ -123,6 +123,15 @@ struct ZeroCopyCandidates {
   /// holds it, its rows as wide as the input's, and the split would copy
   /// nothing (a pass over the product's result a layer).
   llvm::SmallVector<mlir::Operation *> splitReads;
+  /// Narrowed products whose GELU (or GELU's gradient) the region right
+  /// after them computes from their f32 sums (geluEpilogueOf): cuBLASLt's
+  /// epilogue could write the region's results instead, and the product's
+  /// f32 sums and the region's launch would go.
+  struct Epilogue {
+    mlir::Operation *product, *region;
+    bool grad;
+  };
+  llvm::SmallVector<Epilogue> epilogues;
   /// Narrowings that a product of one batch or the loss's gradient could
   /// write into whose 16-bit rows, 64 elements or more, are not a multiple
   /// of 16 bytes (GPT-2's logits and their gradient, 50 257 wide), with a
@@ -138,6 +147,19 @@ struct ZeroCopyCandidates {
   find(mlir::func::FuncOp fn,
        const llvm::DenseSet<mlir::Operation *> &narrowed);
 };
+
+/// The region that reads product `op`'s f32 sums, its only reader, to
+/// compute what cuBLASLt's GELU epilogues do, as dt-fuse-epilogues leaves it
+/// in a mixed-precision program, or null:
+///
+///   - fused(p) { narrow(p), narrow(gelu(p)) }: the pre-activation, which
+///     backward reads, and the activation (CUBLASLT_EPILOGUE_GELU_AUX);
+///   - fused(p, pre) { narrow(p * gelu_deriv(widen(pre))) }, `op` a
+///     dt.matmul and `pre` 16-bit: GELU's gradient (CUBLASLT_EPILOGUE_DGELU,
+///     `grad`).
+///
+/// Both narrow to one 16-bit type, and `op`'s result is a matrix.
+mlir::Operation *geluEpilogueOf(mlir::Operation *op, bool &grad);
 
 /// Drops from `widenings` (of bf16, each read only by attention) those whose
 /// attention takes some input from elsewhere, until none changes: attention

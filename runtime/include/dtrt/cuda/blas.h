@@ -40,6 +40,13 @@ namespace dtrt::cuda {
 /// them); or stored as 16-bit values ("half").
 enum class Operands { F32, TF32, BF16, F16 };
 
+/// What a product's epilogue makes of its f32 sums S = op(A) op(B) (+ bias),
+/// with an auxiliary matrix X of C's shape and type, packed (cuBLASLt's GELU
+/// epilogues, the tanh approximation: dt.gelu):
+///   - Gelu: C = gelu(S), and X = S (the pre-activation backward reads);
+///   - GeluGrad: C = S * gelu'(X) (GELU's gradient; X the pre-activation).
+enum class Epilogue { None, Gelu, GeluGrad };
+
 /// dtk_matmul_f32's contract: C = op(A) op(B) (+ bias) for `batch`
 /// consecutive row-major matrices; op(A) is M x K, op(B) K x N, the bias a
 /// row of N f32 added to every row. With `accumulate`, C += instead of C =.
@@ -56,6 +63,8 @@ struct Product {
   /// The bias's elements, when there is one: f32, or the operands' 16-bit
   /// type.
   Operands bias = Operands::F32;
+  /// Of one batch, packed, not accumulating; `aux` is X.
+  Epilogue epilogue = Epilogue::None;
 };
 
 /// A row-major product as cuBLAS's column-major one: C^T = op(B)^T op(A)^T,
@@ -102,9 +111,12 @@ public:
   /// F16, `a` and `b` point at 16-bit elements. Either way the products are
   /// exact and summed in f32. `bias` (or null) holds p.bias's elements (f32
   /// or the operands' type), added to the f32 sums before they are rounded
-  /// to the result's type.
+  /// to the result's type. `aux` is p.epilogue's auxiliary matrix. Where
+  /// cuBLASLt has no algorithm for an epilogue, cuBLAS's classic API
+  /// rounds the sums to the result's type first, and a kernel does the
+  /// epilogue from there (one rounding more in 16 bits).
   Status matmul(const Product &p, const void *a, const void *b, void *c,
-                const void *bias = nullptr);
+                const void *bias = nullptr, void *aux = nullptr);
   Status matmul(const void *a, const void *b, void *c, int64_t batch, int64_t m,
                 int64_t n, int64_t k, bool transA, bool transB, bool accumulate,
                 Operands operands, Operands result = Operands::F32) {
@@ -118,7 +130,7 @@ public:
   /// its shape and alignments; otherwise chooses as matmul would. Writes
   /// `c` (many times, accumulating or not): it must hold nothing of value.
   Status tune(const Product &p, const void *a, const void *b, void *c,
-              const void *bias = nullptr);
+              const void *bias = nullptr, void *aux = nullptr);
 
   /// Timed choices of an earlier run on this kind of GPU and cuBLASLt
   /// (entries of timedChoices(), among others): tune() takes a product's
@@ -144,16 +156,17 @@ private:
   struct Choice;
   /// A product's shape and its pointers' alignments: what an algorithm
   /// depends on.
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int,
-                         int, int, int, int, int64_t, int64_t, int64_t>;
+  using Key =
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int, int,
+                 int, int, int, int64_t, int64_t, int64_t, int, int>;
   Key keyOf(const Product &p, const void *a, const void *b, const void *c,
-            const void *bias) const;
+            const void *bias, const void *aux) const;
   Expected<Choice *> choose(const Product &p, const void *a, const void *b,
-                            void *c, const void *bias, bool timed);
+                            void *c, const void *bias, void *aux, bool timed);
   Status runLt(const Choice &choice, const Product &p, const void *a,
-               const void *b, void *c, const void *bias);
+               const void *b, void *c, const void *bias, void *aux);
   Status runClassic(const Product &p, const void *a, const void *b, void *c,
-                    const void *bias);
+                    const void *bias, void *aux);
 
   std::unique_ptr<Api> api_;
   std::unique_ptr<LtApi> lt_;

@@ -119,6 +119,8 @@ private:
   std::string describe(const Thunk &t) const;
   /// A product launch's shape and operands.
   static Product productOf(const Thunk &t);
+  /// A product launch's epilogue's auxiliary matrix, or null.
+  static void *auxOf(const Thunk &t, char *arena);
 
   /// Under --trace, a traced step's launches between CUDA events, and the
   /// anchors that put the events on the host's clock: the stream was idle
