@@ -266,3 +266,49 @@ func.func @around_other_operand(%x: tensor<1x8x4x16xf32>, %r: tensor<1x8x1x1xf32
   %v = dt.reduce_sum %p [1, 3] : tensor<1x8x4x16xf32> -> tensor<1x4xf32>
   return %v : tensor<1x4xf32>
 }
+
+// -----
+
+// A weight rounded to bf16 once and widened for two products (the forward's
+// and the backward's): the rounding is neither copied into each widening nor
+// joined by them. Its region writes the bf16 copy once, and each widening is a
+// region of its own, which a GPU plan leaves out (its product reads the copy).
+dt.global param @w : tensor<8x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+// CHECK-LABEL: func.func @weight_copy_kept
+func.func @weight_copy_kept(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: %[[W:.*]] = dt.load @w
+  // CHECK-NEXT: %[[C:.*]] = dt.fused(%[[W]]) : (tensor<8x8xf32>) -> tensor<8x8xbf16> {
+  // CHECK: %[[A:.*]] = dt.fused(%[[C]]) : (tensor<8x8xbf16>) -> tensor<8x8xf32> {
+  // CHECK: dt.matmul %{{.*}}, %[[A]]
+  // CHECK: %[[B:.*]] = dt.fused(%[[C]]) : (tensor<8x8xbf16>) -> tensor<8x8xf32> {
+  // CHECK: dt.matmul %{{.*}}, %[[B]]
+  %w = dt.load @w : tensor<8x8xf32>
+  %c = dt.convert %w : tensor<8x8xf32> to tensor<8x8xbf16>
+  %a = dt.convert %c : tensor<8x8xbf16> to tensor<8x8xf32>
+  %y = dt.matmul %x, %a : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %b = dt.convert %c : tensor<8x8xbf16> to tensor<8x8xf32>
+  %g = dt.matmul %dy, %b {transpose_rhs} : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  return %y, %g : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A norm's weight, widened for kernels that read f32, stays copied into each
+// widening (one round trip a use, no kept copy).
+dt.global param @ln.w : tensor<8xf32> {init = {kind = "constant", value = 1.0 : f64}}
+// CHECK-LABEL: func.func @norm_weight_copied
+func.func @norm_weight_copied(%x: tensor<4x8xf32>, %c: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: %[[W:.*]] = dt.load @ln.w
+  // CHECK: dt.fused(%[[W]]) : (tensor<8xf32>) -> tensor<8xf32> {
+  // CHECK: dt.fused(%[[W]]) : (tensor<8xf32>) -> tensor<8xf32> {
+  // CHECK-NOT: tensor<8xbf16>) -> tensor<8xf32>
+  %w = dt.load @ln.w : tensor<8xf32>
+  %w16 = dt.convert %w : tensor<8xf32> to tensor<8xbf16>
+  %a = dt.convert %w16 : tensor<8xbf16> to tensor<8xf32>
+  %y = dt.layer_norm %x, %a, %c {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %b = dt.convert %w16 : tensor<8xbf16> to tensor<8xf32>
+  %z = dt.layer_norm %x, %b, %c {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  return %y, %z : tensor<4x8xf32>, tensor<4x8xf32>
+}

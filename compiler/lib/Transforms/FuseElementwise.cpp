@@ -43,6 +43,11 @@
 //      pass, the widening's. Likewise nothing joins the narrowing of the one
 //      result of such a kernel that can write 16-bit data (a layer norm
 //      gradient's dx): the kernel writes the 16-bit values itself on a GPU.
+//      And a parameter's 16-bit copy that several widenings read (the
+//      forward's product and the backward's) is neither copied into them
+//      (step 0) nor joined by them: it is written once and kept, and on a
+//      GPU the products read it where it lies, one pass a parameter
+//      instead of one a use.
 //
 // Pattern: relu(x @ w + broadcast(b)) => fused(mm, b) { add; relu }
 // Pattern: reduce_sum(g * g)            => fused(g) {reduce_axes} { mul }
@@ -142,12 +147,46 @@ bool narrowsForOneWriter(Operation *op) {
   return to.isBF16() || to.isF16();
 }
 
+/// Steps 0 and 5: whether `op` narrows a loaded global (a parameter) to 16
+/// bits for several widenings back to f32 for products (the forward's and
+/// the backward's): it is not copied into each of them, and they do not
+/// join it.
+/// The 16-bit copy is then written once and kept, and each widening is a
+/// region of its own, which a GPU plan leaves out where products read it
+/// (their operands' 16-bit copies where they lie); on the CPU that is one
+/// pass more, the copy's.
+bool narrowsLoadForWidenings(Operation *op) {
+  auto convert = llvm::dyn_cast_or_null<ConvertOp>(op);
+  if (!convert || !convert.getInput().getDefiningOp<LoadOp>())
+    return false;
+  Type to = convert.getType().getElementType();
+  if ((!to.isBF16() && !to.isF16()) || convert->hasOneUse())
+    return false;
+  // A product padded to 16-byte extents (dt/Target's CudaPadding.h: GPT-2's
+  // 50 257-row table) reads and zeroes rows past the operand in its
+  // widening's f32-sized buffer, which a 16-bit copy would not have.
+  if (llvm::any_of(convert.getType().getShape(),
+                   [](int64_t d) { return d % 8 != 0; }))
+    return false;
+  // Widenings for products alone, which read the 16-bit copy on a GPU (a
+  // layer norm's weight, widened for a kernel that reads f32, stays copied
+  // into each widening: a kept copy would add a pass).
+  return llvm::all_of(convert->getUsers(), [](Operation *user) {
+    auto widen = llvm::dyn_cast<ConvertOp>(user);
+    return widen && widen.getType().getElementType().isF32() &&
+           !widen->use_empty() &&
+           llvm::all_of(widen->getUsers(),
+                        [](Operation *u) { return llvm::isa<MatmulOp>(u); });
+  });
+}
+
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
 /// fuse it.
 void duplicateCheapProducers(Block &block) {
   SmallVector<Operation *> candidates;
   for (Operation &op : block)
-    if (isFusible(&op) && op.getNumOperands() <= 2)
+    if (isFusible(&op) && op.getNumOperands() <= 2 &&
+        !narrowsLoadForWidenings(&op))
       candidates.push_back(&op);
   for (Operation *op : llvm::reverse(candidates)) {
     llvm::SetVector<Operation *> users(op->getUsers().begin(),
@@ -218,7 +257,9 @@ struct FuseElementwisePass
         continue;
       fusible.push_back(&op);
       groups.insert(&op);
-      if (widensForOneReader(&op))
+      if (widensForOneReader(&op) ||
+          (op.getNumOperands() == 1 &&
+           narrowsLoadForWidenings(op.getOperand(0).getDefiningOp())))
         continue;
       ArrayRef<int64_t> shape = shapeOf(op.getResult(0));
       for (Value operand : op.getOperands()) {
