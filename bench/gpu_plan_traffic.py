@@ -40,10 +40,14 @@ def main():
     launches = plan["entries"][args.entry]
 
     def cost(t):
-        return spans.get(t.get("span"), {}).get("bytes", 0)
+        # A launch of several small kernels at once costs what they all do.
+        return sum(spans.get(s, {}).get("bytes", 0)
+                   for s in t.get("spans", [t.get("span")]))
 
+    merged = [t for t in launches if "kernels" in t]
     print(f"{args.entry}: {len(launches)} launches, "
-          f"arena {plan['arena_bytes'] / 2**30:.2f} GiB")
+          f"arena {plan['arena_bytes'] / 2**30:.2f} GiB; {len(merged)} of them "
+          f"run {sum(len(t['kernels']) for t in merged)} small kernels at once")
     kinds = collections.Counter(t["op"] for t in launches)
     for kind, n in kinds.most_common():
         gb = sum(cost(t) for t in launches if t["op"] == kind) / 1e9
@@ -54,9 +58,10 @@ def main():
           f"({sum(cost(t) for t in kernels) / 1e9:.2f} GB in all):")
     fused = collections.defaultdict(lambda: [0, 0])
     for t in kernels:
-        what = spans.get(t.get("span"), {}).get("op", "?")
-        fused[what][0] += 1
-        fused[what][1] += cost(t)
+        for span in t.get("spans", [t.get("span")]):
+            what = spans.get(span, {})
+            fused[what.get("op", "?")][0] += 1
+            fused[what.get("op", "?")][1] += what.get("bytes", 0)
     for what, (n, b) in sorted(fused.items(), key=lambda kv: -kv[1][1])[:args.top]:
         print(f"  {what:44s} {n:5d}  {b / 1e9:8.2f} GB")
     print(f"the {args.top} heaviest generated kernels (n: elements, or vector groups):")

@@ -106,8 +106,8 @@ struct Unsupported {
 
 class PlanBuilder {
 public:
-  PlanBuilder(ModuleOp module, int64_t unroll)
-      : module(module), unroll(unroll) {
+  PlanBuilder(ModuleOp module, int64_t unroll, bool merge)
+      : module(module), unroll(unroll), merge(merge) {
     for (GlobalOp g : module.getOps<GlobalOp>())
       if (g.getOffset())
         globals[g.getSymName()] = int64_t(*g.getOffset());
@@ -134,6 +134,7 @@ public:
           (hostBytes && fn.getSymName() == names::kApplyStep))
         continue;
       json::Array thunks;
+      SmallVector<Operation *> owners; // each thunk's op
       zero = ZeroCopies::find(fn, narrowed);
       pairLosses(fn);
       for (Operation &op : fn.getBody().front()) {
@@ -141,13 +142,16 @@ public:
         std::optional<Unsupported> failed = lower(&op, thunks);
         if (failed)
           return *failed;
+        owners.resize(thunks.size(), &op);
         // The op's span (dt-number-spans): the runtime names the launches'
         // NVTX ranges as the trace names the span.
         if (auto span = op.getAttrOfType<IntegerAttr>(names::kSpanAttr))
           for (size_t i = before; i < thunks.size(); ++i)
             thunks[i].getAsObject()->try_emplace("span", span.getInt());
       }
-      entries[fn.getSymName()] = std::move(thunks);
+      entries[fn.getSymName()] =
+          merge ? mergeSmallKernels(fn.getSymName(), thunks, owners)
+                : std::move(thunks);
     }
     json::Object plan{{"version", 1},
                       {"scratch_bytes", scratchBytes},
@@ -173,6 +177,114 @@ private:
     if (!floats.empty())
       t["f"] = json::Array(floats);
     return t;
+  }
+
+  /// `thunks` with each run of generated kernels between other launches
+  /// reordered by dependence and its small kernels merged (MergeKernels.cpp).
+  /// Two launches of a run depend on each other when one writes arena bytes
+  /// the other reads or writes; a kernel's level is one more than the
+  /// highest level it depends on. The run is emitted level by level (no
+  /// launch depends on one of its own level or a later one), each level's
+  /// kernels of more than kGpuMergeBlocks blocks alone, in program order,
+  /// then its smaller ones as one launch. In GPT-2's step that puts the
+  /// optimizer's updates of all biases and norms' parameters in a few
+  /// launches, and each weight's rounding to bf16 in one with its bias's.
+  json::Array mergeSmallKernels(StringRef entry, json::Array &thunks,
+                                ArrayRef<Operation *> owners) {
+    json::Array out;
+    auto isKernel = [&](size_t t) {
+      return thunks[t].getAsObject()->getString("op") == "kernel";
+    };
+    for (size_t i = 0; i < thunks.size();) {
+      if (!isKernel(i)) {
+        out.push_back(std::move(thunks[i++]));
+        continue;
+      }
+      size_t end = i;
+      while (end < thunks.size() && isKernel(end))
+        ++end;
+      scheduleRun(entry, thunks, owners, i, end, out);
+      i = end;
+    }
+    return out;
+  }
+
+  void scheduleRun(StringRef entry, json::Array &thunks,
+                   ArrayRef<Operation *> owners, size_t begin, size_t end,
+                   json::Array &out) {
+    using Range = std::pair<int64_t, int64_t>;
+    auto rangeOf = [](Value v) -> Range {
+      int64_t at = offsetOf(v);
+      return {at, at + bytesOf(v.getType())};
+    };
+    auto overlaps = [](ArrayRef<Range> a, ArrayRef<Range> b) {
+      for (Range x : a)
+        for (Range y : b)
+          if (x.first < y.second && y.first < x.second)
+            return true;
+      return false;
+    };
+    size_t n = end - begin;
+    SmallVector<SmallVector<Range>> reads(n), writes(n);
+    SmallVector<int64_t> level(n, 0), blocks(n);
+    int64_t levels = 0;
+    for (size_t x = 0; x < n; ++x) {
+      Operation *op = owners[begin + x];
+      for (Value v : op->getOperands())
+        reads[x].push_back(rangeOf(v));
+      for (Value v : op->getResults())
+        writes[x].push_back(rangeOf(v));
+      int64_t elements =
+          thunks[begin + x].getAsObject()->getInteger("n").value_or(1);
+      blocks[x] = std::max<int64_t>(1, (elements + kGpuThreadsPerBlock - 1) /
+                                           kGpuThreadsPerBlock);
+      for (size_t y = 0; y < x; ++y)
+        if (overlaps(writes[y], reads[x]) || overlaps(writes[y], writes[x]) ||
+            overlaps(reads[y], writes[x]))
+          level[x] = std::max(level[x], level[y] + 1);
+      levels = std::max(levels, level[x] + 1);
+    }
+    for (int64_t l = 0; l < levels; ++l) {
+      SmallVector<size_t> small;
+      for (size_t x = 0; x < n; ++x) {
+        if (level[x] != l)
+          continue;
+        if (blocks[x] <= kGpuMergeBlocks)
+          small.push_back(x);
+        else
+          out.push_back(std::move(thunks[begin + x]));
+      }
+      if (small.size() == 1)
+        out.push_back(std::move(thunks[begin + small.front()]));
+      if (small.size() < 2)
+        continue;
+      MergedKernel m;
+      m.name = (entry + "_m" + Twine(merged.size())).str();
+      json::Array spans;
+      int64_t grid = 0;
+      for (size_t x : small) {
+        json::Object &t = *thunks[begin + x].getAsObject();
+        m.members.push_back(t.getString("name")->str());
+        m.blocks.push_back(blocks[x]);
+        grid += blocks[x];
+        if (std::optional<int64_t> span = t.getInteger("span"))
+          spans.push_back(*span);
+      }
+      json::Object t{{"op", "kernel"},
+                     {"name", m.name},
+                     {"n", grid * kGpuThreadsPerBlock},
+                     {"grid", grid},
+                     {"members", int64_t(small.size())},
+                     {"kernels", json::Array(m.members)}};
+      // The trace and NVTX name the launch after its first member; the
+      // profile counts the cost of all.
+      if (!spans.empty()) {
+        t["span"] = spans.front();
+        t["spans"] = std::move(spans);
+      }
+      out.push_back(std::move(t));
+      merged.push_back(std::move(m));
+    }
   }
 
   /// Records that a thunk needs `bytes` of the executor's scratch.
@@ -855,6 +967,7 @@ private:
 
   ModuleOp module;
   int64_t unroll; // the generated kernels' (launchElements)
+  bool merge;     // mergeSmallKernels
   llvm::StringMap<int64_t> globals;
   llvm::DenseMap<Operation *, std::string> kernelOf;
   llvm::DenseSet<Operation *> narrowed;
@@ -866,14 +979,19 @@ private:
   llvm::DenseSet<Operation *> absorbedLosses;
   SmallVector<int64_t> meshShape;
   int64_t scratchBytes = 0;
+
+public:
+  /// The kernels of the launches that run several at once.
+  std::vector<MergedKernel> merged;
 };
 
 } // namespace
 
-CudaCode dt::buildCudaPlan(ModuleOp planned, int64_t unroll) {
+CudaCode dt::buildCudaPlan(ModuleOp planned, int64_t unroll, bool merge) {
   CudaCode code;
-  std::variant<std::string, Unsupported> plan =
-      PlanBuilder(planned, unroll).build();
+  PlanBuilder builder(planned, unroll, merge);
+  std::variant<std::string, Unsupported> plan = builder.build();
+  code.merged = std::move(builder.merged);
   if (auto *bad = std::get_if<Unsupported>(&plan)) {
     code.unsupported = where(bad->op->getLoc()) + bad->why;
     return code;
@@ -882,8 +1000,8 @@ CudaCode dt::buildCudaPlan(ModuleOp planned, int64_t unroll) {
   return code;
 }
 
-CudaCode dt::buildCudaCode(ModuleOp planned, int64_t unroll) {
-  CudaCode code = buildCudaPlan(planned, unroll);
+CudaCode dt::buildCudaCode(ModuleOp planned, int64_t unroll, bool merge) {
+  CudaCode code = buildCudaPlan(planned, unroll, merge);
   if (!code.unsupported.empty())
     return code;
   // The PTX emitter reports through diagnostics: keep them as the reason.
@@ -894,7 +1012,8 @@ CudaCode dt::buildCudaCode(ModuleOp planned, int64_t unroll) {
       os << where(d.getLocation()) << d.str();
       return success();
     });
-    FailureOr<std::string> ptx = emitKernelsPTX(planned, "sm_90", unroll);
+    FailureOr<std::string> ptx =
+        emitKernelsPTX(planned, "sm_90", unroll, code.merged);
     if (succeeded(ptx))
       code.ptx = std::move(*ptx);
   }

@@ -55,7 +55,8 @@ std::string dt::findCudaToolkit() {
 }
 
 FailureOr<std::string> dt::emitKernelsPTX(ModuleOp planned, StringRef chip,
-                                          int64_t unroll) {
+                                          int64_t unroll,
+                                          ArrayRef<MergedKernel> merged) {
   MLIRContext *ctx = planned.getContext();
   std::string toolkit = findCudaToolkit();
   if (toolkit.empty())
@@ -81,6 +82,11 @@ FailureOr<std::string> dt::emitKernelsPTX(ModuleOp planned, StringRef chip,
   pm.addPass(createConvertFusedToGPU(options));
   if (failed(pm.run(*module)))
     return failure();
+  // The GPU plan's launches of several small kernels at once.
+  if (!merged.empty())
+    for (auto kernels : module->getOps<gpu::GPUModuleOp>())
+      if (failed(mergeKernels(kernels, merged)))
+        return failure();
 
   // Only the kernels go on: the host functions stay for the CPU path.
   OwningOpRef<ModuleOp> device = ModuleOp::create(planned.getLoc());

@@ -182,6 +182,13 @@ cl::opt<int64_t> gpuUnroll(
     cl::desc("Elements a thread of a generated GPU kernel loads before it "
              "stores any (1: one at a time; default 4)"),
     cl::init(dt::kGpuUnroll), cl::Hidden, cl::cat(dtcCategory));
+// Hidden too: the plan with every generated kernel launched alone, to
+// measure the merged launches against (scripts/gpu-bundle.sh's variants).
+cl::opt<bool>
+    gpuMerge("gpu-merge",
+             cl::desc("Launch independent small generated GPU kernels together "
+                      "(default true)"),
+             cl::init(true), cl::Hidden, cl::cat(dtcCategory));
 cl::opt<bool> checked(
     "checked",
     cl::desc("Emit a checked program: every arena access the entry points "
@@ -475,7 +482,11 @@ int compile(const char *argv0) {
       })))
     return 1;
   if (emitAction == EmitAction::PTX) {
-    FailureOr<std::string> ptx = emitKernelsPTX(*module, "sm_90", gpuUnroll);
+    // With the kernels that the plan's merged launches run, when there is
+    // a plan.
+    CudaCode plan = buildCudaPlan(*module, gpuUnroll, gpuMerge);
+    FailureOr<std::string> ptx =
+        emitKernelsPTX(*module, "sm_90", gpuUnroll, plan.merged);
     if (failed(ptx))
       return 1;
     return emitStage(nullptr, *ptx);
@@ -509,10 +520,10 @@ int compile(const char *argv0) {
     cuda.unsupported = "dtc found no CUDA toolkit (nvvm/libdevice) when it "
                        "compiled the program";
   else if (emitAction == EmitAction::GpuPlan)
-    cuda = buildCudaPlan(*module, gpuUnroll);
+    cuda = buildCudaPlan(*module, gpuUnroll, gpuMerge);
   else if (emitAction == EmitAction::None || emitAction == EmitAction::Obj ||
            emitAction == EmitAction::LLVM)
-    cuda = buildCudaCode(*module, gpuUnroll);
+    cuda = buildCudaCode(*module, gpuUnroll, gpuMerge);
   if (!cuda.unsupported.empty() && gpuCode == GpuCode::On) {
     WithColor::error(errs(), "dtc")
         << "--gpu=on: the program cannot run on a GPU: " << cuda.unsupported

@@ -819,6 +819,8 @@ Status Executor::launch(const Thunk &t, char *arena) {
   float *scratch = reinterpret_cast<float *>(scratch_);
   switch (t.kind) {
   case Thunk::Kernel:
+    if (t.grid > 0)
+      return library_->launchBlocks(t.kernel, arena, t.grid, stream_);
     return library_->launch(t.kernel, arena, i[0], stream_);
   case Thunk::Copy: {
     cudaError_t e =

@@ -72,8 +72,15 @@ Expected<cudaKernel_t> KernelLibrary::kernel(const std::string &name) const {
 Status KernelLibrary::launch(cudaKernel_t k, char *arena, int64_t elements,
                              cudaStream_t stream) const {
   int64_t wanted = std::max<int64_t>(1, (elements + kThreads - 1) / kThreads);
-  unsigned blocks = unsigned(
-      std::min<int64_t>(wanted, int64_t(multiprocessors_) * kBlocksPerSM));
+  return launchBlocks(
+      k, arena,
+      std::min<int64_t>(wanted, int64_t(multiprocessors_) * kBlocksPerSM),
+      stream);
+}
+
+Status KernelLibrary::launchBlocks(cudaKernel_t k, char *arena, int64_t count,
+                                   cudaStream_t stream) const {
+  unsigned blocks = unsigned(std::max<int64_t>(1, count));
   void *args[] = {&arena};
   cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void *>(k),
                                    dim3(blocks), dim3(kThreads), args, 0,

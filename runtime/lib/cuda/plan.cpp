@@ -232,7 +232,22 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
         std::string kernel = t.value("name", "");
         thunk.name = kernel;
         thunk.i = {t.value("n", int64_t(1))};
+        thunk.grid = t.value("grid", int64_t(0));
         describeLaunch(thunk, spans, kernel);
+        // Several kernels at once: named so, costing what they all do.
+        if (t.contains("spans") && t["spans"].is_array()) {
+          thunk.range = fmt::format("merged {} ({} kernels)", kernel,
+                                    t.value("members", int64_t(0)));
+          thunk.bytes = 0;
+          thunk.flops = 0;
+          for (const nlohmann::json &s : t["spans"])
+            if (auto it = spans.find(s.is_number_integer() ? s.get<int64_t>()
+                                                           : int64_t(-1));
+                it != spans.end()) {
+              thunk.bytes += it->second.bytes;
+              thunk.flops += it->second.flops;
+            }
+        }
         thunks.push_back(std::move(thunk));
         continue;
       }

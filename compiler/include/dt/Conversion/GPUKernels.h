@@ -27,8 +27,12 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
-
 #include <string>
+#include <vector>
+
+namespace mlir::gpu {
+class GPUModuleOp;
+} // namespace mlir::gpu
 
 namespace dt {
 
@@ -129,6 +133,28 @@ int64_t vectorWidth(mlir::Operation *op, int64_t unroll = kGpuUnroll);
 /// How many elements (or vectorWidth groups) the kernel of `op` walks in its
 /// longest grid-stride loop: a launch of that many threads has one each.
 int64_t launchElements(mlir::Operation *op, int64_t unroll = kGpuUnroll);
+
+/// Generated kernels that one launch runs side by side (the GPU plan's
+/// "kernel" launch with a "grid"): member i takes `blocks[i]` blocks after
+/// the members before it, and sees them as its whole grid.
+struct MergedKernel {
+  std::string name;
+  std::vector<std::string> members;
+  std::vector<int64_t> blocks;
+};
+
+/// Kernels of at most this many blocks may share a launch, each with as
+/// many as its elements ask (one thread each: launchElements); the runtime
+/// launches a larger one alone, its grid capped at a few blocks per
+/// multiprocessor, each thread looping. Large enough that a weight's
+/// rounding or a residual sum (GPT-2's take 1728 to 6144 blocks) takes the
+/// bias's or the norm parameters' rounding beside it into its launch.
+inline constexpr int64_t kGpuMergeBlocks = 8192;
+
+/// Adds each of `merged` to `kernels` (which holds their members, as
+/// convert-dt-fused-to-gpu built them): MergeKernels.cpp.
+mlir::LogicalResult mergeKernels(mlir::gpu::GPUModuleOp kernels,
+                                 llvm::ArrayRef<MergedKernel> merged);
 
 /// The learning rate of schedule `s` at step `step` of `total` (both f64),
 /// in f64: what the CPU lowering and the GPU kernel compute, as the

@@ -33,18 +33,24 @@ struct CudaCode {
   std::string plan;
   /// Why the program cannot run on a GPU ("file:line:col: what"), or empty.
   std::string unsupported;
+  /// The kernels of the plan's launches of several small kernels at once,
+  /// which the PTX has beside their members'.
+  std::vector<MergedKernel> merged;
 };
 
 /// The GPU launch sequence of a planned module's entry points, or the first
 /// op it cannot launch (in `unsupported`), for generated kernels built with
-/// `unroll` (which decides their vector groups: launchElements). Emits no
+/// `unroll` (which decides their vector groups: launchElements); with
+/// `merge`, independent small kernels share launches (`merged`). Emits no
 /// diagnostics.
-CudaCode buildCudaPlan(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll);
+CudaCode buildCudaPlan(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll,
+                       bool merge = true);
 
 /// buildCudaPlan plus the kernels' PTX (dt/Target/PTXEmitter.h, `unroll`
 /// elements a thread at a time); a failure of either is a reason in
 /// `unsupported`, not an error: the program still runs on the CPU.
-CudaCode buildCudaCode(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll);
+CudaCode buildCudaCode(mlir::ModuleOp planned, int64_t unroll = kGpuUnroll,
+                       bool merge = true);
 
 } // namespace dt
 

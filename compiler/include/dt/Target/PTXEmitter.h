@@ -26,9 +26,10 @@ std::string findCudaToolkit();
 /// elements at a time (convert-dt-fused-to-gpu's option). `planned` is not
 /// changed. Needs nothing from CUDA: the NVPTX back end is LLVM's; ptxas
 /// can check the result.
-mlir::FailureOr<std::string> emitKernelsPTX(mlir::ModuleOp planned,
-                                            llvm::StringRef chip = "sm_90",
-                                            int64_t unroll = kGpuUnroll);
+mlir::FailureOr<std::string>
+emitKernelsPTX(mlir::ModuleOp planned, llvm::StringRef chip = "sm_90",
+               int64_t unroll = kGpuUnroll,
+               llvm::ArrayRef<MergedKernel> merged = {});
 
 } // namespace dt
 

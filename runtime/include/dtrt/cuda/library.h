@@ -53,6 +53,11 @@ public:
   /// memory) on `stream`, asynchronously.
   Status launch(cudaKernel_t k, char *arena, int64_t elements,
                 cudaStream_t stream) const;
+  /// Launches `k` with exactly `blocks` blocks: a kernel that runs several
+  /// generated kernels side by side (the plan's "grid"), each member in its
+  /// own blocks.
+  Status launchBlocks(cudaKernel_t k, char *arena, int64_t blocks,
+                      cudaStream_t stream) const;
 
 private:
   KernelLibrary() = default;

@@ -77,6 +77,9 @@ struct Thunk {
   cudaKernel_t kernel = nullptr;
   /// The generated kernel's name (profiles).
   std::string name;
+  /// A kernel that runs several generated kernels at once: its exact
+  /// number of blocks (the plan's "grid"; 0: as `n` asks).
+  int64_t grid = 0;
   std::vector<int64_t> p, i;
   std::vector<double> f;
   /// The plan's "tf32" (TF32) or "half" (BF16, F16: 16-bit operands), or an
