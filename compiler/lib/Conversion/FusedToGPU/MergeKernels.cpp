@@ -31,6 +31,96 @@ using namespace mlir;
 
 namespace dt {
 
+namespace {
+
+/// The body of one merged kernel, `fn`.
+class Merger {
+public:
+  Merger(gpu::GPUModuleOp kernels, gpu::GPUFuncOp fn, const MergedKernel &m)
+      : kernels(kernels), fn(fn), m(m), loc(fn.getLoc()) {
+    firsts.push_back(0);
+    for (int64_t count : m.blocks)
+      firsts.push_back(firsts.back() + count);
+  }
+
+  LogicalResult build(OpBuilder &b) {
+    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
+    return members(b, block, 0, m.members.size());
+  }
+
+private:
+  /// Members [lo, hi), whose blocks run from firsts[lo] to firsts[hi]: a
+  /// binary search on the block's index, so that a block tests a few
+  /// bounds rather than every member's (the optimizer's update merges a
+  /// hundred and more).
+  LogicalResult members(OpBuilder &b, Value block, size_t lo, size_t hi) {
+    if (hi - lo == 1)
+      return inlineMember(b, block, lo);
+    size_t mid = (lo + hi) / 2;
+    Value below = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ult, block,
+        b.create<arith::ConstantIndexOp>(loc, firsts[mid]));
+    auto branch = b.create<scf::IfOp>(loc, below, /*withElseRegion=*/true);
+    OpBuilder low = branch.getThenBodyBuilder(),
+              high = branch.getElseBodyBuilder();
+    if (failed(members(low, block, lo, mid)))
+      return failure();
+    return members(high, block, mid, hi);
+  }
+
+  /// Member i's body at `b`, its block index less its first block and its
+  /// grid its own blocks.
+  LogicalResult inlineMember(OpBuilder &b, Value block, size_t i) {
+    const std::string &name = m.members[i];
+    auto member = kernels.lookupSymbol<gpu::GPUFuncOp>(name);
+    if (!member || !member.getBody().hasOneBlock())
+      return emitError(loc)
+             << "cannot merge kernel '" << name << "' into '" << m.name << "'";
+    Value local = b.create<arith::SubIOp>(
+        loc, block, b.create<arith::ConstantIndexOp>(loc, firsts[i]));
+    Value grid = b.create<arith::ConstantIndexOp>(loc, m.blocks[i]);
+    IRMapping map;
+    map.map(member.getArgument(0), fn.getArgument(0));
+    // A block runs one member, so the members share workgroup buffers: the
+    // n-th of a type that a member has is the launch's n-th of it.
+    llvm::DenseMap<Type, size_t> used;
+    for (BlockArgument shared : member.getWorkgroupAttributions()) {
+      auto type = llvm::cast<MemRefType>(shared.getType());
+      SmallVector<BlockArgument> &pool = workgroup[type];
+      size_t n = used[type]++;
+      if (n == pool.size())
+        pool.push_back(fn.addWorkgroupAttribution(type, shared.getLoc()));
+      map.map(shared, pool[n]);
+    }
+    // All cloned before any is rewritten: `map` refers to the clones.
+    SmallVector<Operation *> clones;
+    for (Operation &op : member.getBody().front().without_terminator())
+      clones.push_back(b.clone(op, map));
+    for (Operation *clone : clones)
+      clone->walk([&](Operation *op) {
+        if (auto id = llvm::dyn_cast<gpu::BlockIdOp>(op);
+            id && id.getDimension() == gpu::Dimension::x) {
+          id.replaceAllUsesWith(local);
+          id.erase();
+        } else if (auto dim = llvm::dyn_cast<gpu::GridDimOp>(op);
+                   dim && dim.getDimension() == gpu::Dimension::x) {
+          dim.replaceAllUsesWith(grid);
+          dim.erase();
+        }
+      });
+    return success();
+  }
+
+  gpu::GPUModuleOp kernels;
+  gpu::GPUFuncOp fn;
+  const MergedKernel &m;
+  Location loc;
+  SmallVector<int64_t> firsts;
+  llvm::DenseMap<Type, SmallVector<BlockArgument>> workgroup;
+};
+
+} // namespace
+
 LogicalResult mergeKernels(gpu::GPUModuleOp kernels,
                            ArrayRef<MergedKernel> merged) {
   MLIRContext *ctx = kernels.getContext();
@@ -42,57 +132,8 @@ LogicalResult mergeKernels(gpu::GPUModuleOp kernels,
         b.create<gpu::GPUFuncOp>(loc, m.name, b.getFunctionType({ptr}, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&fn.getBody().front());
-    Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
-    llvm::DenseMap<Type, SmallVector<BlockArgument>> workgroup;
-    int64_t first = 0;
-    for (auto [name, count] : llvm::zip_equal(m.members, m.blocks)) {
-      auto member = kernels.lookupSymbol<gpu::GPUFuncOp>(name);
-      if (!member || !member.getBody().hasOneBlock())
-        return emitError(loc) << "cannot merge kernel '" << name << "' into '"
-                              << m.name << "'";
-      auto index = [&](int64_t v) {
-        return b.create<arith::ConstantIndexOp>(loc, v).getResult();
-      };
-      Value from = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::uge,
-                                           block, index(first));
-      Value to = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, block,
-                                         index(first + count));
-      auto branch = b.create<scf::IfOp>(
-          loc, b.create<arith::AndIOp>(loc, from, to).getResult(),
-          /*withElseRegion=*/false);
-      OpBuilder inner = branch.getThenBodyBuilder();
-      // The member's own view of the grid.
-      Value local = inner.create<arith::SubIOp>(
-          loc, block, inner.create<arith::ConstantIndexOp>(loc, first));
-      Value grid = inner.create<arith::ConstantIndexOp>(loc, count);
-      IRMapping map;
-      map.map(member.getArgument(0), fn.getArgument(0));
-      // A block runs one member, so the members share workgroup buffers:
-      // the n-th of a type that a member has is the launch's n-th of it.
-      llvm::DenseMap<Type, size_t> used;
-      for (BlockArgument shared : member.getWorkgroupAttributions()) {
-        auto type = llvm::cast<MemRefType>(shared.getType());
-        SmallVector<BlockArgument> &pool = workgroup[type];
-        size_t n = used[type]++;
-        if (n == pool.size())
-          pool.push_back(fn.addWorkgroupAttribution(type, shared.getLoc()));
-        map.map(shared, pool[n]);
-      }
-      for (Operation &op : member.getBody().front().without_terminator())
-        inner.clone(op, map);
-      branch.getThenRegion().walk([&](Operation *op) {
-        if (auto id = llvm::dyn_cast<gpu::BlockIdOp>(op);
-            id && id.getDimension() == gpu::Dimension::x) {
-          id.replaceAllUsesWith(local);
-          id.erase();
-        } else if (auto dim = llvm::dyn_cast<gpu::GridDimOp>(op);
-                   dim && dim.getDimension() == gpu::Dimension::x) {
-          dim.replaceAllUsesWith(grid);
-          dim.erase();
-        }
-      });
-      first += count;
-    }
+    if (failed(Merger(kernels, fn, m).build(b)))
+      return failure();
     b.setInsertionPointToEnd(&fn.getBody().front());
     b.create<gpu::ReturnOp>(loc);
   }
