@@ -287,20 +287,15 @@ exit $status
 RUN
 cat > "$out/run-gpt2.sh" <<'RUN'
 #!/bin/sh
-# The GPU benchmark: GPT-2 124M (bf16, 16 x 1024 tokens a step) by dt and by
-# PyTorch on this GPU (bench/run_gpt2_gpu.py).
+# The GPU benchmark: GPT-2 124M (bf16, 16 x 1024 tokens a step; BATCH=64 the
+# program built for 64) by dt and by PyTorch on this GPU (bench/run_gpt2_gpu.py).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 . ./find-libs.sh
-python3 run_gpt2_gpu.py ./gpt2_124m_gpu --steps "${STEPS:-30}" --batch 16
-RUN
-cat > "$out/run-gpt2-b64.sh" <<'RUN'
-#!/bin/sh
-# The same benchmark at 64 x 1024 tokens a step, both sides.
-cd "$(dirname "$0")"
-export LD_LIBRARY_PATH=".${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-. ./find-libs.sh
-python3 run_gpt2_gpu.py ./gpt2_124m_gpu_b64 --steps "${STEPS:-20}" --batch 64
+batch=${BATCH:-16}
+program=./gpt2_124m_gpu
+[ "$batch" = 16 ] || program="./gpt2_124m_gpu_b$batch"
+python3 run_gpt2_gpu.py "$program" --steps "${STEPS:-30}" --batch "$batch"
 RUN
 cat > "$out/run-gpt2-profile.sh" <<'RUN'
 #!/bin/sh
@@ -405,7 +400,7 @@ for part in $parts; do
     gpt-tiny) run gpt-tiny 150 ./run-gpt-tiny.sh ;;
     sharded) run sharded 150 ./run-sharded.sh ;;
     gpt2) run gpt2 200 ./run-gpt2.sh ;;
-    gpt2-b64) run gpt2-b64 240 ./run-gpt2-b64.sh ;;
+    gpt2-b64) run gpt2-b64 240 env BATCH=64 STEPS="${STEPS:-20}" ./run-gpt2.sh ;;
     variants) run variants 280 ./run-variants.sh ;;
     kernels) run kernels 400 ./run-kernel-profile.sh ;;
     *) echo "unknown part '$part'"; failed="$failed $part" ;;
@@ -414,7 +409,7 @@ done
 echo "failed:${failed:- none}" | tee -a "$logs/summary.txt"
 [ -z "$failed" ]
 RUN
-chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" "$out/run-gpt2-b64.sh" \
+chmod +x "$out/run-tests.sh" "$out/run-gpt-tiny.sh" "$out/run-gpt2.sh" \
   "$out/run-variants.sh" "$out/run-gpt2-profile.sh" "$out/run-kernel-profile.sh" "$out/run-layers.sh" "$out/run-sharded.sh" "$out/run-all.sh"
 # One dictionary over the whole folder (256 MiB, xz's default is 8): the programs
 # share most of their bytes (the runtime and the kernels), and a window that

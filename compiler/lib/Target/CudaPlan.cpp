@@ -212,28 +212,21 @@ private:
   void scheduleRun(StringRef entry, json::Array &thunks,
                    ArrayRef<Operation *> owners, size_t begin, size_t end,
                    json::Array &out) {
-    using Range = std::pair<int64_t, int64_t>;
-    auto rangeOf = [](Value v) -> Range {
-      int64_t at = offsetOf(v);
-      return {at, at + bytesOf(v.getType())};
-    };
-    auto overlaps = [](ArrayRef<Range> a, ArrayRef<Range> b) {
-      for (Range x : a)
-        for (Range y : b)
-          if (x.first < y.second && y.first < x.second)
-            return true;
-      return false;
+    auto overlaps = [](ArrayRef<ArenaRange> a, ArrayRef<ArenaRange> b) {
+      return llvm::any_of(a, [&](ArenaRange x) {
+        return llvm::any_of(b, [&](ArenaRange y) { return overlap(x, y); });
+      });
     };
     size_t n = end - begin;
-    SmallVector<SmallVector<Range>> reads(n), writes(n);
+    SmallVector<SmallVector<ArenaRange>> reads(n), writes(n);
     SmallVector<int64_t> level(n, 0), blocks(n);
     int64_t levels = 0;
     for (size_t x = 0; x < n; ++x) {
       Operation *op = owners[begin + x];
       for (Value v : op->getOperands())
-        reads[x].push_back(rangeOf(v));
+        reads[x].push_back(arenaRangeOf(v));
       for (Value v : op->getResults())
-        writes[x].push_back(rangeOf(v));
+        writes[x].push_back(arenaRangeOf(v));
       int64_t elements =
           thunks[begin + x].getAsObject()->getInteger("n").value_or(1);
       blocks[x] = std::max<int64_t>(1, (elements + kGpuThreadsPerBlock - 1) /

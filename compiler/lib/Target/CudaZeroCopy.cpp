@@ -17,12 +17,7 @@ namespace dt {
 
 namespace {
 
-/// Bytes [first, second) of the arena.
-using Range = std::pair<int64_t, int64_t>;
-
-bool overlap(Range a, Range b) {
-  return a.first < b.second && b.first < a.second;
-}
+using Range = ArenaRange;
 
 int64_t bytesOf(Type type) {
   auto t = llvm::cast<RankedTensorType>(type);
@@ -38,13 +33,7 @@ int64_t pitchRoom(Value v) {
   return pitch ? pitch.getInt() : 0;
 }
 
-Range rangeOf(Value v) {
-  int64_t at = plannedOffset(v), pitch = pitchRoom(v);
-  return {at,
-          at + (pitch ? pitchedBytes(llvm::cast<RankedTensorType>(v.getType()),
-                                     pitch)
-                      : bytesOf(v.getType()))};
-}
+Range rangeOf(Value v) { return arenaRangeOf(v); }
 
 /// The bytes `op` writes when its launch runs (a load or store that the
 /// plan could not place in its global's buffer is a copy; a reshape or a
@@ -80,6 +69,14 @@ std::array<int64_t, 4> headLayout(Value bthd, int64_t row) {
 }
 
 } // namespace
+
+ArenaRange arenaRangeOf(Value v) {
+  int64_t at = plannedOffset(v), pitch = pitchRoom(v);
+  return {at,
+          at + (pitch ? pitchedBytes(llvm::cast<RankedTensorType>(v.getType()),
+                                     pitch)
+                      : bytesOf(v.getType()))};
+}
 
 Value ZeroCopies::readFrom(Value v) const {
   auto it = bypassed.find(viewRoot(v).getDefiningOp());

@@ -62,8 +62,19 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <array>
+#include <utility>
 
 namespace dt {
+
+/// Bytes [first, second) of the arena.
+using ArenaRange = std::pair<int64_t, int64_t>;
+
+/// The arena bytes that planned value `v`'s buffer spans (with the room of
+/// a row pitch the memory plan gave it), and whether two ranges overlap.
+ArenaRange arenaRangeOf(mlir::Value v);
+inline bool overlap(ArenaRange a, ArenaRange b) {
+  return a.first < b.second && b.first < a.second;
+}
 
 /// Where bf16 attention reads an input or writes a result with strides: in
 /// the buffer of `at`, `offset` elements in, slice s (of batch b = s /

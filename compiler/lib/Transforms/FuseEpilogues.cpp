@@ -264,14 +264,6 @@ void eraseUnread(Operation *op) {
     op->erase();
 }
 
-/// `v` = convert(x) to `element`'s type: x, or null.
-Value unconvert(Value v, Type element) {
-  auto convert = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
-  return convert && convert.getType().getElementType() == element
-             ? convert.getInput()
-             : Value();
-}
-
 /// Whether `op` is a region that narrows to `half` the GELU of its one
 /// input widened from `half`: fused(h) { narrow(gelu(widen(h))) }.
 bool isGeluOfWidened(Operation *op, Type half) {

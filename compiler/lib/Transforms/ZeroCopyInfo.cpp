@@ -116,8 +116,7 @@ llvm::DenseSet<Operation *> narrowedWidenings(ModuleOp module) {
   return narrowed;
 }
 
-/// `v` = convert(x) to `element`'s type: x, or null.
-static Value unconvert(Value v, Type element) {
+Value unconvert(Value v, Type element) {
   auto convert = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
   return convert && convert.getType().getElementType() == element
              ? convert.getInput()

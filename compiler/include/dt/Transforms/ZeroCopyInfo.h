@@ -148,6 +148,9 @@ struct ZeroCopyCandidates {
        const llvm::DenseSet<mlir::Operation *> &narrowed);
 };
 
+/// `v` = dt.convert(x) to `element`'s type (in a region's body): x, or null.
+mlir::Value unconvert(mlir::Value v, mlir::Type element);
+
 /// The region that reads product `op`'s f32 sums, its only reader, to
 /// compute what cuBLASLt's GELU epilogues do, as dt-fuse-epilogues leaves it
 /// in a mixed-precision program, or null:
