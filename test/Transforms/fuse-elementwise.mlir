@@ -294,6 +294,39 @@ func.func @weight_copy_kept(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>)
 
 // -----
 
+// A tied table of rows that are no multiple of 8 is kept too (the memory plan
+// gives a GPU's padded products room for rows past it); one whose rows are
+// not a multiple of 16 bytes is copied into each widening, whose f32-sized
+// buffer a padded product reads past the values.
+dt.global param @tied : tensor<10x8xf32> {init = {kind = "constant", value = 0.0 : f64}}
+dt.global param @wide : tensor<8x10xf32> {init = {kind = "constant", value = 0.0 : f64}}
+// CHECK-LABEL: func.func @table_copy_kept
+func.func @table_copy_kept(%x: tensor<4x8xf32>, %dl: tensor<4x10xf32>, %u: tensor<4x8xf32>)
+    -> (tensor<4x10xf32>, tensor<4x8xf32>, tensor<4x10xf32>, tensor<4x8xf32>) {
+  // CHECK: %[[T:.*]] = dt.load @tied
+  // CHECK-NEXT: %[[C:.*]] = dt.fused(%[[T]]) : (tensor<10x8xf32>) -> tensor<10x8xbf16> {
+  // CHECK: dt.fused(%[[C]]) : (tensor<10x8xbf16>) -> tensor<10x8xf32> {
+  // CHECK: dt.fused(%[[C]]) : (tensor<10x8xbf16>) -> tensor<10x8xf32> {
+  // CHECK: %[[W:.*]] = dt.load @wide
+  // CHECK: dt.fused(%[[W]]) : (tensor<8x10xf32>) -> tensor<8x10xf32> {
+  // CHECK: dt.fused(%[[W]]) : (tensor<8x10xf32>) -> tensor<8x10xf32> {
+  %t = dt.load @tied : tensor<10x8xf32>
+  %c = dt.convert %t : tensor<10x8xf32> to tensor<10x8xbf16>
+  %a = dt.convert %c : tensor<10x8xbf16> to tensor<10x8xf32>
+  %logits = dt.matmul %x, %a {transpose_rhs} : tensor<4x8xf32>, tensor<10x8xf32> -> tensor<4x10xf32>
+  %b = dt.convert %c : tensor<10x8xbf16> to tensor<10x8xf32>
+  %g = dt.matmul %dl, %b : tensor<4x10xf32>, tensor<10x8xf32> -> tensor<4x8xf32>
+  %w = dt.load @wide : tensor<8x10xf32>
+  %w16 = dt.convert %w : tensor<8x10xf32> to tensor<8x10xbf16>
+  %wa = dt.convert %w16 : tensor<8x10xbf16> to tensor<8x10xf32>
+  %y = dt.matmul %u, %wa : tensor<4x8xf32>, tensor<8x10xf32> -> tensor<4x10xf32>
+  %wb = dt.convert %w16 : tensor<8x10xbf16> to tensor<8x10xf32>
+  %h = dt.matmul %dl, %wb {transpose_rhs} : tensor<4x10xf32>, tensor<8x10xf32> -> tensor<4x8xf32>
+  return %logits, %g, %y, %h : tensor<4x10xf32>, tensor<4x8xf32>, tensor<4x10xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // A norm's weight, widened for kernels that read f32, stays copied into each
 // widening (one round trip a use, no kept copy).
 dt.global param @ln.w : tensor<8xf32> {init = {kind = "constant", value = 1.0 : f64}}

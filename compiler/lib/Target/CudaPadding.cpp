@@ -28,7 +28,8 @@ struct Operand {
   /// Whether rows a pitch apart are laid out (columns past `cols` exist).
   bool pitched;
   /// The bytes of its buffer (a narrowed widening's: f32-sized, 16-bit
-  /// values in the first half), or 0 when nothing past its values is its.
+  /// values in the first half; a region's with room for rows), or 0 when
+  /// nothing past its values is its.
   int64_t room;
 
   bool canGrowRows(int64_t to) const { return 2 * to * ld <= room; }
@@ -54,13 +55,17 @@ Operand operandOf(Value operand, const ZeroCopies &zero,
   o.pitched = pitch != 0;
   o.ld = pitch ? pitch : o.cols;
   // Read where a narrowed widening wrote it: its buffer is f32-sized and
-  // holds no one else's bytes while the product reads it.
+  // holds no one else's bytes while the product reads it. Or where a region
+  // wrote it whose buffer the memory plan gave room for rows (a kept weight
+  // copy: ZeroCopyCandidates::rowRooms).
   Operation *def = viewRoot(read).getDefiningOp();
   auto f32 = llvm::cast<RankedTensorType>(viewRoot(read).getType());
-  o.room = def && narrowed.contains(def) && !zero.bypassed.count(def) &&
-                   f32.getElementType().isF32()
-               ? f32.getNumElements() * 4
-               : 0;
+  o.room = 0;
+  if (def && narrowed.contains(def) && !zero.bypassed.count(def) &&
+      f32.getElementType().isF32())
+    o.room = f32.getNumElements() * 4;
+  else if (def && def->hasAttr(kRowsAttr) && !o.pitched)
+    o.room = plannedBytes(read);
   return o;
 }
 

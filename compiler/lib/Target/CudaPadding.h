@@ -16,10 +16,11 @@
 //   - n (the result's rows, always contiguous): the result's buffer lies in
 //     rows a pitch apart (the memory plan's dt.pitch) at least that wide,
 //     and B can be read that far: rows past its end in a narrowed widening's
-//     buffer (an f32 buffer holding 16-bit values in its first half), or
-//     columns under its own pitch. The extra columns of the result hold
-//     whatever the extra rows of B held; nothing reads them (a pitch's
-//     columns are never read).
+//     buffer (an f32 buffer holding 16-bit values in its first half) or in
+//     a buffer the memory plan gave room for them (a kept weight copy's:
+//     `dt.rows`), or columns under its own pitch. The extra columns of the
+//     result hold whatever the extra rows of B held; nothing reads them (a
+//     pitch's columns are never read).
 //   - k (contiguous in A unless A is transposed, in B if B is): both
 //     operands can be read that far, the same way, and their extra rows or
 //     columns are zeroed right before the product, so the extra terms add

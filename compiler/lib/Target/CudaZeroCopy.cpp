@@ -71,11 +71,8 @@ std::array<int64_t, 4> headLayout(Value bthd, int64_t row) {
 } // namespace
 
 ArenaRange arenaRangeOf(Value v) {
-  int64_t at = plannedOffset(v), pitch = pitchRoom(v);
-  return {at,
-          at + (pitch ? pitchedBytes(llvm::cast<RankedTensorType>(v.getType()),
-                                     pitch)
-                      : bytesOf(v.getType()))};
+  int64_t at = plannedOffset(v);
+  return {at, at + plannedBytes(v)};
 }
 
 Value ZeroCopies::readFrom(Value v) const {

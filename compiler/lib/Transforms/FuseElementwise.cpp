@@ -162,11 +162,12 @@ bool narrowsLoadForWidenings(Operation *op) {
   Type to = convert.getType().getElementType();
   if ((!to.isBF16() && !to.isF16()) || convert->hasOneUse())
     return false;
-  // A product padded to 16-byte extents (dt/Target's CudaPadding.h: GPT-2's
-  // 50 257-row table) reads and zeroes rows past the operand in its
-  // widening's f32-sized buffer, which a 16-bit copy would not have.
-  if (llvm::any_of(convert.getType().getShape(),
-                   [](int64_t d) { return d % 8 != 0; }))
+  // A product padded to 16-byte extents (dt/Target's CudaPadding.h) reads
+  // and zeroes rows past the operand: the memory plan gives a kept copy
+  // room for them (ZeroCopyCandidates::rowRooms: GPT-2's 50 257-row table),
+  // but a copy has no room for columns past a row it lays out packed.
+  if (convert.getType().getRank() < 2 ||
+      convert.getType().getShape().back() % 8 != 0)
     return false;
   // Widenings for products alone, which read the 16-bit copy on a GPU (a
   // layer norm's weight, widened for a kernel that reads f32, stays copied

@@ -332,13 +332,13 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
                   .getInt());
           continue;
         }
-        int64_t bytes = byteSize(r.getType());
-        // Room for rows a pitch apart, which a GPU plan may lay out.
-        if (int64_t pitch = rowPitch.lookup(&op)) {
-          bytes =
-              pitchedBytes(llvm::cast<RankedTensorType>(r.getType()), pitch);
+        // Room for rows a pitch apart, or for rows past the end, which a
+        // GPU plan may lay out or a padded product read.
+        if (int64_t pitch = rowPitch.lookup(&op))
           op.setAttr(kPitchAttr, b.getI64IntegerAttr(pitch));
-        }
+        if (int64_t rows = rowRoom.lookup(&op))
+          op.setAttr(kRowsAttr, b.getI64IntegerAttr(rows));
+        int64_t bytes = plannedBytes(r);
         int64_t offset = alloc.allocate(bytes);
         if (alloc.end() > kMaxArenaBytes)
           return tooLarge(&op, alloc.end());
@@ -366,6 +366,8 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
     ZeroCopyCandidates c = ZeroCopyCandidates::find(fn, narrowed);
     for (auto [narrowing, pitch] : c.pitches)
       rowPitch[narrowing] = pitch;
+    for (auto [region, rows] : c.rowRooms)
+      rowRoom[region] = rows;
     auto extend = [&](Value v, unsigned until) {
       unsigned &slot = lastUse[root(v)];
       slot = std::max(slot, until);
@@ -446,6 +448,9 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
   /// Narrowings whose buffers get room for a row pitch (gpu-zero-copies:
   /// ZeroCopyCandidates::pitches).
   llvm::DenseMap<Operation *, int64_t> rowPitch;
+  /// Regions whose result's buffer gets room for more rows
+  /// (ZeroCopyCandidates::rowRooms).
+  llvm::DenseMap<Operation *, int64_t> rowRoom;
 
   /// Whether the old value read by `load` is dead once `producer` (whose result
   /// the store at `storeAt` writes) runs: every read of it happens before, or

@@ -298,6 +298,23 @@ int64_t pitchedBytes(RankedTensorType type, int64_t pitch) {
          (type.getElementTypeBitWidth() / 8);
 }
 
+int64_t plannedBytes(Value v) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  int64_t bytes = std::max<int64_t>(
+      1, type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8));
+  Operation *def = viewRoot(v).getDefiningOp();
+  if (!def || type.getRank() == 0)
+    return bytes;
+  if (auto pitch = def->getAttrOfType<IntegerAttr>(kPitchAttr))
+    return pitchedBytes(type, pitch.getInt());
+  // Rows of the region's own result, which a view may reshape.
+  if (auto rows = def->getAttrOfType<IntegerAttr>(kRowsAttr))
+    return bytes /
+           llvm::cast<RankedTensorType>(viewRoot(v).getType()).getDimSize(0) *
+           rows.getInt();
+  return bytes;
+}
+
 bool readsSixteenBit(Operation *user, Value v) {
   // The operands the op's kernels read in any type.
   SmallVector<unsigned, 2> typed;
@@ -458,6 +475,25 @@ ZeroCopyCandidates::find(func::FuncOp fn,
           cols % align != 0 && cols >= 8 * align)
         c.pitches.push_back({narrowing, (cols + align - 1) / align * align});
     }
+  }
+
+  // Matrices that products alone read through the widenings they leave
+  // out, whose rows a padded product may read past: 64 rows or more, as
+  // with pitches, so that the room stays under an eighth of them.
+  llvm::DenseSet<Operation *> roomy;
+  for (Operation *widening : c.forReaders) {
+    SmallVector<Operation *> readers;
+    readersOf(widening->getResult(0), readers);
+    if (!llvm::all_of(readers, [](Operation *r) { return isa<MatmulOp>(r); }))
+      continue;
+    Value source = widening->getOperand(0);
+    auto region = source.getDefiningOp<FusedOp>();
+    auto type = llvm::cast<RankedTensorType>(source.getType());
+    if (!region || region->getNumResults() != 1 || type.getRank() != 2 ||
+        !isSixteenBit(type.getElementType()) || type.getShape()[0] % 8 == 0 ||
+        type.getShape()[0] < 64 || !roomy.insert(region).second)
+      continue;
+    c.rowRooms.push_back({region, (type.getShape()[0] + 7) / 8 * 8});
   }
 
   // Head splits that only one bf16 attention reads (through a widening it

@@ -40,3 +40,25 @@ func.func @fold_noops(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tenso
   // CHECK: return %{{.*}}, %{{.*}}, %[[C]]
   return %0, %1, %2 : tensor<4xf32>, tensor<4xf32>, tensor<2x4xf32>
 }
+
+// Pattern: embedding(convert(table), ids) => convert(embedding(table, ids)):
+// the rows looked up are converted, not the whole table.
+// CHECK-LABEL: func.func @convert_looked_up_rows
+// CHECK-SAME: (%[[W:.*]]: tensor<64x8xf32>, %[[IDS:.*]]: tensor<2x4xi32>)
+func.func @convert_looked_up_rows(%w: tensor<64x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x8xbf16> {
+  // CHECK: %[[ROWS:.*]] = dt.embedding %[[W]], %[[IDS]] : tensor<64x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  // CHECK: dt.convert %[[ROWS]] : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  %t = dt.convert %w : tensor<64x8xf32> to tensor<64x8xbf16>
+  %y = dt.embedding %t, %ids : tensor<64x8xbf16>, tensor<2x4xi32> -> tensor<2x4x8xbf16>
+  return %y : tensor<2x4x8xbf16>
+}
+
+// A lookup larger than its table converts the table once.
+// CHECK-LABEL: func.func @convert_small_table
+func.func @convert_small_table(%w: tensor<4x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x8xbf16> {
+  // CHECK: dt.convert %{{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+  // CHECK: dt.embedding %{{.*}} -> tensor<2x4x8xbf16>
+  %t = dt.convert %w : tensor<4x8xf32> to tensor<4x8xbf16>
+  %y = dt.embedding %t, %ids : tensor<4x8xbf16>, tensor<2x4xi32> -> tensor<2x4x8xbf16>
+  return %y : tensor<2x4x8xbf16>
+}

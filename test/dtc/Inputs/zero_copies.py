@@ -45,12 +45,20 @@ for t in logits:
     print(f"logits product {t['i'][1]} x {t['i'][2]} x {t['i'][3]}: "
           f"half {t.get('half')}, out {t.get('out', 'f32')}{pitches(t)}"
           f"{padding(t)}")
-print(f"padded products: {sum('pad' in t for t in products)}")
+padded = [t for t in products if "pad" in t]
+print(f"padded products: {len(padded)}, reading B from "
+      f"{len(set(t['p'][1] for t in padded))} place(s)")
+def kernels_over(size):
+    # A kernel's n counts its elements, or its vector groups of 2 to 8.
+    return sum(t['n'] * w == size for t in plan if t['op'] == 'kernel'
+               for w in (1, 2, 4, 8))
 if logits:
     size = logits[0]["i"][1] * logits[0]["i"][2]
-    # A kernel's n counts its elements, or its vector groups of 2 to 8.
     print(f"generated kernels over the logits ({size} elements): "
-          f"{sum(t['n'] * w == size for t in plan if t['op'] == 'kernel' for w in (1, 2, 4, 8))}")
+          f"{kernels_over(size)}")
+    table = logits[0]["i"][2] * logits[0]["i"][3]
+    print(f"generated kernels over the table ({table} elements): "
+          f"{kernels_over(table)}")
 for op in ("attention", "attention_grad"):
     launches = [t for t in plan if t["op"] == op]
     print(f"{op}: {len(launches)}, "

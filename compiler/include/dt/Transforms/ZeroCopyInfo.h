@@ -142,6 +142,14 @@ struct ZeroCopyCandidates {
   /// a GPU plan lays the rows out so where every launch that touches them
   /// can (CudaZeroCopy).
   llvm::SmallVector<std::pair<mlir::Operation *, int64_t>> pitches;
+  /// 16-bit matrices, written by a region, that products alone read
+  /// (through widenings they leave out) and whose rows, 64 or more, are not
+  /// a multiple of 8, with that count rounded up: a kept weight copy, GPT-2's
+  /// 50 257 rows of its tied table. A product padded to 16-byte extents reads
+  /// rows past its end and zeroes them (dt/Target's CudaPadding.h). The
+  /// memory plan gives their buffers room for those rows (`dt.rows` on the
+  /// region).
+  llvm::SmallVector<std::pair<mlir::Operation *, int64_t>> rowRooms;
 
   static ZeroCopyCandidates
   find(mlir::func::FuncOp fn,
@@ -185,6 +193,15 @@ bool isHeadTranspose(mlir::Operation *op);
 /// The attribute of a narrowing whose buffer the memory plan gave room for
 /// rows `pitch` elements apart (ZeroCopyCandidates::pitches).
 inline constexpr llvm::StringLiteral kPitchAttr = "dt.pitch";
+
+/// The attribute of a region whose result's buffer the memory plan gave
+/// room for this many rows (ZeroCopyCandidates::rowRooms).
+inline constexpr llvm::StringLiteral kRowsAttr = "dt.rows";
+
+/// The bytes of `v`'s buffer as the memory plan sizes it (at least 1):
+/// with room for a row pitch (kPitchAttr) or for rows (kRowsAttr) where its
+/// op, through reshapes, carries one.
+int64_t plannedBytes(mlir::Value v);
 
 /// Whether the GPU kernel of `op` takes its 16-bit rows a pitch apart: a
 /// product of one batch (cuBLAS's leading dimensions), the loss and its

@@ -761,6 +761,40 @@ LogicalResult EmbeddingOp::verify() {
                       "result");
 }
 
+namespace {
+/// Pattern: embedding(convert(table), ids) => convert(embedding(table, ids))
+/// where the lookup has no more elements than the table: a conversion
+/// commutes with picking rows, and converting the rows looked up costs no
+/// more than converting the whole table. Mixed precision rounds a tied
+/// embedding table to 16 bits for its lookup; GPT-2's 16 x 1024 lookups
+/// then round 16 384 rows instead of all 50 257, in the lookup's consumer.
+struct ConvertLookedUpRows : public OpRewritePattern<EmbeddingOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(EmbeddingOp op,
+                                PatternRewriter &rewriter) const override {
+    auto convert = op.getTable().getDefiningOp<ConvertOp>();
+    if (!convert)
+      return failure();
+    auto table = llvm::cast<RankedTensorType>(convert.getInput().getType());
+    auto result = llvm::cast<RankedTensorType>(op.getType());
+    if (!llvm::isa<FloatType>(table.getElementType()) ||
+        result.getNumElements() > table.getNumElements())
+      return failure();
+    auto rows = rewriter.create<EmbeddingOp>(
+        op.getLoc(), result.clone(table.getElementType()), convert.getInput(),
+        op.getIds());
+    rewriter.replaceOpWithNewOp<ConvertOp>(op, result, rows.getResult());
+    return success();
+  }
+};
+} // namespace
+
+void EmbeddingOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *ctx) {
+  patterns.add<ConvertLookedUpRows>(ctx);
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   return verifyLookup(*this, getTableGrad(), getIds(), getResultGrad(),
                       "table_grad", "result_grad");

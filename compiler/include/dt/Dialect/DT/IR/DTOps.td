@@ -745,6 +745,7 @@ def DT_EmbeddingOp : DT_Op<"embedding", [ShardableOp, Pure, DifferentiableOp]> {
   let assemblyFormat =
       "$table `,` $ids attr-dict `:` type($table) `,` type($ids) `->` type($result)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def DT_EmbeddingGradOp : DT_Op<"embedding_grad", [ShardableOp, Pure]> {
