@@ -374,3 +374,70 @@ func.func @gelu_grad_read_twice(%pre: tensor<6x24xbf16>, %dy: tensor<6x8xf32>,
   }
   return %h, %grad : tensor<6x24xbf16>, tensor<6x24xbf16>
 }
+
+// -----
+
+// A bias's gradient (dY's sum over its rows) moves to right after the weight
+// gradient's product dY^T x, which reads the same dY, with the rounding that
+// reads it; so that on a GPU BGRADB computes it in the product's epilogue.
+// Nothing else changes.
+// CHECK-LABEL: func.func @bias_grad_sunk
+func.func @bias_grad_sunk(%dy: tensor<2x3x8xbf16>, %x: tensor<6x4xbf16>)
+    -> (tensor<8xf32>, tensor<8x4xf32>) {
+  // CHECK: %[[MM:.*]] = dt.matmul %{{.*}}, %{{.*}} {transpose_lhs}
+  // CHECK-NEXT: %[[DB:.*]] = dt.fused(%{{.*}}) {reduce_axes = array<i64: 0, 1>} : (tensor<2x3x8xbf16>) -> tensor<8xf32>
+  // CHECK: %[[R:.*]] = dt.fused(%[[DB]]) : (tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: return %[[R]], %[[MM]]
+  %db = dt.fused(%dy) {reduce_axes = array<i64: 0, 1>} : (tensor<2x3x8xbf16>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<2x3x8xbf16>):
+    %w = dt.convert %a : tensor<2x3x8xbf16> to tensor<2x3x8xf32>
+    dt.yield %w : tensor<2x3x8xf32>
+  }
+  %r = dt.fused(%db) : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>):
+    %n = dt.convert %a : tensor<8xf32> to tensor<8xbf16>
+    %w = dt.convert %n : tensor<8xbf16> to tensor<8xf32>
+    dt.yield %w : tensor<8xf32>
+  }
+  %flat = dt.reshape %dy : tensor<2x3x8xbf16> -> tensor<6x8xbf16>
+  %dyw = dt.fused(%flat) : (tensor<6x8xbf16>) -> tensor<6x8xf32> {
+  ^bb0(%a: tensor<6x8xbf16>):
+    %w = dt.convert %a : tensor<6x8xbf16> to tensor<6x8xf32>
+    dt.yield %w : tensor<6x8xf32>
+  }
+  %xw = dt.fused(%x) : (tensor<6x4xbf16>) -> tensor<6x4xf32> {
+  ^bb0(%a: tensor<6x4xbf16>):
+    %w = dt.convert %a : tensor<6x4xbf16> to tensor<6x4xf32>
+    dt.yield %w : tensor<6x4xf32>
+  }
+  %dw = dt.matmul %dyw, %xw {transpose_lhs} : tensor<6x8xf32>, tensor<6x4xf32> -> tensor<8x4xf32>
+  return %r, %dw : tensor<8xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// A sum that the product does not read transposed (here dY x, not dY^T x)
+// stays where it is.
+// CHECK-LABEL: func.func @bias_grad_other_product
+func.func @bias_grad_other_product(%dy: tensor<6x8xbf16>, %x: tensor<8x4xbf16>)
+    -> (tensor<8xf32>, tensor<6x4xf32>) {
+  // CHECK: dt.fused(%{{.*}}) {reduce_axes = array<i64: 0>}
+  // CHECK: dt.matmul
+  %db = dt.fused(%dy) {reduce_axes = array<i64: 0>} : (tensor<6x8xbf16>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<6x8xbf16>):
+    %w = dt.convert %a : tensor<6x8xbf16> to tensor<6x8xf32>
+    dt.yield %w : tensor<6x8xf32>
+  }
+  %dyw = dt.fused(%dy) : (tensor<6x8xbf16>) -> tensor<6x8xf32> {
+  ^bb0(%a: tensor<6x8xbf16>):
+    %w = dt.convert %a : tensor<6x8xbf16> to tensor<6x8xf32>
+    dt.yield %w : tensor<6x8xf32>
+  }
+  %xw = dt.fused(%x) : (tensor<8x4xbf16>) -> tensor<8x4xf32> {
+  ^bb0(%a: tensor<8x4xbf16>):
+    %w = dt.convert %a : tensor<8x4xbf16> to tensor<8x4xf32>
+    dt.yield %w : tensor<8x4xf32>
+  }
+  %y = dt.matmul %dyw, %xw : tensor<6x8xf32>, tensor<8x4xf32> -> tensor<6x4xf32>
+  return %db, %y : tensor<8xf32>, tensor<6x4xf32>
+}

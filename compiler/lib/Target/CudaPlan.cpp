@@ -397,6 +397,11 @@ private:
             gpu.push_back(offsetOf(geluGrad ? epilogue->getOperand(1)
                                             : epilogue->getResult(0)));
           }
+          // A bias's gradient, the sums over k of A, written beside C by
+          // BGRADB (CudaZeroCopy.h): the last pointer too.
+          Operation *biasGrad = zero.biasGradOf(m);
+          if (biasGrad)
+            gpu.push_back(offsetOf(biasGrad->getResult(0)));
           json::Object t = thunk(name, gpu,
                                  {product(a.drop_back(2)), c[r - 2], c[r - 1],
                                   k, int64_t(m.getTransposeLhs()),
@@ -412,8 +417,9 @@ private:
           // Extents rounded up to 16 bytes where the buffers allow
           // (CudaPadding.h): cuBLAS's fast kernels need them.
           if constexpr (std::is_same_v<decltype(m), MatmulOp>)
-            if (auto pad =
-                    epilogue ? std::nullopt : padProduct(m, zero, narrowed)) {
+            if (auto pad = epilogue || biasGrad
+                               ? std::nullopt
+                               : padProduct(m, zero, narrowed)) {
               t["pad"] = json::Array{pad->n, pad->k};
               t["ld"] = json::Array(pad->ld);
               if (!pad->zeros.empty()) {
@@ -425,6 +431,8 @@ private:
             }
           if (epilogue)
             t["epilogue"] = geluGrad ? "gelu_grad" : "gelu";
+          if (biasGrad)
+            t["epilogue"] = "bias_grad";
           if (Type half = narrowedOperands(m, narrowed)) {
             t["half"] = half.isBF16() ? "bf16" : "f16";
             if (narrowing || epilogue)

@@ -313,6 +313,27 @@ ZeroCopies ZeroCopies::find(func::FuncOp fn,
       z.merged.insert(w.concat);
   }
 
+  // A weight gradient's product writes its bias's gradient in BGRADB's
+  // epilogue when that (f32, placed after the product, whose operands and
+  // result the plan keeps alive until then) overlaps nothing the product
+  // reads or writes, and is 16-byte aligned, and the product reads its A
+  // as 16-bit data where it lies (cuBLASLt sums what it reads).
+  for (const ZeroCopyCandidates::BiasGrad &g : candidates.biasGrads) {
+    Value sums = g.region->getResult(0);
+    Operation *into = z.narrowingOf(g.product->getResult(0));
+    bool fits =
+        aligned(sums) && !z.epilogues.count(g.product) &&
+        z.readFrom(g.product->getOperand(0)) != g.product->getOperand(0) &&
+        !overlap(rangeOf(sums),
+                 rangeOf(into ? into->getResult(0) : g.product->getResult(0)));
+    for (Value operand : g.product->getOperands())
+      fits &= !overlap(rangeOf(sums), readRange(operand));
+    if (!fits)
+      continue;
+    z.biasGrads[g.product] = g.region;
+    z.epilogueRegions.insert(g.region);
+  }
+
   // A narrowing's buffer with room for a row pitch is laid out so when its
   // writer writes it (a product of one batch, the loss's gradient) and
   // every reader reads it where it lies: products of one batch and the

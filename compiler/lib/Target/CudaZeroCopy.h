@@ -115,9 +115,19 @@ struct ZeroCopies {
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> epilogues;
   llvm::DenseSet<mlir::Operation *> epilogueRegions;
 
-  /// The region whose results product `op`'s epilogue writes, or null.
+  /// A narrowed weight gradient's product -> the region after it whose
+  /// sums of the product's A (its bias's gradient) the product's BGRADB
+  /// epilogue writes (ZeroCopyCandidates::BiasGrad): the region launches
+  /// nothing (it is among epilogueRegions).
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> biasGrads;
+
+  /// The region whose results product `op`'s GELU epilogue writes, or null.
   mlir::Operation *epilogueOf(mlir::Operation *op) const {
     return epilogues.lookup(op);
+  }
+  /// The region whose sums product `op`'s BGRADB epilogue writes, or null.
+  mlir::Operation *biasGradOf(mlir::Operation *op) const {
+    return biasGrads.lookup(op);
   }
 
   /// The row pitch of `v`'s rows (through reshapes), or 0: packed.

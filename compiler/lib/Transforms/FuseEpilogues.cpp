@@ -51,12 +51,19 @@
 // then writes the region's results itself, and the region and its pass over
 // the product go (CudaZeroCopy.h).
 //
+// A bias's gradient, the sum of dY over its rows, moves to right after the
+// product of the weight's gradient, dY^T x, which reads the same dY: on a
+// GPU cuBLASLt's BGRADB epilogue computes the sum as it reads dY for the
+// product, and the region's pass over dY goes. Everywhere else only the
+// order changes.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dt/Transforms/Passes.h"
 #include "dt/Transforms/ZeroCopyInfo.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace dt {
@@ -344,6 +351,63 @@ struct FuseEpiloguesPass
       if (FusedOp narrowing = narrowingOf(mm))
         if (!foldGelu(mm, narrowing))
           foldGeluGrad(mm, narrowing);
+    sinkBiasGradients(fn.getBody().front());
+  }
+
+  /// Moves each bias gradient's sum of dY (a region that sumsProductRows)
+  /// to right after the weight gradient's product that reads the same dY,
+  /// with whatever reads the sum before that product, so that on a GPU the
+  /// product's epilogue can compute it (ZeroCopyCandidates::biasGrads).
+  /// Only the order changes; the moved ops are all free of side effects.
+  static void sinkBiasGradients(Block &block) {
+    SmallVector<Operation *> sums;
+    for (Operation &op : block)
+      if (summedRows(&op))
+        sums.push_back(&op);
+    for (Operation *sum : sums) {
+      // The first product after the sum that reads its dY: through the
+      // widenings that read dY (through reshapes).
+      Operation *product = nullptr;
+      SmallVector<Operation *> widenings;
+      readersOf(viewRoot(summedRows(sum)), widenings);
+      for (Operation *widening : widenings) {
+        if (!isWidening(widening))
+          continue;
+        SmallVector<Operation *> readers;
+        readersOf(widening->getResult(0), readers);
+        for (Operation *reader : readers)
+          if (reader->getBlock() == &block && sum->isBeforeInBlock(reader) &&
+              sumsProductRows(sum, reader) &&
+              (!product || reader->isBeforeInBlock(product)))
+            product = reader;
+      }
+      if (!product)
+        continue;
+      // The sum and what reads it, transitively, before the product.
+      llvm::SetVector<Operation *> moved;
+      moved.insert(sum);
+      bool movable = true;
+      for (Operation *op = sum->getNextNode(); op != product && movable;
+           op = op->getNextNode())
+        if (llvm::any_of(op->getOperands(), [&](Value v) {
+              return moved.contains(v.getDefiningOp());
+            })) {
+          // (A region computes on its operands alone.)
+          movable = llvm::isa<FusedOp>(op) || isMemoryEffectFree(op);
+          moved.insert(op);
+        }
+      // The product reading the sum (it never does) would keep it first.
+      movable &= llvm::none_of(product->getOperands(), [&](Value v) {
+        return moved.contains(v.getDefiningOp());
+      });
+      if (!movable)
+        continue;
+      Operation *after = product;
+      for (Operation *op : moved) {
+        op->moveAfter(after);
+        after = op;
+      }
+    }
   }
 
   /// GELU of the narrowed product: the regions that compute it (through

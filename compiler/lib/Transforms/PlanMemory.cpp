@@ -426,14 +426,24 @@ struct PlanMemoryPass : public dt::impl::PlanMemoryBase<PlanMemoryPass> {
         if (llvm::none_of(w.into, [&](auto &p) { return p.first == result; }))
           extend(result, until);
     }
-    // A product whose GELU epilogue writes the region after it: what it
-    // reads lives until the region's results are placed.
-    for (const ZeroCopyCandidates::Epilogue &e : c.epilogues)
-      for (Value operand : e.product->getOperands()) {
+    // A product whose epilogue writes the region after it (GELU, or a
+    // bias's gradient beside the product): what it reads lives until the
+    // region's results are placed.
+    auto readUntilRegion = [&](Operation *product, Operation *region) {
+      for (Value operand : product->getOperands()) {
         Operation *def = root(operand).getDefiningOp();
         extendRead(widenings.contains(def) ? def->getOperand(0) : operand,
-                   position[e.region]);
+                   position[region]);
       }
+    };
+    for (const ZeroCopyCandidates::Epilogue &e : c.epilogues)
+      readUntilRegion(e.product, e.region);
+    // A bias's gradient is written beside the product's own result, which
+    // must not share its bytes.
+    for (const ZeroCopyCandidates::BiasGrad &g : c.biasGrads) {
+      readUntilRegion(g.product, g.region);
+      extend(g.product->getResult(0), position[g.region]);
+    }
     // A split's input, read in place of its pieces for as long as they are
     // (those extended above).
     for (Operation *split : c.splitReads) {

@@ -7,6 +7,8 @@
 #include "dt/Transforms/ZeroCopyInfo.h"
 #include "dt/Dialect/DT/IR/DTOps.h"
 
+#include "llvm/ADT/Sequence.h"
+
 using namespace mlir;
 
 namespace dt {
@@ -166,6 +168,39 @@ Operation *geluEpilogueOf(Operation *op, bool &grad) {
                  unconvert(derivative.getInput(), f32) == body.getArgument(1)
              ? region
              : nullptr;
+}
+
+Value summedRows(Operation *r) {
+  auto region = llvm::dyn_cast_or_null<FusedOp>(r);
+  if (!region || !region.isReduction() || region->getNumOperands() != 1 ||
+      region->getNumResults() != 1)
+    return {};
+  // sum over all axes but the last of widen(x), x 16-bit: [C] f32.
+  Value x = region->getOperand(0);
+  auto in = llvm::cast<RankedTensorType>(x.getType());
+  auto out = llvm::cast<RankedTensorType>(region.getResult(0).getType());
+  ArrayRef<int64_t> axes = *region.getReduceAxes();
+  if (!isSixteenBit(in.getElementType()) || !out.getElementType().isF32() ||
+      in.getRank() < 2 || out.getShape() != in.getShape().take_back() ||
+      !llvm::equal(axes, llvm::seq<int64_t>(0, in.getRank() - 1)))
+    return {};
+  Block &body = region.getBody().front();
+  return unconvert(body.getTerminator()->getOperand(0), out.getElementType()) ==
+                 body.getArgument(0)
+             ? x
+             : Value();
+}
+
+bool sumsProductRows(Operation *r, Operation *p) {
+  Value x = summedRows(r);
+  auto mm = llvm::dyn_cast_or_null<MatmulOp>(p);
+  if (!x || !mm || !mm.getTransposeLhs())
+    return false;
+  // p = matmul(widen(x viewed [K, C])^T, ...): [C, N].
+  auto c = llvm::cast<RankedTensorType>(mm.getType()).getShape();
+  Operation *widen = viewRoot(mm.getLhs()).getDefiningOp();
+  return c.size() == 2 && c[0] == shapeOf(x).back() && isWidening(widen) &&
+         viewRoot(widen->getOperand(0)) == viewRoot(x);
 }
 
 bool typedAttentionCapable(Operation *op) {
@@ -525,6 +560,18 @@ ZeroCopyCandidates::find(func::FuncOp fn,
       adjacent &= llvm::isa<ReshapeOp>(between);
     if (adjacent)
       c.epilogues.push_back({&op, region, grad});
+  }
+
+  // Narrowed weight-gradient products whose A's sums over k (a bias's
+  // gradient) the region right after them computes, with nothing but
+  // reshapes between.
+  for (Operation &op : block) {
+    Operation *region = op.getNextNode();
+    while (region && llvm::isa<ReshapeOp>(region))
+      region = region->getNextNode();
+    if (region && sumsProductRows(region, &op) &&
+        narrowedOperands(&op, narrowed) == elementOf(region->getOperand(0)))
+      c.biasGrads.push_back({&op, region});
   }
 
   // Splits along the last axis whose pieces only those head splits read.

@@ -57,6 +57,14 @@ void dtk_cuda_fill_rows_typed(const void *bias, int bias_type, void *c,
 void dtk_cuda_gelu_typed(const void *pre, void *out, int type, int64_t total,
                          int grad, dtk_stream stream);
 
+/* A bias's gradient where cuBLASLt's epilogue does not compute it
+ * (dtrt/cuda/blas.h): `sums`[c] = the f32 sum over the `rows` rows of `x`
+ * (of `type`, rows `ld` elements apart) of column c, for c < `cols`; the same
+ * order every run. */
+void dtk_cuda_column_sums_typed(const void *x, int type, int64_t rows,
+                                int64_t cols, int64_t ld, float *sums,
+                                dtk_stream stream);
+
 void dtk_cuda_layer_norm_f32(const float *x, const float *w, const float *b,
                              float *y, int64_t rows, int64_t cols, float eps,
                              dtk_stream stream);

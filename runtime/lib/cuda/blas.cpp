@@ -344,6 +344,7 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
       p.epilogue == Epilogue::Gelu ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                            : CUBLASLT_EPILOGUE_GELU_AUX)
       : p.epilogue == Epilogue::GeluGrad ? CUBLASLT_EPILOGUE_DGELU
+      : p.epilogue == Epilogue::BiasGrad ? CUBLASLT_EPILOGUE_BGRADB
       : bias                             ? CUBLASLT_EPILOGUE_BIAS
                                          : CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
@@ -352,9 +353,15 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
     set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(dataType(p.bias)));
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(bias));
   }
+  // A bias's gradient goes where a bias would come from, in f32 (the sums
+  // unrounded: the program rounds them as it rounds the region's).
+  if (p.epilogue == Epilogue::BiasGrad) {
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void *>(aux));
+  }
   // The pre-activation: C's type and rows (column-major: its leading
   // dimension is our row's length).
-  if (p.epilogue != Epilogue::None) {
+  if (p.epilogue == Epilogue::Gelu || p.epilogue == Epilogue::GeluGrad) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void *>(aux));
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(p.n));
     set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(out));
@@ -500,7 +507,10 @@ Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
                      sizeof(pointer));
   }
   if (aux && s == CUBLAS_STATUS_SUCCESS)
-    s = lt_->descSet(choice.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+    s = lt_->descSet(choice.desc,
+                     p.epilogue == Epilogue::BiasGrad
+                         ? CUBLASLT_MATMUL_DESC_BIAS_POINTER
+                         : CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                      &aux, sizeof(aux));
   if (s == CUBLAS_STATUS_SUCCESS)
     s = lt_->matmul(lt_->handle, choice.desc, &one, b, choice.first, a,
@@ -514,6 +524,21 @@ Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
 
 Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
                         const void *bias, void *aux) {
+  if (p.epilogue == Epilogue::BiasGrad) {
+    // The product, then A's column sums (A is [K, M], its rows a pitch
+    // apart) by a kernel (reduce.cu).
+    Product plain = p;
+    plain.epilogue = Epilogue::None;
+    if (Status s = runClassic(plain, a, b, c, nullptr, nullptr); !s)
+      return s;
+    int type = p.operands == Operands::BF16  ? DTK_CUDA_BF16
+               : p.operands == Operands::F16 ? DTK_CUDA_F16
+                                             : DTK_CUDA_F32;
+    dtk_cuda_column_sums_typed(a, type, p.k, p.m, p.lda ? p.lda : p.m,
+                               static_cast<float *>(aux),
+                               reinterpret_cast<dtk_stream>(stream_));
+    return Status::ok();
+  }
   if (p.epilogue != Epilogue::None) {
     // The rounded product, then the epilogue from it (gelu.cu): GELU's
     // pre-activation goes to `aux`, its gradient's product to C.
@@ -588,7 +613,12 @@ Status check(const Product &p, const void *bias, const void *aux) {
   if ((p.lda || p.ldb || p.ldc) && (p.batch != 1 || bias))
     return Error("a product with row pitches must be of one batch, without "
                  "a bias");
-  if (p.epilogue != Epilogue::None &&
+  if (p.epilogue == Epilogue::BiasGrad &&
+      (!aux || p.batch != 1 || p.accumulate || !p.transA || bias))
+    return Error("a product with a bias's gradient in its epilogue needs "
+                 "where to write it and must be of one batch, its A "
+                 "transposed, not accumulating and without a bias");
+  if ((p.epilogue == Epilogue::Gelu || p.epilogue == Epilogue::GeluGrad) &&
       (!aux || p.batch != 1 || p.accumulate || p.lda || p.ldb || p.ldc ||
        (p.epilogue == Epilogue::GeluGrad && bias)))
     return Error("a product with a GELU epilogue needs its auxiliary matrix "

@@ -426,7 +426,8 @@ std::string Executor::describe(const Thunk &t) const {
   // Products by shape, operands and library: where cuBLAS's time goes.
   if (t.kind == Thunk::Matmul || t.kind == Thunk::MatmulBias) {
     static const char *const operands[] = {"f32", "tf32", "bf16", "f16"};
-    static const char *const epilogues[] = {"", " + gelu", " * gelu'"};
+    static const char *const epilogues[] = {"", " + gelu", " * gelu'",
+                                            " + bias gradient"};
     return fmt::format("{} {}{}x{}x{}{}{} {}{}{}{} ({})",
                        t.kind == Thunk::Matmul ? "matmul" : "matmul_bias",
                        t.i[0] > 1 ? fmt::format("{}x ", t.i[0]) : "", t.i[1],

@@ -338,16 +338,23 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
         thunk.result = *out;
       }
       // GELU (or its gradient) in a 16-bit product's epilogue, with the
-      // pre-activation as one more pointer.
+      // pre-activation as one more pointer; or a bias's gradient beside a
+      // 16-bit product of A transposed, with where it goes.
       if (t.contains("epilogue")) {
         std::string epilogue = t.value("epilogue", "");
-        if (!product || thunk.result == Operands::F32 ||
-            (epilogue != "gelu" && epilogue != "gelu_grad") ||
-            (epilogue == "gelu_grad" && info->kind != Thunk::Matmul))
+        bool gelu = epilogue == "gelu" || epilogue == "gelu_grad";
+        bool biasGrad = epilogue == "bias_grad";
+        if (!product || (!gelu && !biasGrad) ||
+            (gelu && thunk.result == Operands::F32) ||
+            (epilogue != "gelu" && info->kind != Thunk::Matmul) ||
+            (biasGrad && (thunk.operands == Operands::F32 ||
+                          thunk.operands == Operands::TF32 ||
+                          thunk.i.size() < 5 || thunk.i[4] == 0)))
           return planError("'" + op + "' has an epilogue '" + epilogue +
                            "' it cannot have");
-        thunk.epilogue =
-            epilogue == "gelu" ? Epilogue::Gelu : Epilogue::GeluGrad;
+        thunk.epilogue = epilogue == "gelu"        ? Epilogue::Gelu
+                         : epilogue == "gelu_grad" ? Epilogue::GeluGrad
+                                                   : Epilogue::BiasGrad;
       }
       size_t pointers =
           info->pointers + (thunk.epilogue != Epilogue::None ? 1 : 0);

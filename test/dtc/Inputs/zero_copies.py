@@ -25,7 +25,8 @@ print(f"products: {len(products)}, {sum('cpu_p' in t for t in products)} reroute
       f"{sum(t.get('bias') == 'bf16' for t in products)} adding a bf16 bias, "
       f"{sum(t.get('epilogue') == 'gelu' for t in products)} GELU and "
       f"{sum(t.get('epilogue') == 'gelu_grad' for t in products)} its gradient "
-      f"in the epilogue")
+      f"and {sum(t.get('epilogue') == 'bias_grad' for t in products)} a bias's "
+      f"gradient in the epilogue")
 def pitches(t):
     return f", rows {t['ld']} apart" if "ld" in t else ""
 for t in plan:

@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // What the executor does around a launch, beyond the kernel or library call:
-// a padded product's zeroing (dt/Target's CudaPadding.h), a product's bias
-// and GELU in cuBLASLt's epilogue (or after the classic API), and attention on
+// a padded product's zeroing (dt/Target's CudaPadding.h), a product's bias,
+// GELU and a bias's gradient in cuBLASLt's epilogue (or after the classic
+// API), and attention on
 // cuDNN's fused kernels (dtrt/cuda/cudnn.h) against dt's own. Plans are
 // written by hand, arenas filled with NaN where nothing should be read, and
 // the entry point runs as a program's does (captured as a CUDA graph).
@@ -102,6 +103,14 @@ std::string runProducts(const std::string &plan, const char *engine,
   return s ? "" : s.error().message();
 }
 
+/// A plan of one entry point, grad_step, whose launches are `launches` (a
+/// JSON list's elements) on an arena of `arena` bytes, without scratch.
+std::string gradStep(int64_t arena, const std::string &launches) {
+  return R"({"version": 1, "arena_bytes": )" + std::to_string(arena) +
+         R"(, "scratch_bytes": 0, "entries": {"grad_step": [)" + launches +
+         "]}}";
+}
+
 TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
   if (!haveGpu())
     GTEST_SKIP() << "no GPU on this machine";
@@ -115,15 +124,13 @@ TEST(CudaExecutorTest, APaddedProductZeroesItsExtraTermsAndReadsNoNaN) {
   const int64_t m = 37, n = 101, k = 53, n8 = 104, k8 = 56, w = 24;
   const int64_t a = 0, b = 8192, c = 20480, e = 28672, d = 32768,
                 arena = 36864;
-  std::string plan = R"({"version": 1, "arena_bytes": )" +
-                     std::to_string(arena) +
-                     R"(, "scratch_bytes": 0, "entries": {"grad_step": [
+  std::string plan = gradStep(arena, R"(
       {"op": "matmul", "p": [0, 8192, 20480], "i": [1, 37, 101, 53, 0, 1],
        "half": "bf16", "out": "bf16", "ld": [56, 56, 104], "pad": [104, 56],
        "zero": [[106, 6, 37, 112], [8298, 6, 101, 112]]},
       {"op": "matmul", "p": [0, 28672, 32768], "i": [1, 37, 24, 53, 0, 0],
        "half": "bf16", "out": "bf16", "ld": [56, 24, 24], "pad": [24, 56],
-       "zero": [[106, 6, 37, 112], [31216, 144, 1, 144]]}]}})";
+       "zero": [[106, 6, 37, 112], [31216, 144, 1, 144]]})");
   auto executor = dtrt::cuda::Executor::create(kNoKernels, plan);
   ASSERT_TRUE(bool(executor)) << executor.error().message();
   ASSERT_GE((*executor)->arenaBytes(), arena);
@@ -207,11 +214,9 @@ TEST(CudaExecutorTest, ABf16ProductAddsItsBf16BiasBeforeItsOneRounding) {
   // first).
   const int64_t m = 37, n = 24, k = 40;
   const int64_t a = 0, b = 4096, bias = 8192, c = 8448, arena = 10496;
-  std::string plan = R"({"version": 1, "arena_bytes": )" +
-                     std::to_string(arena) +
-                     R"(, "scratch_bytes": 0, "entries": {"grad_step": [
+  std::string plan = gradStep(arena, R"(
       {"op": "matmul_bias", "p": [0, 4096, 8192, 8448], "i": [1, 37, 24, 40, 0, 1],
-       "half": "bf16", "out": "bf16", "bias": "bf16"}]}})";
+       "half": "bf16", "out": "bf16", "bias": "bf16"})");
   std::vector<uint16_t> host(size_t(arena / 2), kNaN);
   putLinear(host, a, b, bias, m, n, k, 1.0f, 1.0f / 3);
   for (const char *engine : {"lt", "tuned", "cublas"}) {
@@ -252,14 +257,12 @@ TEST(CudaExecutorTest,
   const int64_t m = 37, n = 24, k = 40;
   const int64_t a = 0, b = 4096, bias = 8192, h = 8448, x = 10496, g = 12544,
                 arena = 14592;
-  std::string plan = R"({"version": 1, "arena_bytes": )" +
-                     std::to_string(arena) +
-                     R"(, "scratch_bytes": 0, "entries": {"grad_step": [
+  std::string plan = gradStep(arena, R"(
       {"op": "matmul_bias", "p": [0, 4096, 8192, 8448, 10496],
        "i": [1, 37, 24, 40, 0, 1], "half": "bf16", "out": "bf16",
        "bias": "bf16", "epilogue": "gelu"},
       {"op": "matmul", "p": [0, 4096, 12544, 10496], "i": [1, 37, 24, 40, 0, 1],
-       "half": "bf16", "out": "bf16", "epilogue": "gelu_grad"}]}})";
+       "half": "bf16", "out": "bf16", "epilogue": "gelu_grad"})");
   std::vector<uint16_t> host(size_t(arena / 2), kNaN);
   putLinear(host, a, b, bias, m, n, k, 0.5f, 0.25f);
   for (const char *engine : {"lt", "tuned", "cublas"}) {
@@ -287,6 +290,60 @@ TEST(CudaExecutorTest,
     for (int64_t at = 0; at < arena / 2; ++at)
       if (at < h / 2 || at >= (g + m * n * 2) / 2)
         ASSERT_EQ(run[size_t(at)], host[size_t(at)]) << engine << ": " << at;
+  }
+}
+
+/// The f32 at byte `at` of `host` (bf16 halves, little-endian).
+float f32At(const std::vector<uint16_t> &host, int64_t at) {
+  uint32_t w =
+      uint32_t(host[size_t(at / 2)]) | uint32_t(host[size_t(at / 2 + 1)]) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+
+TEST(CudaExecutorTest, AWeightGradientWritesItsBiasGradientBeside) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  // A bf16 Linear layer's backward (CudaZeroCopy.h's bias gradients):
+  // dW[24 x 20] = dY^T X, dY stored [37 x 24] (A transposed), X [37 x 20],
+  // in f32, and db[24] = dY's column sums beside it, f32: through
+  // cuBLASLt's BGRADB epilogue, cuBLASLt timed, and the classic API (then
+  // column_sums.cu). Every term is a small multiple of 1/64, so both are
+  // exact in f32, in any order: bit for bit.
+  const int64_t k = 37, m = 24, n = 20;
+  const int64_t dy = 0, x = 2048, dw = 4096, db = 6144, arena = 6400;
+  std::string plan = gradStep(arena, R"(
+      {"op": "matmul", "p": [0, 2048, 4096, 6144], "i": [1, 24, 20, 37, 1, 0],
+       "half": "bf16", "epilogue": "bias_grad"})");
+  std::vector<uint16_t> host(size_t(arena / 2), kNaN);
+  for (int64_t l = 0; l < k; ++l) {
+    for (int64_t i = 0; i < m; ++i)
+      host[size_t(dy / 2 + l * m + i)] = bf16(value(l, i, 1));
+    for (int64_t j = 0; j < n; ++j)
+      host[size_t(x / 2 + l * n + j)] = bf16(value(l, j, 2) / 8);
+  }
+  for (const char *engine : {"lt", "tuned", "cublas"}) {
+    std::vector<uint16_t> run = host;
+    ASSERT_EQ(runProducts(plan, engine, run), "") << engine;
+    for (int64_t i = 0; i < m; ++i) {
+      float sum = 0;
+      for (int64_t l = 0; l < k; ++l)
+        sum += value(l, i, 1);
+      ASSERT_EQ(f32At(run, db + 4 * i), sum) << engine << ": db " << i;
+      for (int64_t j = 0; j < n; ++j) {
+        float product = 0;
+        for (int64_t l = 0; l < k; ++l)
+          product += value(l, i, 1) * (value(l, j, 2) / 8);
+        ASSERT_EQ(f32At(run, dw + 4 * (i * n + j)), product)
+            << engine << ": dW " << i << ", " << j;
+      }
+    }
+    // The operands untouched, nothing past db written.
+    for (int64_t at = 0; at < dw / 2; ++at)
+      ASSERT_EQ(run[size_t(at)], host[size_t(at)]) << engine << ": " << at;
+    for (int64_t at = (db + 4 * m) / 2; at < arena / 2; ++at)
+      ASSERT_EQ(run[size_t(at)], host[size_t(at)]) << engine << ": " << at;
   }
 }
 

@@ -259,6 +259,36 @@ TEST(GpuPlanTest, AGeluEpilogueTakesItsPreActivationLast) {
   }
 }
 
+TEST(GpuPlanTest, ABiasGradientIsWrittenBesideTheWeightGradient) {
+  // dW = dY^T x with db, dY's column sums, in BGRADB's epilogue: a 16-bit
+  // product of A transposed, the f32 sums one pointer more.
+  Expected<Plan> p = readPlan(planOf(R"({"op": "matmul", "p": [0, 64, 128, 256],
+                 "i": [1, 8, 4, 2, 1, 0], "half": "bf16",
+                 "epilogue": "bias_grad"})"),
+                              kManifest, dpTp(), 0);
+  ASSERT_TRUE(bool(p)) << p.error().message();
+  const Thunk &t = only(*p);
+  EXPECT_EQ(t.epilogue, dtrt::cuda::Epilogue::BiasGrad);
+  EXPECT_EQ(t.p.back(), 256);
+  // Not with A untransposed, not on f32 (or tf32) operands, not on a
+  // product with a bias, and not without the sums' pointer.
+  for (const char *bad :
+       {R"({"op": "matmul", "p": [0, 64, 128, 256], "i": [1, 8, 4, 2, 0, 0],
+            "half": "bf16", "epilogue": "bias_grad"})",
+        R"({"op": "matmul", "p": [0, 64, 128, 256], "i": [1, 8, 4, 2, 1, 0],
+            "epilogue": "bias_grad"})",
+        R"({"op": "matmul", "p": [0, 64, 128, 256], "i": [1, 8, 4, 2, 1, 0],
+            "tf32": true, "epilogue": "bias_grad"})",
+        R"({"op": "matmul_bias", "p": [0, 64, 128, 192, 256],
+            "i": [1, 8, 4, 2, 1, 0], "half": "bf16", "bias": "bf16",
+            "epilogue": "bias_grad"})",
+        R"({"op": "matmul", "p": [0, 64, 128], "i": [1, 8, 4, 2, 1, 0],
+            "half": "bf16", "epilogue": "bias_grad"})"}) {
+    Expected<Plan> r = readPlan(planOf(bad), kManifest, dpTp(), 0);
+    EXPECT_FALSE(bool(r)) << bad;
+  }
+}
+
 TEST(GpuPlanTest, APaddedProductsPitchesHoldItsRoundedExtents) {
   // GPT-2's gradient of the logits' input, at 4 x 12 x 6: k = 6 runs as 8,
   // A's columns 6 and 7 and B's rows 6 and 7 zeroed first (CudaPadding.h).

@@ -132,6 +132,15 @@ struct ZeroCopyCandidates {
     bool grad;
   };
   llvm::SmallVector<Epilogue> epilogues;
+  /// Narrowed products whose A (transposed) the region right after them
+  /// sums over k into f32 (sumsProductRows: a weight gradient's product and
+  /// its bias's gradient): cuBLASLt's BGRADB epilogue could write the
+  /// region's result beside the product, and the region's pass over A
+  /// would go.
+  struct BiasGrad {
+    mlir::Operation *product, *region;
+  };
+  llvm::SmallVector<BiasGrad> biasGrads;
   /// Narrowings that a product of one batch or the loss's gradient could
   /// write into whose 16-bit rows, 64 elements or more, are not a multiple
   /// of 16 bytes (GPT-2's logits and their gradient, 50 257 wide), with a
@@ -171,6 +180,18 @@ mlir::Value unconvert(mlir::Value v, mlir::Type element);
 ///
 /// Both narrow to one 16-bit type, and `op`'s result is a matrix.
 mlir::Operation *geluEpilogueOf(mlir::Operation *op, bool &grad);
+
+/// The 16-bit tensor whose widened values region `r` sums over every axis
+/// but the last into f32 (a bias's gradient in a mixed-precision program:
+/// the column sums of dY), or null.
+mlir::Value summedRows(mlir::Operation *r);
+
+/// Whether region `r` sums rows (summedRows) that dt.matmul `p` reads,
+/// through a widening and reshapes, as its transposed A (the weight's
+/// gradient dY^T x): `r`'s result is then the sums over k of op(A), one per
+/// row of `p`'s result, which cuBLASLt's BGRADB epilogue computes beside the
+/// product from the operand it reads anyway.
+bool sumsProductRows(mlir::Operation *r, mlir::Operation *p);
 
 /// Drops from `widenings` (of bf16, each read only by attention) those whose
 /// attention takes some input from elsewhere, until none changes: attention

@@ -44,8 +44,13 @@ enum class Operands { F32, TF32, BF16, F16 };
 /// with an auxiliary matrix X of C's shape and type, packed (cuBLASLt's GELU
 /// epilogues, the tanh approximation: dt.gelu):
 ///   - Gelu: C = gelu(S), and X = S (the pre-activation backward reads);
-///   - GeluGrad: C = S * gelu'(X) (GELU's gradient; X the pre-activation).
-enum class Epilogue { None, Gelu, GeluGrad };
+///   - GeluGrad: C = S * gelu'(X) (GELU's gradient; X the pre-activation);
+/// or beside C = S:
+///   - BiasGrad: X is M f32, the sums over k of op(A)'s rows (cuBLASLt's
+///     BGRADB, our A being its B): a bias's gradient, with the weight's in
+///     C = dY^T x, from the dY that the product reads anyway. A is stored
+///     transposed ([K, M], dY's rows), of one batch, without a bias.
+enum class Epilogue { None, Gelu, GeluGrad, BiasGrad };
 
 /// dtk_matmul_f32's contract: C = op(A) op(B) (+ bias) for `batch`
 /// consecutive row-major matrices; op(A) is M x K, op(B) K x N, the bias a

@@ -100,8 +100,9 @@ struct Thunk {
   /// How a 16-bit product's bias is stored: f32, or (the plan's "bias") in
   /// the operands' type where its widening's source lies.
   Operands bias = Operands::F32;
-  /// A 16-bit product's GELU epilogue (the plan's "epilogue": "gelu" or
-  /// "gelu_grad"), whose pre-activation is its last pointer.
+  /// A 16-bit product's epilogue (the plan's "epilogue": "gelu" or
+  /// "gelu_grad", whose pre-activation is its last pointer; "bias_grad",
+  /// whose f32 sums of A are).
   Epilogue epilogue = Epilogue::None;
   /// A bf16 attention's operands' layouts (the plan's "layouts": heads,
   /// batch, head and row strides, one per pointer: dtk_attention_layout),
