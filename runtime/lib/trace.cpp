@@ -189,6 +189,18 @@ void Tracer::deviceSpan(int32_t id, int64_t beginNs, int64_t endNs) {
   push(compute_, computeUsed_, {id, kGpuThread, step_, beginNs, endNs});
 }
 
+void Tracer::deviceSpans(const std::vector<int32_t> &ids, int64_t beginNs,
+                         int64_t endNs) {
+  if (ids.size() == 1)
+    return deviceSpan(ids.front(), beginNs, endNs);
+  auto found = std::find(groups_.begin(), groups_.end(), ids);
+  int32_t group = int32_t(found - groups_.begin());
+  if (found == groups_.end())
+    groups_.push_back(ids);
+  push(compute_, computeUsed_,
+       {ids.front(), kGpuThread, step_, beginNs, endNs, group});
+}
+
 void Tracer::deviceCollective(int32_t collective, int64_t beginNs,
                               int64_t endNs) {
   push(comm_, commUsed_, {collective, kGpuThread, step_, beginNs, endNs});
@@ -247,6 +259,27 @@ void Tracer::write() {
           "\"pid\": {}, \"tid\": 1, \"ts\": {:.3f}, \"dur\": {:.3f}, "
           "\"args\": {{\"step\": {}}}}}",
           jsonString(name), pid, ts(r.beginNs), dur, r.step);
+      continue;
+    }
+    if (r.group >= 0) {
+      // One launch of several ops: named for them all, their costs summed.
+      nlohmann::json ids = nlohmann::json::array(),
+                     names = nlohmann::json::array();
+      double flops = 0, bytes = 0;
+      for (int32_t id : groups_[size_t(r.group)]) {
+        const SpanDesc &s = m_.spans[size_t(id)];
+        ids.push_back(id);
+        names.push_back(s.layer.empty() ? s.op : s.op + " " + s.layer);
+        flops += s.flops;
+        bytes += s.bytes;
+      }
+      add(",\n  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": {}, "
+          "\"pid\": {}, \"tid\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}, "
+          "\"args\": {{\"op_ids\": {}, \"ops\": {}, \"step\": {}, "
+          "\"entry\": {}, \"flops\": {}, \"bytes\": {}}}}}",
+          jsonString(fmt::format("merged launch ({} ops)", ids.size())), pid,
+          r.thread, ts(r.beginNs), dur, ids.dump(), names.dump(), r.step,
+          jsonString(m_.spans[size_t(r.id)].entry), flops, bytes);
       continue;
     }
     const SpanDesc &s = m_.spans[size_t(r.id)];

@@ -97,6 +97,12 @@ public:
   /// "GPU stream" thread, as Kineto lists a device's kernels.
   void deviceSpan(int32_t id, int64_t beginNs, int64_t endNs);
   void deviceCollective(int32_t collective, int64_t beginNs, int64_t endNs);
+  /// Ops `ids` ran together in one launch on the GPU's stream (a GPU plan's
+  /// merged kernels, side by side in their blocks): one "kernel" event
+  /// naming them all, with their FLOPs and bytes summed, since the launch's
+  /// time is not theirs one by one.
+  void deviceSpans(const std::vector<int32_t> &ids, int64_t beginNs,
+                   int64_t endNs);
 
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
   const std::string &path() const { return path_; }
@@ -110,6 +116,8 @@ private:
     int32_t thread;
     int64_t step;
     int64_t beginNs, endNs;
+    /// For a launch of several ops (deviceSpans): their list in `groups_`.
+    int32_t group = -1;
   };
   struct Open {
     int32_t id;
@@ -127,6 +135,8 @@ private:
   bool written_ = false;
   int64_t step_ = 0;
   std::vector<Record> compute_, comm_;
+  /// The op lists of merged launches, each once (a plan has a fixed few).
+  std::vector<std::vector<int32_t>> groups_;
   size_t computeUsed_ = 0, commUsed_ = 0;
   std::vector<Open> open_;
   size_t depth_ = 0;

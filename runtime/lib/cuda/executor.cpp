@@ -323,7 +323,8 @@ Status Executor::launchAll(const std::string &name,
     bool traced = tracing && (t.span >= 0 || t.collective >= 0);
     if (traced) {
       traced_.push_back({t.span, t.collective, anchors_.size() - 1,
-                         events_[eventsUsed_], events_[eventsUsed_ + 1]});
+                         events_[eventsUsed_], events_[eventsUsed_ + 1],
+                         t.members.empty() ? nullptr : &t.members});
       eventsUsed_ += 2;
       cudaEventRecord(traced_.back().begin, streamOf(t));
     }
@@ -411,6 +412,8 @@ Status Executor::flushTrace() {
             e = anchorNs + int64_t(double(end) * 1e6);
     if (t.collective >= 0)
       tracer->deviceCollective(t.collective, b, e);
+    else if (t.members)
+      tracer->deviceSpans(*t.members, b, e);
     else
       tracer->deviceSpan(t.span, b, e);
   }

@@ -246,6 +246,7 @@ Expected<Plan> readPlan(const std::string &plan, const std::string &manifest,
                 it != spans.end()) {
               thunk.bytes += it->second.bytes;
               thunk.flops += it->second.flops;
+              thunk.members.push_back(int32_t(it->first));
             }
         }
         thunks.push_back(std::move(thunk));

@@ -421,11 +421,14 @@ TEST(GpuPlanTest, LaunchesCarryTheirSpansNameAndCost) {
       planOf(R"({"op": "kernel", "name": "grad_step_k0", "n": 100, "span": 0},
                 {"op": "matmul", "p": [0, 64, 128], "i": [1, 2, 2, 2, 0, 0],
                  "span": 1},
-                {"op": "kernel", "name": "grad_step_k1", "n": 1})"),
+                {"op": "kernel", "name": "grad_step_k1", "n": 1},
+                {"op": "kernel", "name": "grad_step_m2", "n": 512, "grid": 2,
+                 "members": 2, "kernels": ["grad_step_k2", "grad_step_k3"],
+                 "span": 0, "spans": [0, 1]})"),
       manifest, dpTp(), 0);
   ASSERT_TRUE(bool(p)) << p.error().message();
   const std::vector<Thunk> &t = p->entries[0].second;
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[0].range, "fused(convert) blocks.0.attn");
   EXPECT_EQ(t[0].bytes, 600);
   EXPECT_EQ(t[0].flops, 100);
@@ -435,6 +438,12 @@ TEST(GpuPlanTest, LaunchesCarryTheirSpansNameAndCost) {
   // Without a span: named after the kernel, no cost.
   EXPECT_EQ(t[2].range, "grad_step_k1");
   EXPECT_EQ(t[2].bytes, 0);
+  EXPECT_TRUE(t[2].members.empty());
+  // Merged kernels: their costs summed, their spans for the trace.
+  EXPECT_EQ(t[3].range, "merged grad_step_m2 (2 kernels)");
+  EXPECT_EQ(t[3].bytes, 648);
+  EXPECT_EQ(t[3].flops, 116);
+  EXPECT_EQ(t[3].members, (std::vector<int32_t>{0, 1}));
 }
 
 TEST(GpuPlanTest, ABf16AttentionIsDescribedToCuDnnWhereItsOperandsLie) {

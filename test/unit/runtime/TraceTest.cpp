@@ -92,4 +92,61 @@ TEST(TraceTest, TheGpuStreamIsAThreadOfKernelsAndCollectives) {
   EXPECT_EQ(collectives, 1);
 }
 
+TEST(TraceTest, AMergedLaunchIsOneKernelNamingItsOps) {
+  // Kernels a GPU plan launched together (CudaPlan's merged launches) ran
+  // side by side, so the launch's time is theirs together: one event,
+  // listing their op_ids and names, with their FLOPs and bytes summed.
+  Manifest m;
+  m.name = "merged_trace";
+  m.train.accumulation = 1;
+  SpanDesc first;
+  first.entry = "grad_step";
+  first.op = "fused(convert)";
+  first.layer = "blocks.0";
+  first.flops = 10;
+  first.bytes = 400;
+  SpanDesc second = first;
+  second.id = 1;
+  second.op = "fused(add)";
+  second.layer = "";
+  second.flops = 5;
+  second.bytes = 200;
+  m.spans = {first, second};
+  Expected<Mesh> mesh = Mesh::create({"dp"}, {1});
+  ASSERT_TRUE(bool(mesh));
+  std::string dir = ::testing::TempDir() + "/dt-merged-trace";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Tracer t(m, {dir, 1, 1, 0, 1, ""}, *mesh);
+  ASSERT_TRUE(bool(t.alignClocks(nullptr)));
+  t.beginStep(1);
+  int64_t now = steadyNanos();
+  t.deviceSpans({0, 1}, now, now + 3000);
+  t.deviceSpans({0, 1}, now + 3000, now + 5000); // the same list again
+  t.deviceSpans({1}, now + 5000, now + 6000);    // one op: its own event
+  t.endStep(1);
+
+  std::ifstream in(t.path());
+  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(trace.is_discarded()) << t.path();
+  std::vector<nlohmann::json> kernels;
+  for (const nlohmann::json &e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["cat"] == "kernel")
+      kernels.push_back(e);
+  ASSERT_EQ(kernels.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(kernels[i]["name"], "merged launch (2 ops)");
+    EXPECT_EQ(kernels[i]["args"]["op_ids"], (std::vector<int>{0, 1}));
+    EXPECT_EQ(
+        kernels[i]["args"]["ops"],
+        (std::vector<std::string>{"fused(convert) blocks.0", "fused(add)"}));
+    EXPECT_EQ(kernels[i]["args"]["flops"], 15);
+    EXPECT_EQ(kernels[i]["args"]["bytes"], 600);
+    EXPECT_FALSE(kernels[i]["args"].contains("op_id"));
+  }
+  EXPECT_DOUBLE_EQ(kernels[0]["dur"].get<double>(), 3.0);
+  EXPECT_EQ(kernels[2]["name"], "fused(add)");
+  EXPECT_EQ(kernels[2]["args"]["op_id"], 1);
+}
+
 } // namespace

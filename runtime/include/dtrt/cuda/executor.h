@@ -129,6 +129,8 @@ private:
     int32_t span, collective;
     size_t anchor;
     cudaEvent_t begin, end;
+    /// A merged launch's spans (its thunk's, which the plan keeps).
+    const std::vector<int32_t> *members = nullptr;
   };
   Status traceEvents(size_t count);
   /// Hands the traced launches that have run to the tracer.

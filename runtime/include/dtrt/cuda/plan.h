@@ -127,6 +127,8 @@ struct Thunk {
   /// Its op's span in the manifest (the trace's op_id), or -1; a
   /// collective's id, or -1.
   int32_t span = -1, collective = -1;
+  /// A merged launch's kernels' spans, which the trace names together.
+  std::vector<int32_t> members;
   /// The cost model's bytes and FLOPs of its span (0 without one): what
   /// DTRT_CUDA_PROFILE divides by the measured time.
   int64_t bytes = 0;
