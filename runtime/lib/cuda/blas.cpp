@@ -482,16 +482,32 @@ Expected<Blas::Choice *> Blas::choose(const Product &p, const void *a,
       cudaEventDestroy(begin);
     if (end)
       cudaEventDestroy(end);
-    if (best < 0)
-      return Error(fmt::format("none of cuBLASLt's {} candidates for a "
-                               "product of {} x {} x {} ran",
-                               candidates.size(), p.m, p.n, p.k));
+    if (best < 0) {
+      // cuBLASLt offered algorithms it cannot run (an epilogue it takes
+      // only in some layouts): the classic API computes this shape.
+      fallBack(*choice, p, "none of its candidates ran");
+      return choices_.emplace(key, std::move(choice)).first->second.get();
+    }
     choice->algo = fastest;
     choice->engine = "cuBLASLt, tuned";
     if (!cacheKey.empty())
       timed_[cacheKey] = {{"gpu", identity_}, {"algo", algoToJson(fastest)}};
   }
   return choices_.emplace(key, std::move(choice)).first->second.get();
+}
+
+void Blas::fallBack(Choice &choice, const Product &p, const char *why) {
+  choice.useLt = false;
+  choice.engine = "cuBLAS";
+  static const char *const epilogues[] = {
+      "", " with GELU", " with GELU's gradient", " with a bias's gradient"};
+  fmt::print(stderr,
+             "note: cuBLASLt could not compute a product of {} x {} x {}{} "
+             "({}); cuBLAS's classic API does{}\n",
+             p.m, p.n, p.k, epilogues[int(p.epilogue)], why,
+             p.epilogue == Epilogue::None
+                 ? ""
+                 : ", and a kernel finishes the epilogue");
 }
 
 Status Blas::runLt(const Choice &choice, const Product &p, const void *a,
@@ -645,8 +661,14 @@ Status Blas::matmul(const Product &p, const void *a, const void *b, void *c,
     if (!choice)
       return choice.error();
     lastEngine_ = (*choice)->engine;
-    if ((*choice)->useLt)
-      return runLt(**choice, p, a, b, c, bias, aux);
+    if ((*choice)->useLt) {
+      Status s = runLt(**choice, p, a, b, c, bias, aux);
+      if (s)
+        return s;
+      // Refused before anything was queued (cuBLASLt checks its arguments
+      // first): this shape goes the classic way from now on.
+      fallBack(**choice, p, s.error().message().c_str());
+    }
   }
   lastEngine_ = "cuBLAS";
   return runClassic(p, a, b, c, bias, aux);

@@ -117,9 +117,11 @@ public:
   /// exact and summed in f32. `bias` (or null) holds p.bias's elements (f32
   /// or the operands' type), added to the f32 sums before they are rounded
   /// to the result's type. `aux` is p.epilogue's auxiliary matrix. Where
-  /// cuBLASLt has no algorithm for an epilogue, cuBLAS's classic API
-  /// rounds the sums to the result's type first, and a kernel does the
-  /// epilogue from there (one rounding more in 16 bits).
+  /// cuBLASLt has no algorithm for a product, or refuses to run the one it
+  /// offered (then for the rest of the run, said once on stderr), cuBLAS's
+  /// classic API computes it: for an epilogue, it rounds the sums to the
+  /// result's type first, and a kernel does the epilogue from there (one
+  /// rounding more in 16 bits; a bias's gradient sums A after the product).
   Status matmul(const Product &p, const void *a, const void *b, void *c,
                 const void *bias = nullptr, void *aux = nullptr);
   Status matmul(const void *a, const void *b, void *c, int64_t batch, int64_t m,
@@ -170,6 +172,9 @@ private:
                             void *c, const void *bias, void *aux, bool timed);
   Status runLt(const Choice &choice, const Product &p, const void *a,
                const void *b, void *c, const void *bias, void *aux);
+  /// `choice` computes through the classic API from now on, which a note
+  /// on stderr says, with `why`.
+  void fallBack(Choice &choice, const Product &p, const char *why);
   Status runClassic(const Product &p, const void *a, const void *b, void *c,
                     const void *bias, void *aux);
 
