@@ -345,3 +345,28 @@ func.func @norm_weight_copied(%x: tensor<4x8xf32>, %c: tensor<8xf32>)
   %z = dt.layer_norm %x, %b, %c {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
   return %y, %z : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A residual sum that a layer norm reads as bf16 is written anyway, so the
+// next residual add reads it rather than recomputing it from x and attn (a
+// copy per user only pays where no user needs the value written).
+// CHECK-LABEL: func.func @residual_read_not_recomputed
+func.func @residual_read_not_recomputed(%x: tensor<4x8xbf16>, %attn: tensor<4x8xbf16>,
+                                        %mlp: tensor<4x8xbf16>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  // CHECK: %[[S:.*]] = dt.fused(%{{.*}}, %{{.*}}) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: dt.layer_norm
+  // CHECK: dt.fused(%[[S]], %{{.*}}) : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %xw = dt.convert %x : tensor<4x8xbf16> to tensor<4x8xf32>
+  %aw = dt.convert %attn : tensor<4x8xbf16> to tensor<4x8xf32>
+  %s = dt.add %xw, %aw : tensor<4x8xf32>
+  %s16 = dt.convert %s : tensor<4x8xf32> to tensor<4x8xbf16>
+  %sn = dt.convert %s16 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %y = dt.layer_norm %sn, %w, %b {eps = 1.0e-05 : f64} : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %sr = dt.convert %s16 : tensor<4x8xbf16> to tensor<4x8xf32>
+  %mw = dt.convert %mlp : tensor<4x8xbf16> to tensor<4x8xf32>
+  %t = dt.add %sr, %mw : tensor<4x8xf32>
+  %t16 = dt.convert %t : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %y, %t16 : tensor<4x8xf32>, tensor<4x8xbf16>
+}

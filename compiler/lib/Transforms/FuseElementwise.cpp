@@ -182,7 +182,11 @@ bool narrowsLoadForWidenings(Operation *op) {
 }
 
 /// Step 0: one copy of a cheap elementwise op per user, when every user could
-/// fuse it.
+/// fuse it. Not when a user is a widening that step 5 keeps out of regions
+/// (for a kernel that reads 16-bit data, a layer norm's x): the value is then
+/// written anyway, and reading it costs no more than recomputing it from its
+/// operands (GPT-2's residual sum x + attn, which the second residual add
+/// recomputed from x and attn while the norm read it written).
 void duplicateCheapProducers(Block &block) {
   SmallVector<Operation *> candidates;
   for (Operation &op : block)
@@ -196,7 +200,8 @@ void duplicateCheapProducers(Block &block) {
       continue;
     ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
     bool allFuse = llvm::all_of(users, [&](Operation *u) {
-      return (isFusible(u) && shapeOf(u->getResult(0)) == shape) ||
+      return (isFusible(u) && !widensForOneReader(u) &&
+              shapeOf(u->getResult(0)) == shape) ||
              isFusibleReduction(u);
     });
     if (!allFuse)
