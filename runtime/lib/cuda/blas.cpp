@@ -542,7 +542,7 @@ Status Blas::runClassic(const Product &p, const void *a, const void *b, void *c,
                         const void *bias, void *aux) {
   if (p.epilogue == Epilogue::BiasGrad) {
     // The product, then A's column sums (A is [K, M], its rows a pitch
-    // apart) by a kernel (reduce.cu).
+    // apart) by a kernel (column_sums.cu).
     Product plain = p;
     plain.epilogue = Epilogue::None;
     if (Status s = runClassic(plain, a, b, c, nullptr, nullptr); !s)
