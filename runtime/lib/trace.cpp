@@ -191,6 +191,8 @@ void Tracer::deviceSpan(int32_t id, int64_t beginNs, int64_t endNs) {
 
 void Tracer::deviceSpans(const std::vector<int32_t> &ids, int64_t beginNs,
                          int64_t endNs) {
+  if (ids.empty())
+    return;
   if (ids.size() == 1)
     return deviceSpan(ids.front(), beginNs, endNs);
   auto found = std::find(groups_.begin(), groups_.end(), ids);

@@ -269,8 +269,8 @@ private:
                      {"grid", grid},
                      {"members", int64_t(small.size())},
                      {"kernels", json::Array(m.members)}};
-      // The trace and NVTX name the launch after its first member; the
-      // profile counts the cost of all.
+      // NVTX names the launch after its first member, the trace after
+      // them all (its "spans"); the profile counts the cost of all.
       if (!spans.empty()) {
         t["span"] = spans.front();
         t["spans"] = std::move(spans);

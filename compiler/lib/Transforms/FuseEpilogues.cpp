@@ -360,16 +360,16 @@ struct FuseEpiloguesPass
   /// product's epilogue can compute it (ZeroCopyCandidates::biasGrads).
   /// Only the order changes; the moved ops are all free of side effects.
   static void sinkBiasGradients(Block &block) {
-    SmallVector<Operation *> sums;
+    SmallVector<std::pair<Operation *, Value>> sums; // the sum, its dY
     for (Operation &op : block)
-      if (summedRows(&op))
-        sums.push_back(&op);
-    for (Operation *sum : sums) {
+      if (Value dy = summedRows(&op))
+        sums.push_back({&op, dy});
+    for (auto [sum, dy] : sums) {
       // The first product after the sum that reads its dY: through the
       // widenings that read dY (through reshapes).
       Operation *product = nullptr;
       SmallVector<Operation *> widenings;
-      readersOf(viewRoot(summedRows(sum)), widenings);
+      readersOf(viewRoot(dy), widenings);
       for (Operation *widening : widenings) {
         if (!isWidening(widening))
           continue;

@@ -24,6 +24,20 @@ using namespace dtrt;
 
 namespace {
 
+/// An empty directory for a test's trace.
+std::string freshDir(const std::string &name) {
+  std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// The trace `t` wrote, parsed (discarded when it is no JSON).
+nlohmann::json written(const Tracer &t) {
+  std::ifstream in(t.path());
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
 TEST(TraceTest, TheGpuStreamIsAThreadOfKernelsAndCollectives) {
   Manifest m;
   m.name = "gpu_trace";
@@ -52,9 +66,7 @@ TEST(TraceTest, TheGpuStreamIsAThreadOfKernelsAndCollectives) {
   m.collectives = {c};
   Expected<Mesh> mesh = Mesh::create({"dp"}, {2});
   ASSERT_TRUE(bool(mesh));
-  std::string dir = ::testing::TempDir() + "/dt-gpu-trace";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  std::string dir = freshDir("dt-gpu-trace");
   Tracer t(m, {dir, 1, 1, 1, 2, "mpi"}, *mesh);
   ASSERT_TRUE(bool(t.alignClocks(nullptr)));
   t.beginStep(1);
@@ -63,8 +75,7 @@ TEST(TraceTest, TheGpuStreamIsAThreadOfKernelsAndCollectives) {
   t.deviceCollective(0, now + 5000, now + 9000);
   t.endStep(1);
 
-  std::ifstream in(t.path());
-  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json trace = written(t);
   ASSERT_FALSE(trace.is_discarded()) << t.path();
   bool named = false;
   int kernels = 0, collectives = 0;
@@ -114,9 +125,7 @@ TEST(TraceTest, AMergedLaunchIsOneKernelNamingItsOps) {
   m.spans = {first, second};
   Expected<Mesh> mesh = Mesh::create({"dp"}, {1});
   ASSERT_TRUE(bool(mesh));
-  std::string dir = ::testing::TempDir() + "/dt-merged-trace";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  std::string dir = freshDir("dt-merged-trace");
   Tracer t(m, {dir, 1, 1, 0, 1, ""}, *mesh);
   ASSERT_TRUE(bool(t.alignClocks(nullptr)));
   t.beginStep(1);
@@ -126,8 +135,7 @@ TEST(TraceTest, AMergedLaunchIsOneKernelNamingItsOps) {
   t.deviceSpans({1}, now + 5000, now + 6000);    // one op: its own event
   t.endStep(1);
 
-  std::ifstream in(t.path());
-  nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  nlohmann::json trace = written(t);
   ASSERT_FALSE(trace.is_discarded()) << t.path();
   std::vector<nlohmann::json> kernels;
   for (const nlohmann::json &e : trace["traceEvents"])
